@@ -1,0 +1,80 @@
+import { z } from "zod"
+
+// The one source of truth for every option, its default and its bounds (README table is checked
+// against this schema by a test).
+const int = (min: number, max?: number) => {
+  const base = z.number().int().min(min)
+  return max === undefined ? base : base.max(max)
+}
+
+export const MonitorConfigSchema = z
+  .object({
+    max_monitors_per_session: int(1, 16).default(3),
+    max_runtime_ms: int(1_000, 86_400_000).default(1_800_000),
+    batch_max_lines: int(1).default(50),
+    batch_max_bytes: int(1_024).default(16_384),
+    flush_interval_ms: int(250).default(1_000),
+    ring_max_lines: int(1, 100_000).default(1_000),
+    line_max_bytes: int(256, 1_048_576).default(8_192),
+    pattern_max_length: int(1).default(512),
+    max_active_defer_ms: int(0)
+      .refine((v) => v === 0 || v >= 1_000, { message: "must be 0 (no ceiling) or >= 1000" })
+      .default(60_000),
+    user_message_window_ms: int(0).default(2_000),
+    pending_retry_ms: int(100).default(1_000),
+    post_dispatch_hold_ms: int(1).default(250),
+    accepted_message_skew_ms: int(0).default(5_000),
+    kill_grace_ms: int(100).default(5_000),
+    subagent_wake: z.enum(["off", "parent"]).default("off"),
+    automation_agents: z.array(z.string().min(1)).default([]),
+    allowed_commands: z.array(z.string().min(1)).default([]),
+  })
+  .strict()
+
+export type MonitorConfig = z.infer<typeof MonitorConfigSchema>
+
+export type ConfigResult = { ok: true; config: MonitorConfig } | { ok: false; errors: string[] }
+
+/** Validates plugin options; every error names the key, the bound and the value it got. */
+export function parseMonitorConfig(options: unknown): ConfigResult {
+  const parsed = MonitorConfigSchema.safeParse(options ?? {})
+  if (parsed.success) return { ok: true, config: parsed.data }
+  const input = (options ?? {}) as Record<string, unknown>
+  return { ok: false, errors: parsed.error.issues.map((issue) => describeIssue(issue, input)) }
+}
+
+export function defaultMonitorConfig(): MonitorConfig {
+  return MonitorConfigSchema.parse({})
+}
+
+function describeIssue(issue: z.core.$ZodIssue, input: Record<string, unknown>): string {
+  const key = issue.path.join(".") || "(options)"
+  const got = `got ${JSON.stringify(valueAt(input, issue.path))}`
+  switch (issue.code) {
+    case "too_small":
+      return `${key} must be >= ${issue.minimum} (${got})`
+    case "too_big":
+      return `${key} must be <= ${issue.maximum} (${got})`
+    case "invalid_type":
+      return `${key} must be ${article(issue.expected === "int" ? "integer" : issue.expected)} (${got})`
+    case "invalid_value":
+      return `${key} must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")} (${got})`
+    case "unrecognized_keys":
+      return `unknown option ${issue.keys.map((k) => JSON.stringify(k)).join(", ")}; see the README options table`
+    default:
+      return `${key} ${issue.message} (${got})`
+  }
+}
+
+function article(noun: string): string {
+  return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`
+}
+
+function valueAt(input: Record<string, unknown>, path: readonly PropertyKey[]): unknown {
+  let value: unknown = input
+  for (const part of path) {
+    if (value === null || typeof value !== "object") return undefined
+    value = (value as Record<PropertyKey, unknown>)[part]
+  }
+  return value
+}

@@ -1,0 +1,153 @@
+import type { PluginInput } from "@opencode-ai/plugin"
+import type { Message, Part } from "@opencode-ai/sdk"
+
+type OpencodeClient = PluginInput["client"]
+
+export type ModelRef = { providerID: string; modelID: string }
+
+/** The little of a session message that delivery decisions need. */
+export type SessionMessage = {
+  role: "user" | "assistant"
+  created: number
+  /** Assistant only: undefined while the step runs. */
+  completed: number | undefined
+  finish: string | undefined
+  /** Assistant only: a tool call of this message is still pending or running. */
+  toolRunning: boolean
+  /** User only: every text part was injected (ours, or opencode's own), not typed by a person. */
+  synthetic: boolean
+  agent: string | undefined
+  model: ModelRef | undefined
+  text: string
+}
+
+export type PromptRequest = {
+  noReply: boolean
+  agent: string | undefined
+  model: ModelRef | undefined
+  text: string
+  metadata: Record<string, unknown>
+}
+
+export type DeliveryErrorKind = "gone" | "rejected" | "ambiguous"
+
+/**
+ * `gone`: the session no longer exists. `rejected`: the server answered with an error, nothing
+ * was stored. `ambiguous`: the request may have reached the server but no answer came back.
+ */
+export class DeliveryError extends Error {
+  override name = "DeliveryError"
+  constructor(
+    readonly kind: DeliveryErrorKind,
+    message: string,
+  ) {
+    super(message)
+  }
+}
+
+export type ToastVariant = "info" | "success" | "warning" | "error"
+export type LogLevel = "debug" | "info" | "warn" | "error"
+
+/** Everything the plugin asks of the opencode server, in one place. */
+export interface SessionApi {
+  /** Sessions that are not idle, with their status type (idle sessions are absent). */
+  busySessions(): Promise<Record<string, string>>
+  /** The session's most recent messages, oldest first. */
+  recentMessages(sessionID: string): Promise<SessionMessage[]>
+  prompt(sessionID: string, request: PromptRequest): Promise<void>
+  parentOf(sessionID: string): Promise<string | undefined>
+  log(level: LogLevel, message: string, extra: Record<string, unknown>): void
+  toast(variant: ToastVariant, title: string, message: string): void
+}
+
+// Enough history to find the latest real user message behind a run of injected ones.
+const RECENT_MESSAGES = 60
+export const LOG_SERVICE = "opencode-monitor"
+
+export function createSessionApi(client: OpencodeClient, directory?: string): SessionApi {
+  const query = directory ? { directory } : undefined
+  return {
+    async busySessions() {
+      const result = await client.session.status({ query })
+      if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
+      const busy: Record<string, string> = {}
+      for (const [id, status] of Object.entries(result.data)) busy[id] = status.type
+      return busy
+    },
+    async recentMessages(sessionID) {
+      const result = await client.session.messages({ path: { id: sessionID }, query: { ...query, limit: RECENT_MESSAGES } })
+      if (result.error || !result.data) throw new Error(`GET /session/${sessionID}/message failed: ${describe(result.error)}`)
+      return result.data.map(({ info, parts }) => toSessionMessage(info, parts))
+    },
+    async prompt(sessionID, request) {
+      let result: Awaited<ReturnType<typeof client.session.promptAsync>>
+      try {
+        result = await client.session.promptAsync({
+          path: { id: sessionID },
+          query,
+          body: {
+            noReply: request.noReply,
+            ...(request.agent ? { agent: request.agent } : {}),
+            ...(request.model ? { model: request.model } : {}),
+            parts: [{ type: "text", text: request.text, synthetic: true, metadata: request.metadata }],
+          },
+        })
+      } catch (error) {
+        throw new DeliveryError("ambiguous", error instanceof Error ? error.message : String(error))
+      }
+      const failure = "error" in result ? result.error : undefined
+      if (!failure) return
+      const status = "response" in result ? result.response?.status : undefined
+      throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${describe(failure)}`)
+    },
+    async parentOf(sessionID) {
+      const result = await client.session.get({ path: { id: sessionID }, query })
+      if (result.error || !result.data) throw new Error(`GET /session/${sessionID} failed: ${describe(result.error)}`)
+      return result.data.parentID || undefined
+    },
+    log(level, message, extra) {
+      client.app.log({ body: { service: LOG_SERVICE, level, message, extra } }).catch(() => {})
+    },
+    toast(variant, title, message) {
+      client.tui.showToast({ body: { title, message, variant } }).catch(() => {})
+    },
+  }
+}
+
+function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
+  const texts = parts.filter((p): p is Extract<Part, { type: "text" }> => p.type === "text")
+  if (info.role === "user") {
+    return {
+      role: "user",
+      created: info.time.created,
+      completed: undefined,
+      finish: undefined,
+      toolRunning: false,
+      synthetic: texts.length > 0 && texts.every((p) => p.synthetic === true),
+      agent: info.agent,
+      model: info.model,
+      text: texts.map((p) => p.text).join("\n"),
+    }
+  }
+  return {
+    role: "assistant",
+    created: info.time.created,
+    completed: info.time.completed,
+    finish: info.finish,
+    toolRunning: parts.some((p) => p.type === "tool" && (p.state.status === "pending" || p.state.status === "running")),
+    synthetic: false,
+    agent: info.mode,
+    model: { providerID: info.providerID, modelID: info.modelID },
+    text: texts.map((p) => p.text).join("\n"),
+  }
+}
+
+function describe(error: unknown): string {
+  if (error === undefined) return "no data"
+  if (error instanceof Error) return error.message
+  try {
+    return JSON.stringify(error)
+  } catch {
+    return String(error)
+  }
+}

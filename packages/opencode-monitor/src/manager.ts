@@ -1,0 +1,268 @@
+import { randomBytes } from "node:crypto"
+import type { MonitorConfig } from "./config"
+import { sanitizeLabel } from "./delivery/envelope"
+import { MonitorError } from "./errors"
+import type { OutputBatch } from "./pipeline/batcher"
+import { compileLineFilter, PatternError } from "./pipeline/filter"
+import type { MonitorLine } from "./pipeline/line"
+import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline"
+import type { RingCounters, RingQuery } from "./pipeline/ring-buffer"
+import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } from "./process/process-group"
+import { findMissingProgram } from "./process/program-check"
+import { readPipe } from "./process/read-pipe"
+import { realScheduler, type Scheduler } from "./scheduler"
+import type { MonitorStatus } from "./status"
+
+export type StopReason = "agent" | "session" | "shutdown"
+
+/** What callers may see of a monitor: never the raw command. */
+export type MonitorInfo = {
+  id: string
+  sessionID: string
+  label: string
+  pattern: string | undefined
+  startedAt: number
+  endedAt: number | undefined
+  timeoutMs: number
+  status: MonitorStatus
+  stoppedBy: StopReason | undefined
+  counters: RingCounters
+}
+
+export type StartRequest = {
+  sessionID: string
+  directory: string
+  command: string
+  label?: string
+  matchPattern?: string
+  timeoutMs?: number
+}
+
+export type ManagerDeps = {
+  onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
+  onEnded?: (monitor: MonitorInfo) => void
+  scheduler?: Scheduler
+  env?: NodeJS.ProcessEnv
+}
+
+type Monitor = {
+  info: MonitorInfo
+  pipeline: MonitorPipeline
+  process: MonitoredProcess
+  stopSignal: Promise<NodeJS.Signals | null> | undefined
+  timedOut: boolean
+  done: Promise<void>
+}
+
+// How long the pipes may stay open after the leader exited (a grandchild holding them) before
+// the rest of the group is terminated.
+const DRAIN_WAIT_MS = 500
+// Exited monitors kept per session for monitor_list/monitor_output.
+const EXITED_RETAINED_PER_SESSION = 10
+
+/** Owns every monitor of the server: start, stop, list, read output, and cleanup. */
+export class MonitorManager {
+  private readonly monitors = new Map<string, Monitor>()
+  private readonly scheduler: Scheduler
+
+  constructor(
+    private readonly config: MonitorConfig,
+    private readonly deps: ManagerDeps,
+  ) {
+    this.scheduler = deps.scheduler ?? realScheduler
+  }
+
+  async start(request: StartRequest): Promise<MonitorInfo> {
+    const command = request.command.trim()
+    if (command === "") throw new MonitorError("invalid_argument", "command is empty; pass the shell command to run.")
+    const running = this.running(request.sessionID)
+    if (running.length >= this.config.max_monitors_per_session) {
+      throw new MonitorError(
+        "cap_reached",
+        `This session already runs ${running.length} monitors (max_monitors_per_session=${this.config.max_monitors_per_session}). ` +
+          `Stop one first with monitor_stop: ${running.map((m) => `${m.info.id} (${m.info.label})`).join(", ")}.`,
+      )
+    }
+    const timeoutMs = request.timeoutMs ?? this.config.max_runtime_ms
+    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > this.config.max_runtime_ms) {
+      throw new MonitorError(
+        "invalid_argument",
+        `timeout_ms must be an integer from 1 to ${this.config.max_runtime_ms} (max_runtime_ms); got ${request.timeoutMs}.`,
+      )
+    }
+    let filter: ReturnType<typeof compileLineFilter>
+    try {
+      filter = compileLineFilter(request.matchPattern, this.config.pattern_max_length)
+    } catch (error) {
+      if (error instanceof PatternError) throw new MonitorError("invalid_pattern", error.message)
+      throw error
+    }
+    const env = this.deps.env ?? process.env
+    const missing = findMissingProgram(command, request.directory, env.PATH)
+    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`)
+
+    let child: MonitoredProcess
+    try {
+      child = await spawnInGroup({ command, cwd: request.directory, killGraceMs: this.config.kill_grace_ms, env })
+    } catch (error) {
+      if (error instanceof SpawnError) throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
+      throw error
+    }
+
+    const id = `mon_${randomBytes(4).toString("hex")}`
+    const pipeline = createMonitorPipeline({
+      monitorId: id,
+      config: this.config,
+      filter,
+      scheduler: this.scheduler,
+      // Batches only flow once the process runs, after `info` exists.
+      onBatch: (batch) => this.deps.onBatch(batch, info),
+    })
+    const info: MonitorInfo = {
+      id,
+      sessionID: request.sessionID,
+      label: sanitizeLabel(request.label ?? defaultLabel(command)),
+      pattern: request.matchPattern || undefined,
+      startedAt: this.scheduler.now(),
+      endedAt: undefined,
+      timeoutMs,
+      status: { kind: "running" },
+      stoppedBy: undefined,
+      counters: pipeline.ring.counters,
+    }
+    const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, done: Promise.resolve() }
+    this.monitors.set(id, monitor)
+    monitor.done = this.supervise(monitor)
+    return info
+  }
+
+  /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
+  async stop(sessionID: string, monitorId: string, reason: StopReason): Promise<MonitorInfo | undefined> {
+    const monitor = this.find(sessionID, monitorId)
+    if (!monitor) return undefined
+    if (monitor.info.status.kind === "running" && monitor.stopSignal === undefined) {
+      monitor.info.stoppedBy = reason
+      monitor.stopSignal = monitor.process.terminateGroup(this.config.kill_grace_ms)
+    }
+    await monitor.done
+    return monitor.info
+  }
+
+  get(sessionID: string, monitorId: string): MonitorInfo | undefined {
+    return this.find(sessionID, monitorId)?.info
+  }
+
+  list(sessionID: string, includeExited: boolean): MonitorInfo[] {
+    return [...this.monitors.values()]
+      .filter((m) => m.info.sessionID === sessionID && (includeExited || m.info.status.kind === "running"))
+      .map((m) => m.info)
+  }
+
+  output(sessionID: string, monitorId: string, query: RingQuery): { info: MonitorInfo; lines: MonitorLine[] } | undefined {
+    const monitor = this.find(sessionID, monitorId)
+    if (!monitor) return undefined
+    return { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
+  }
+
+  /** Stops every monitor of a session and forgets them (the session is gone). */
+  async stopSession(sessionID: string): Promise<void> {
+    const ids = [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID).map((m) => m.info.id)
+    await Promise.all(ids.map((id) => this.stop(sessionID, id, "session")))
+    for (const id of ids) this.monitors.delete(id)
+  }
+
+  /** Stops everything; resolves when no monitored process is left. */
+  async shutdown(): Promise<void> {
+    await Promise.all([...this.monitors.values()].map((m) => this.stop(m.info.sessionID, m.info.id, "shutdown")))
+  }
+
+  /**
+   * For a signal handler that cannot wait: SIGTERM to every running group right now. Each
+   * monitor's watchdog sends SIGKILL after the grace period once this process is gone.
+   */
+  terminateAllNow(): void {
+    for (const monitor of this.monitors.values()) {
+      if (monitor.info.status.kind !== "running") continue
+      monitor.info.stoppedBy ??= "shutdown"
+      try {
+        process.kill(-monitor.process.pid, "SIGTERM")
+      } catch {
+        // already gone
+      }
+    }
+  }
+
+  private running(sessionID: string): Monitor[] {
+    return [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID && m.info.status.kind === "running")
+  }
+
+  private find(sessionID: string, monitorId: string): Monitor | undefined {
+    const monitor = this.monitors.get(monitorId)
+    return monitor && monitor.info.sessionID === sessionID ? monitor : undefined
+  }
+
+  /** Runs one monitor from spawn to its terminal batch. */
+  private async supervise(monitor: Monitor): Promise<void> {
+    const { process: child, pipeline, info } = monitor
+    const reading = Promise.all([
+      readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
+      readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
+    ])
+    const deadline = this.scheduler.setTimeout(() => {
+      if (monitor.stopSignal !== undefined) return
+      monitor.timedOut = true
+      monitor.stopSignal = child.terminateGroup(this.config.kill_grace_ms)
+    }, info.timeoutMs)
+
+    const exit = await child.exited
+    this.scheduler.clearTimeout(deadline)
+    // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
+    // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
+    const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
+    const sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
+    if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
+    if (!drained && !(await settlesWithin(reading, 1_000))) {
+      child.stdout.destroy()
+      child.stderr.destroy()
+    }
+    child.release()
+
+    info.status = statusOf(exit, monitor, sentSignal)
+    info.endedAt = this.scheduler.now()
+    if (info.stoppedBy) pipeline.close()
+    else pipeline.finish(info.status)
+    this.retainExited(info.sessionID)
+    this.deps.onEnded?.(info)
+  }
+
+  private retainExited(sessionID: string): void {
+    const exited = [...this.monitors.values()].filter(
+      (m) => m.info.sessionID === sessionID && m.info.status.kind !== "running",
+    )
+    for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) {
+      this.monitors.delete(old.info.id)
+    }
+  }
+}
+
+function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
+  if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
+  if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
+  if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown" }
+  return { kind: "exited", code: exit.code }
+}
+
+function defaultLabel(command: string): string {
+  const program = command.split(/\s+/, 1)[0] ?? "command"
+  return program.slice(program.lastIndexOf("/") + 1) || "command"
+}
+
+function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(() => resolve(false), ms)
+    promise.then(() => {
+      clearTimeout(timer)
+      resolve(true)
+    })
+  })
+}

@@ -1,0 +1,95 @@
+import type { Scheduler, TimerHandle } from "../scheduler"
+import type { MonitorStatus } from "../status"
+import type { MonitorLine } from "./line"
+
+export type DropCounts = { matched: number; unmatched: number; bytes: number }
+
+export type OutputBatch = {
+  monitorId: string
+  batchSeq: number
+  lines: MonitorLine[]
+  /** False only for the one terminal batch of a monitor. */
+  stillRunning: boolean
+  status: MonitorStatus
+  /** What left retention or delivery since the previous batch (shown as `dropped:`). */
+  dropped: DropCounts
+}
+
+export const isTerminalBatch = (batch: OutputBatch): boolean => !batch.stillRunning
+
+export type BatchLimits = { maxLines: number; maxBytes: number; intervalMs: number }
+
+export const NO_DROPS: DropCounts = Object.freeze({ matched: 0, unmatched: 0, bytes: 0 })
+
+/**
+ * Groups matched lines into batches: flushes when a batch reaches `maxLines` lines or
+ * `maxBytes` UTF-8 bytes, or `intervalMs` after its first line. `batchSeq` is strictly
+ * monotonic across real and empty flushes.
+ */
+export class MonitorBatcher {
+  private lines: MonitorLine[] = []
+  private bytes = 0
+  private batchSeq = 0
+  private timer: TimerHandle | undefined
+  private closed = false
+
+  constructor(
+    private readonly monitorId: string,
+    private readonly limits: BatchLimits,
+    private readonly onBatch: (batch: OutputBatch) => void,
+    private readonly deps: { scheduler: Scheduler; takeDropped?: () => DropCounts },
+  ) {}
+
+  add(line: MonitorLine): void {
+    if (this.closed) return
+    if (this.lines.length > 0 && this.bytes + line.byteLength > this.limits.maxBytes) this.flushNow()
+    this.lines.push(line)
+    this.bytes += line.byteLength
+    if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) {
+      this.flushNow()
+    } else if (this.timer === undefined) {
+      this.timer = this.deps.scheduler.setTimeout(() => {
+        this.timer = undefined
+        this.flushNow()
+      }, this.limits.intervalMs)
+    }
+  }
+
+  /**
+   * Emits the buffered lines as a batch. An empty buffer emits nothing unless `allowEmpty`;
+   * passing `status` makes this the terminal batch (`stillRunning: false`) and closes the batcher.
+   */
+  flushNow(options: { allowEmpty?: boolean; status?: MonitorStatus } = {}): void {
+    if (this.closed) return
+    if (this.lines.length === 0 && options.allowEmpty !== true) return
+    this.cancelTimer()
+    const lines = this.lines
+    this.lines = []
+    this.bytes = 0
+    this.batchSeq += 1
+    const terminal = options.status !== undefined
+    if (terminal) this.closed = true
+    this.onBatch({
+      monitorId: this.monitorId,
+      batchSeq: this.batchSeq,
+      lines,
+      stillRunning: !terminal,
+      status: options.status ?? { kind: "running" },
+      dropped: this.deps.takeDropped?.() ?? NO_DROPS,
+    })
+  }
+
+  /** Stops emitting; buffered lines stay readable in the ring buffer. */
+  close(): void {
+    this.closed = true
+    this.cancelTimer()
+    this.lines = []
+    this.bytes = 0
+  }
+
+  private cancelTimer(): void {
+    if (this.timer === undefined) return
+    this.deps.scheduler.clearTimeout(this.timer)
+    this.timer = undefined
+  }
+}

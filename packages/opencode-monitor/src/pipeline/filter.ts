@@ -1,0 +1,31 @@
+import { RE2JS } from "re2js"
+
+export type LineFilter = (text: string) => boolean
+
+export class PatternError extends Error {
+  override name = "PatternError"
+}
+
+/**
+ * Compiles `match_pattern` with RE2 semantics: matching time is linear in the line length for
+ * every pattern, so no pattern can stall the server's event loop. No pattern matches every line.
+ */
+export function compileLineFilter(pattern: string | undefined, maxLength: number): LineFilter | undefined {
+  if (pattern === undefined || pattern === "") return undefined
+  if (pattern.length > maxLength) {
+    throw new PatternError(
+      `match_pattern is ${pattern.length} characters long; the limit is ${maxLength} (pattern_max_length). Use a shorter pattern.`,
+    )
+  }
+  let compiled: RE2JS
+  try {
+    compiled = RE2JS.compile(pattern)
+  } catch (error) {
+    const reason = error instanceof Error ? error.message : String(error)
+    throw new PatternError(
+      `match_pattern ${JSON.stringify(pattern)} is not a valid RE2 regular expression: ${reason}. ` +
+        "RE2 has no lookaround or backreferences; see https://github.com/google/re2/wiki/Syntax",
+    )
+  }
+  return (text) => compiled.test(text)
+}

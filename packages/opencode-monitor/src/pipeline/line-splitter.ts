@@ -1,0 +1,103 @@
+const NEWLINE = 10
+const CARRIAGE_RETURN = 13
+
+/**
+ * Splits a byte stream into lines of at most `maxBytes` bytes. Works on bytes, so a UTF-8
+ * character split across chunks is reassembled before anyone decodes it. An over-long line is
+ * cut at a character boundary and marked truncated; the rest of it, up to the next newline, is
+ * dropped and counted.
+ */
+export class LineSplitter {
+  private parts: Uint8Array[] = []
+  private partialLength = 0
+  private discarding = false
+
+  constructor(
+    private readonly maxBytes: number,
+    private readonly emit: (bytes: Uint8Array, truncated: boolean) => void,
+    private readonly countDropped: (bytes: number) => void,
+  ) {}
+
+  push(chunk: Uint8Array): void {
+    let start = 0
+    while (start < chunk.length) {
+      const newline = chunk.indexOf(NEWLINE, start)
+      if (newline === -1) {
+        this.appendPartial(chunk.subarray(start))
+        return
+      }
+      if (this.discarding) {
+        this.countDropped(newline - start)
+        this.discarding = false
+      } else if (this.partialLength === 0 && newline - start <= this.maxBytes) {
+        this.emit(chunk.slice(start, newline), false)
+      } else {
+        this.appendPartial(chunk.subarray(start, newline))
+        if (this.discarding) this.discarding = false
+        else this.emitPartial()
+      }
+      start = newline + 1
+    }
+  }
+
+  /** Emits a last line that had no newline at the end. */
+  end(): void {
+    if (this.partialLength > 0) this.emitPartial()
+    this.discarding = false
+  }
+
+  private appendPartial(piece: Uint8Array): void {
+    if (piece.length === 0) return
+    if (this.discarding) {
+      this.countDropped(piece.length)
+      return
+    }
+    this.parts.push(piece.slice())
+    this.partialLength += piece.length
+    if (this.partialLength > this.maxBytes) this.shrinkPartial()
+  }
+
+  private shrinkPartial(): void {
+    let bytes = this.joinPartial()
+    // A progress bar redrawn with \r and no \n would grow forever; only its last frame matters.
+    const lastCr = bytes.subarray(0, bytes.length - 1).lastIndexOf(CARRIAGE_RETURN)
+    if (lastCr !== -1) bytes = bytes.slice(lastCr + 1)
+    if (bytes.length <= this.maxBytes) {
+      this.parts = [bytes]
+      this.partialLength = bytes.length
+      return
+    }
+    const cut = characterBoundary(bytes, this.maxBytes)
+    this.countDropped(bytes.length - cut)
+    this.parts = []
+    this.partialLength = 0
+    this.discarding = true
+    this.emit(bytes.slice(0, cut), true)
+  }
+
+  private emitPartial(): void {
+    const bytes = this.joinPartial()
+    this.parts = []
+    this.partialLength = 0
+    this.emit(bytes, false)
+  }
+
+  private joinPartial(): Uint8Array {
+    if (this.parts.length === 1) return this.parts[0] as Uint8Array
+    const joined = new Uint8Array(this.partialLength)
+    let offset = 0
+    for (const part of this.parts) {
+      joined.set(part, offset)
+      offset += part.length
+    }
+    return joined
+  }
+}
+
+/** Largest cut point <= limit that does not split a UTF-8 sequence. */
+export function characterBoundary(bytes: Uint8Array, limit: number): number {
+  let cut = Math.min(limit, bytes.length)
+  // Back off while the byte at the cut is a continuation byte (10xxxxxx).
+  while (cut > 0 && cut < bytes.length && ((bytes[cut] as number) & 0xc0) === 0x80) cut--
+  return cut
+}

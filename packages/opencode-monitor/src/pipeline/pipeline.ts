@@ -1,0 +1,97 @@
+import type { MonitorConfig } from "../config"
+import type { Scheduler } from "../scheduler"
+import type { MonitorStatus } from "../status"
+import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
+import type { LineFilter } from "./filter"
+import { MonitorLine, type MonitorStream } from "./line"
+import { LineSplitter } from "./line-splitter"
+import { MonitorRingBuffer } from "./ring-buffer"
+
+export type PipelineOptions = {
+  monitorId: string
+  config: Pick<
+    MonitorConfig,
+    "batch_max_lines" | "batch_max_bytes" | "flush_interval_ms" | "ring_max_lines" | "line_max_bytes"
+  >
+  filter: LineFilter | undefined
+  scheduler: Scheduler
+  onBatch: (batch: OutputBatch) => void
+}
+
+export type MonitorPipeline = {
+  readonly ring: MonitorRingBuffer
+  readonly batcher: MonitorBatcher
+  /** Raw bytes from one of the process's pipes. */
+  push(stream: MonitorStream, chunk: Uint8Array): void
+  /** The pipe reached EOF: a last line without a trailing newline is emitted. */
+  endStream(stream: MonitorStream): void
+  /** Emits the one terminal batch, even when the buffer was already drained. */
+  finish(status: MonitorStatus): void
+  /** Stops emitting batches (the ring keeps what it holds). */
+  close(): void
+}
+
+/** bytes → lines → match_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
+export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
+  const { config, filter } = options
+  const ring = new MonitorRingBuffer(config.ring_max_lines)
+  // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
+  // the ring (matched lines leaving the ring were already handed to the batcher).
+  const pendingDrops: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
+  const takeDropped = (): DropCounts => {
+    const taken = { ...pendingDrops }
+    pendingDrops.matched = 0
+    pendingDrops.unmatched = 0
+    pendingDrops.bytes = 0
+    return taken
+  }
+  const batcher = new MonitorBatcher(
+    options.monitorId,
+    { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
+    options.onBatch,
+    { scheduler: options.scheduler, takeDropped },
+  )
+  let seq = 0
+  let finished = false
+
+  const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
+    const line = new MonitorLine(++seq, stream, bytes, truncated, true)
+    if (filter) line.matched = filter(line.text)
+    const evicted = ring.push(line)
+    if (evicted && !evicted.matched) {
+      pendingDrops.unmatched++
+      pendingDrops.bytes += evicted.byteLength
+    }
+    if (line.matched) batcher.add(line)
+  }
+  const countDropped = (bytes: number) => {
+    ring.countDroppedBytes(bytes)
+    pendingDrops.bytes += bytes
+  }
+  const splitters: Record<MonitorStream, LineSplitter> = {
+    stdout: new LineSplitter(config.line_max_bytes, (bytes, truncated) => accept("stdout", bytes, truncated), countDropped),
+    stderr: new LineSplitter(config.line_max_bytes, (bytes, truncated) => accept("stderr", bytes, truncated), countDropped),
+  }
+
+  return {
+    ring,
+    batcher,
+    push(stream, chunk) {
+      if (!finished) splitters[stream].push(chunk)
+    },
+    endStream(stream) {
+      if (!finished) splitters[stream].end()
+    },
+    finish(status) {
+      if (finished) return
+      splitters.stdout.end()
+      splitters.stderr.end()
+      finished = true
+      batcher.flushNow({ allowEmpty: true, status })
+    },
+    close() {
+      finished = true
+      batcher.close()
+    },
+  }
+}

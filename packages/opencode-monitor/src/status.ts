@@ -1,0 +1,22 @@
+export type MonitorStatus =
+  | { kind: "running" }
+  | { kind: "exited"; code: number }
+  | { kind: "signaled"; signal: string }
+  | { kind: "timed_out"; afterMs: number; signal: string | null }
+  | { kind: "stopped"; signal: string | null }
+
+/** The `Status:` text of an envelope, also used in tool results and toasts. */
+export function formatStatus(status: MonitorStatus): string {
+  switch (status.kind) {
+    case "running":
+      return "running"
+    case "exited":
+      return `exited (code=${status.code})`
+    case "signaled":
+      return `exited (signal=${status.signal})`
+    case "timed_out":
+      return `timed out after ${status.afterMs} ms (signal=${status.signal ?? "none"})`
+    case "stopped":
+      return "stopped"
+  }
+}

@@ -1,0 +1,81 @@
+import { describe, expect, test } from "bun:test"
+import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
+import { MonitorLine } from "../src/pipeline/line"
+import { FakeScheduler } from "./support/fake-scheduler"
+
+const line = (seq: number, text = `line ${seq}`) =>
+  new MonitorLine(seq, "stdout", new TextEncoder().encode(text), false, true)
+
+function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
+  const scheduler = new FakeScheduler()
+  const batches: OutputBatch[] = []
+  const batcher = new MonitorBatcher("mon_1", limits, (b) => batches.push(b), { scheduler })
+  return { scheduler, batches, batcher }
+}
+
+describe("MonitorBatcher", () => {
+  test("flushes when a batch reaches batch_max_lines", () => {
+    const { batches, batcher } = setup()
+    for (let seq = 1; seq <= 7; seq++) batcher.add(line(seq))
+    expect(batches.map((b) => b.lines.map((l) => l.seq))).toEqual([
+      [1, 2, 3],
+      [4, 5, 6],
+    ])
+  })
+
+  test("flushes on batch_max_bytes counted in UTF-8 bytes, not characters", () => {
+    const { batches, batcher } = setup({ maxLines: 100, maxBytes: 1024, intervalMs: 1000 })
+    // 200 characters of 3 bytes each: two lines exceed 1024 bytes although they are 400 characters.
+    batcher.add(line(1, "世".repeat(200)))
+    expect(batches).toHaveLength(0)
+    batcher.add(line(2, "世".repeat(200)))
+    expect(batches).toHaveLength(1)
+    expect(batches[0]?.lines.map((l) => l.seq)).toEqual([1])
+  })
+
+  test("flushes flush_interval_ms after the first line of a batch", () => {
+    const { scheduler, batches, batcher } = setup()
+    batcher.add(line(1))
+    scheduler.advance(999)
+    expect(batches).toHaveLength(0)
+    scheduler.advance(1)
+    expect(batches.map((b) => b.lines.length)).toEqual([1])
+    expect(scheduler.pendingTimers).toBe(0)
+  })
+
+  // The seed's regression test: "terminal batch is produced even when the buffer is already drained".
+  describe("terminal batch is produced even when the buffer is already drained", () => {
+    test("an empty buffer stays silent by default", () => {
+      const { batches, batcher } = setup()
+      batcher.flushNow()
+      expect(batches).toHaveLength(0)
+    })
+
+    test("allowEmpty emits a zero-line batch", () => {
+      const { batches, batcher } = setup()
+      batcher.flushNow({ allowEmpty: true })
+      expect(batches).toHaveLength(1)
+      expect(batches[0]?.lines).toHaveLength(0)
+      expect(batches[0]?.batchSeq).toBe(1)
+    })
+
+    test("allowEmpty after a drained buffer keeps batchSeq monotonic", () => {
+      const { batches, batcher } = setup()
+      batcher.add(line(1))
+      batcher.flushNow()
+      batcher.flushNow({ allowEmpty: true })
+      expect(batches.map((b) => b.batchSeq)).toEqual([1, 2])
+    })
+  })
+
+  test("a flush with a status is the one terminal batch and closes the batcher", () => {
+    const { batches, batcher } = setup()
+    batcher.add(line(1))
+    batcher.flushNow({ allowEmpty: true, status: { kind: "exited", code: 7 } })
+    batcher.add(line(2))
+    batcher.flushNow({ allowEmpty: true })
+    expect(batches).toHaveLength(1)
+    expect(batches[0]?.stillRunning).toBe(false)
+    expect(batches[0]?.status).toEqual({ kind: "exited", code: 7 })
+  })
+})

@@ -1,0 +1,82 @@
+import { describe, expect, test } from "bun:test"
+import { compileLineFilter, PatternError } from "../src/pipeline/filter"
+import { MonitorLine } from "../src/pipeline/line"
+import { MonitorRingBuffer } from "../src/pipeline/ring-buffer"
+
+const line = (seq: number, matched = true, text = `line ${seq}`) =>
+  new MonitorLine(seq, seq % 2 ? "stdout" : "stderr", new TextEncoder().encode(text), false, matched)
+
+describe("match_pattern filter", () => {
+  test("no pattern matches every line", () => {
+    expect(compileLineFilter(undefined, 512)).toBeUndefined()
+    expect(compileLineFilter("", 512)).toBeUndefined()
+  })
+
+  test("a pattern matches anywhere in the line", () => {
+    const filter = compileLineFilter("error|FAIL", 512)
+    expect(filter?.("build error: x")).toBe(true)
+    expect(filter?.("ok")).toBe(false)
+  })
+
+  test("an invalid pattern is rejected with the reason", () => {
+    expect(() => compileLineFilter("(unclosed", 512)).toThrow(/not a valid RE2 regular expression: .*missing closing \)/)
+  })
+
+  test("lookaround and backreferences are refused, not silently changed", () => {
+    expect(() => compileLineFilter("(?=x)", 512)).toThrow(PatternError)
+    expect(() => compileLineFilter("(a)\\1", 512)).toThrow(/invalid escape/)
+  })
+
+  test("an over-long pattern is rejected naming the limit", () => {
+    expect(() => compileLineFilter("a".repeat(513), 512)).toThrow(/513 characters long; the limit is 512 \(pattern_max_length\)/)
+  })
+
+  test("catastrophic-backtracking patterns compile and answer correctly (RE2 has no backtracking)", () => {
+    const long = "a".repeat(8192)
+    expect(compileLineFilter("(a|a)*b", 512)?.(long)).toBe(false)
+    expect(compileLineFilter("^(a?){25}a{25}$", 512)?.("a".repeat(25))).toBe(true)
+    expect(compileLineFilter(".*.*.*x", 512)?.(`${long}x`)).toBe(true)
+  })
+})
+
+describe("MonitorRingBuffer", () => {
+  test("is bounded and counts what it pushes out", () => {
+    const ring = new MonitorRingBuffer(3)
+    for (let seq = 1; seq <= 5; seq++) ring.push(line(seq, seq !== 2))
+    expect(ring.length).toBe(3)
+    expect(ring.query({ limit: 10 }).map((l) => l.seq)).toEqual([3, 4, 5])
+    expect(ring.counters).toEqual({
+      total: 5,
+      matched: 4,
+      unmatched: 1,
+      droppedMatched: 1,
+      droppedUnmatched: 1,
+      bytesDropped: 12,
+      lastSeq: 5,
+    })
+  })
+
+  test("push returns the evicted line, so eviction is O(1) with no shifting", () => {
+    const ring = new MonitorRingBuffer(2)
+    expect(ring.push(line(1))).toBeUndefined()
+    expect(ring.push(line(2))).toBeUndefined()
+    expect(ring.push(line(3))?.seq).toBe(1)
+    expect(ring.push(line(4))?.seq).toBe(2)
+  })
+
+  test("queries by stream, since_sequence and a bounded limit", () => {
+    const ring = new MonitorRingBuffer(100)
+    for (let seq = 1; seq <= 10; seq++) ring.push(line(seq, seq % 3 === 0))
+    expect(ring.query({ stream: "matched", limit: 10 }).map((l) => l.seq)).toEqual([3, 6, 9])
+    expect(ring.query({ stream: "unmatched", sinceSequence: 6, limit: 10 }).map((l) => l.seq)).toEqual([7, 8, 10])
+    expect(ring.query({ stream: "all", sinceSequence: 2, limit: 3 }).map((l) => l.seq)).toEqual([3, 4, 5])
+  })
+
+  test("counters stay current at every push", () => {
+    const ring = new MonitorRingBuffer(1)
+    ring.push(line(7, false))
+    expect(ring.counters.lastSeq).toBe(7)
+    ring.countDroppedBytes(5)
+    expect(ring.counters.bytesDropped).toBe(5)
+  })
+})

@@ -1,0 +1,351 @@
+import { describe, expect, test } from "bun:test"
+import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { OutputBatch } from "../src/pipeline/batcher"
+import { MonitorLine } from "../src/pipeline/line"
+import type { MonitorStatus } from "../src/status"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { FakeSessionApi, settle } from "./support/fake-session-api"
+
+const S = "ses_parent"
+
+function batch(seq: number, opts: { terminal?: MonitorStatus; lines?: number; monitorId?: string } = {}): OutputBatch {
+  const lines = Array.from(
+    { length: opts.lines ?? 1 },
+    (_, i) => new MonitorLine(seq * 100 + i, "stdout", new TextEncoder().encode(`line ${seq}.${i}`), false, true),
+  )
+  return {
+    monitorId: opts.monitorId ?? "mon_1",
+    batchSeq: seq,
+    lines,
+    stillRunning: !opts.terminal,
+    status: opts.terminal ?? { kind: "running" },
+    dropped: { matched: 0, unmatched: 0, bytes: 0 },
+  }
+}
+
+function setup(options: Partial<InjectorOptions> = {}) {
+  const scheduler = new FakeScheduler()
+  const api = new FakeSessionApi(() => scheduler.now())
+  scheduler.advance(1_000_000) // message times far from zero
+  const injector = new MonitorOutputInjector(
+    {
+      userMessageWindowMs: 2_000,
+      pendingRetryMs: 1_000,
+      postDispatchHoldMs: 250,
+      acceptedMessageSkewMs: 5_000,
+      pendingMaxLines: 100,
+      pendingMaxBytes: 32_768,
+      ...options,
+    },
+    { api, scheduler },
+  )
+  const advance = async (ms: number) => {
+    // Step in small slices so async sends settle between timer firings, as on a real loop.
+    for (let t = 0; t < ms; t += 50) {
+      scheduler.advance(Math.min(50, ms - t))
+      await settle()
+    }
+  }
+  const wake = { sessionID: S, wake: true }
+  const observe = { sessionID: S, wake: false }
+  const send = (b: OutputBatch) => injector.enqueue(b, b.stillRunning ? observe : wake, "qa-build")
+  return { scheduler, api, injector, advance, send }
+}
+
+describe("MonitorOutputInjector: the seed's regression set", () => {
+  test("terminal batch dispatches as a reply-producing prompt", async () => {
+    const { api, send } = setup()
+    send(batch(2, { terminal: { kind: "exited", code: 7 } }))
+    await settle()
+    expect(api.sent).toHaveLength(1)
+    expect(api.sent[0]?.noReply).toBe(false)
+    expect(api.sent[0]?.metadata).toEqual({
+      "opencode-monitor": { key: "monitor-output:mon_1:batch-2", monitorId: "mon_1", noReply: false },
+    })
+    expect(api.sent[0]?.text).toContain("Status: exited (code=7)")
+  })
+
+  test("streaming batch stays a no-reply observation", async () => {
+    const { api, send } = setup()
+    send(batch(1))
+    await settle()
+    expect(api.sent.map((p) => p.noReply)).toEqual([true])
+    expect(api.sent[0]?.metadata).toEqual({
+      "opencode-monitor": { key: "monitor-output:mon_1:batch-1", monitorId: "mon_1", noReply: true },
+    })
+  })
+
+  test("terminal batch over the active defer ceiling dispatches while the parent is busy", async () => {
+    const { api, send, advance } = setup({ maxActiveDeferMs: 60_000 })
+    api.busy[S] = "busy"
+    send(batch(1, { terminal: { kind: "exited", code: 7 } }))
+    await advance(59_000)
+    expect(api.sent).toHaveLength(0)
+    await advance(1_500)
+    expect(api.sent).toHaveLength(1)
+    expect(api.sent[0]?.noReply).toBe(false)
+    const forced = api.logs.find((l) => l.extra.forceActiveDispatch === true)
+    expect(forced?.extra).toMatchObject({ monitorId: "mon_1", batchSeq: 1, shouldReply: true, forceActiveDispatch: true })
+  })
+
+  test("streaming batch is never force dispatched while the parent is busy", async () => {
+    const { api, send, advance } = setup({ maxActiveDeferMs: 1_000 })
+    api.busy[S] = "busy"
+    send(batch(1))
+    await advance(120_000)
+    expect(api.sent).toHaveLength(0)
+  })
+
+  test("over-ceiling terminal batch dispatches ahead of queued streaming batches", async () => {
+    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 60_000 })
+    api.busy[S] = "busy"
+    send(batch(1))
+    send(batch(2))
+    send(batch(3, { terminal: { kind: "exited", code: 1 } }))
+    await advance(61_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-3"])
+    expect(injector.pending(S).map((d) => d.key)).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-2"])
+  })
+
+  test("ceiling is opt-in: nothing is sent after 600 s of busy without it", async () => {
+    for (const maxActiveDeferMs of [undefined, 0]) {
+      const { api, send, advance } = setup({ maxActiveDeferMs })
+      api.busy[S] = "busy"
+      send(batch(1, { terminal: { kind: "exited", code: 7 } }))
+      await advance(600_000)
+      expect(api.sent).toHaveLength(0)
+    }
+  })
+
+  test("the ceiling counts from the first queue time, kept across requeues after failures", async () => {
+    const { api, send, advance } = setup({ maxActiveDeferMs: 10_000 })
+    api.busy[S] = "busy"
+    api.failures = [{ kind: "rejected" }]
+    send(batch(1, { terminal: { kind: "exited", code: 2 } }))
+    await advance(10_100)
+    expect(api.sent).toHaveLength(0) // first forced attempt failed
+    await advance(400)
+    expect(api.sent).toHaveLength(1) // retried without waiting another 10 s
+  })
+})
+
+describe("MonitorOutputInjector: gates", () => {
+  test("a busy session gets nothing until it is idle again; session.idle triggers the re-check", async () => {
+    const { api, injector, send } = setup()
+    api.busy[S] = "busy"
+    send(batch(1))
+    await settle()
+    expect(api.sent).toHaveLength(0)
+    delete api.busy[S]
+    injector.onSessionIdle(S)
+    await settle()
+    expect(api.sent).toHaveLength(1)
+  })
+
+  test("deferred batches are retried every pending_retry_ms even when no event comes", async () => {
+    const { api, send, advance } = setup()
+    api.busy[S] = "retry"
+    send(batch(1))
+    await advance(3_000)
+    expect(api.sent).toHaveLength(0)
+    delete api.busy[S]
+    await advance(1_000)
+    expect(api.sent).toHaveLength(1)
+  })
+
+  test("an unfinished assistant turn holds output back even when the status says idle", async () => {
+    const { api, send, advance } = setup()
+    api.addMessage(S, { role: "assistant", completed: undefined, finish: undefined })
+    send(batch(1))
+    await advance(2_000)
+    expect(api.sent).toHaveLength(0)
+    const deferral = api.logs.find((l) => l.message === "monitor output deferred")
+    expect(deferral?.extra.reason).toBe("assistant turn still running")
+  })
+
+  test("a tool call still running holds output back", async () => {
+    const { api, send, advance } = setup()
+    api.addMessage(S, { role: "assistant", finish: "tool-calls", toolRunning: true })
+    send(batch(1))
+    await advance(2_000)
+    expect(api.sent).toHaveLength(0)
+  })
+
+  test("a real user message within user_message_window_ms holds output back, then it goes", async () => {
+    const { api, send, advance } = setup()
+    api.addMessage(S, { role: "user", synthetic: false, text: "hi" })
+    send(batch(1, { terminal: { kind: "exited", code: 0 } }))
+    await advance(1_000)
+    expect(api.sent).toHaveLength(0)
+    await advance(1_500)
+    expect(api.sent).toHaveLength(1)
+  })
+
+  test("an injected (synthetic) user message does not count as the user typing", async () => {
+    const { api, send } = setup()
+    api.addMessage(S, { role: "user", synthetic: true, text: "[OMO MONITOR OUTPUT] ..." })
+    send(batch(1))
+    await settle()
+    expect(api.sent).toHaveLength(1)
+  })
+
+  test("post_dispatch_hold_ms keeps two monitors from sending into one idle gap", async () => {
+    const { api, injector, advance } = setup()
+    injector.enqueue(batch(1, { monitorId: "mon_a", terminal: { kind: "exited", code: 0 } }), { sessionID: S, wake: true }, "a")
+    injector.enqueue(batch(1, { monitorId: "mon_b", terminal: { kind: "exited", code: 1 } }), { sessionID: S, wake: true }, "b")
+    await settle()
+    expect(api.sources()).toEqual(["monitor-output:mon_a:batch-1"])
+    // The first wake made the session busy before the hold ran out: the second waits for idle.
+    api.busy[S] = "busy"
+    await advance(5_000)
+    expect(api.sent).toHaveLength(1)
+    delete api.busy[S]
+    await advance(1_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_a:batch-1", "monitor-output:mon_b:batch-1"])
+  })
+
+  test("every prompt carries the agent and model of the latest real user message", async () => {
+    const { api, send, advance } = setup()
+    const model = { providerID: "mock", modelID: "slow" }
+    api.addMessage(S, { role: "user", synthetic: false, agent: "plan", model })
+    api.addMessage(S, { role: "assistant" })
+    api.addMessage(S, { role: "user", synthetic: true, agent: "build", text: "injected" })
+    await advance(3_000)
+    send(batch(1))
+    await advance(500)
+    send(batch(2, { terminal: { kind: "exited", code: 0 } }))
+    await advance(500)
+    expect(api.sent.map((p) => [p.agent, p.model])).toEqual([
+      ["plan", model],
+      ["plan", model],
+    ])
+  })
+
+  test("a session whose state cannot be read is retried, not written into blindly", async () => {
+    const { api, send, advance } = setup()
+    api.statusFails = true
+    send(batch(1, { terminal: { kind: "exited", code: 0 } }))
+    await advance(3_000)
+    expect(api.sent).toHaveLength(0)
+    api.statusFails = false
+    await advance(1_000)
+    expect(api.sent).toHaveLength(1)
+  })
+})
+
+describe("MonitorOutputInjector: exactly once", () => {
+  test("a failed send is retried and lands once", async () => {
+    const { api, send, advance } = setup()
+    api.failures = [{ kind: "rejected" }, { kind: "rejected" }]
+    send(batch(1, { terminal: { kind: "exited", code: 0 } }))
+    await advance(5_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
+  })
+
+  test("an ambiguous failure that did reach the session is found in the history, not sent twice", async () => {
+    const { api, send, advance } = setup()
+    api.failures = [{ kind: "ambiguous", stored: true }]
+    send(batch(1, { terminal: { kind: "exited", code: 0 } }))
+    await advance(5_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
+    expect(api.logs.some((l) => l.message === "monitor output was already accepted")).toBe(true)
+  })
+
+  test("an ambiguous failure that did not reach the session is sent again", async () => {
+    const { api, send, advance } = setup()
+    api.failures = [{ kind: "ambiguous" }]
+    send(batch(1, { terminal: { kind: "exited", code: 0 } }))
+    await advance(5_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
+  })
+
+  test("the same batch enqueued twice is delivered once", async () => {
+    const { api, send, advance } = setup()
+    const b = batch(1)
+    send(b)
+    await advance(500)
+    send(b)
+    await advance(500)
+    expect(api.sent).toHaveLength(1)
+  })
+
+  test("a wake that keeps failing is given up after the retries, with a log and the give-up hook", async () => {
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
+    const gaveUp: string[] = []
+    const injector = new MonitorOutputInjector(
+      {
+        userMessageWindowMs: 0,
+        pendingRetryMs: 100,
+        postDispatchHoldMs: 10,
+        acceptedMessageSkewMs: 0,
+        pendingMaxLines: 10,
+        pendingMaxBytes: 1000,
+      },
+      { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key) },
+    )
+    api.failures = Array.from({ length: 50 }, () => ({ kind: "rejected" as const }))
+    injector.enqueue(batch(1, { terminal: { kind: "exited", code: 1 } }), { sessionID: S, wake: true }, "x")
+    for (let i = 0; i < 40; i++) {
+      scheduler.advance(100)
+      await settle()
+    }
+    expect(gaveUp).toEqual(["monitor-output:mon_1:batch-1"])
+    expect(injector.pending(S)).toHaveLength(0)
+    expect(api.logs.some((l) => l.level === "error")).toBe(true)
+  })
+
+  test("a monitor stopped while a send is in flight gets no retries", async () => {
+    const { api, injector, send, advance } = setup()
+    api.failures = [{ kind: "rejected" }]
+    send(batch(1))
+    send(batch(2, { terminal: { kind: "exited", code: 0 } }))
+    injector.forgetMonitor("mon_1")
+    await advance(10_000)
+    expect(api.sent).toHaveLength(0)
+    expect(injector.pending(S)).toHaveLength(0)
+  })
+
+  test("a deleted session stops all retries for it", async () => {
+    const { api, injector, send, advance } = setup()
+    api.busy[S] = "busy"
+    send(batch(1, { terminal: { kind: "exited", code: 0 } }))
+    await advance(1_000)
+    injector.forgetSession(S)
+    delete api.busy[S]
+    await advance(10_000)
+    expect(api.sent).toHaveLength(0)
+  })
+
+  test("a session that is gone (404) drops its queue", async () => {
+    const { api, injector, send, advance } = setup()
+    api.failures = [{ kind: "gone" }]
+    send(batch(1))
+    send(batch(2))
+    await advance(5_000)
+    expect(api.sent).toHaveLength(0)
+    expect(injector.pending(S)).toHaveLength(0)
+  })
+})
+
+describe("MonitorOutputInjector: flood while busy", () => {
+  test("waiting output stays bounded, the overflow is counted in dropped:, the terminal batch survives", async () => {
+    const { api, send, advance } = setup({ pendingMaxLines: 100, pendingMaxBytes: 1 << 20 })
+    api.busy[S] = "busy"
+    for (let seq = 1; seq <= 2_000; seq++) send(batch(seq, { lines: 50 }))
+    send(batch(2_001, { terminal: { kind: "exited", code: 0 }, lines: 3 }))
+    await advance(60_000)
+    expect(api.sent).toHaveLength(0)
+    delete api.busy[S]
+    await advance(5_000)
+    expect(api.sources()).toEqual([
+      "monitor-output:mon_1:batch-1999",
+      "monitor-output:mon_1:batch-2000",
+      "monitor-output:mon_1:batch-2001",
+    ])
+    const first = api.sent[0]?.text ?? ""
+    expect(first).toContain(`dropped: ${1998 * 50} matched, 0 unmatched (`)
+    expect(api.sent[2]?.text).toContain("Status: exited (code=0)")
+    expect(api.sent[2]?.noReply).toBe(false)
+  })
+})

@@ -1,0 +1,94 @@
+import { describe, expect, test } from "bun:test"
+import { MonitorLine } from "../src/pipeline/line"
+import { LineSplitter } from "../src/pipeline/line-splitter"
+
+const enc = new TextEncoder()
+
+function split(chunks: (string | Uint8Array)[], maxBytes = 64) {
+  const lines: { text: string; truncated: boolean; bytes: number }[] = []
+  let dropped = 0
+  const splitter = new LineSplitter(
+    maxBytes,
+    (bytes, truncated) => {
+      const line = new MonitorLine(lines.length + 1, "stdout", bytes, truncated, true)
+      lines.push({ text: line.text, truncated, bytes: bytes.length })
+    },
+    (n) => {
+      dropped += n
+    },
+  )
+  for (const chunk of chunks) splitter.push(typeof chunk === "string" ? enc.encode(chunk) : chunk)
+  splitter.end()
+  return { lines, dropped }
+}
+
+describe("LineSplitter", () => {
+  test("a UTF-8 character split across chunks decodes cleanly", () => {
+    const bytes = enc.encode("héllo 世界\n")
+    // Cut inside "é" (2 bytes) and inside "世" (3 bytes).
+    const { lines } = split([bytes.slice(0, 2), bytes.slice(2, 8), bytes.slice(8)])
+    expect(lines.map((l) => l.text)).toEqual(["héllo 世界"])
+  })
+
+  test("CRLF and LF both end a line", () => {
+    expect(split(["one\r\ntwo\nthree\r\n"]).lines.map((l) => l.text)).toEqual(["one", "two", "three"])
+  })
+
+  test("a carriage-return progress line keeps its final state, not its first frame", () => {
+    const { lines } = split(["progress 10%\rprogress 50%\r", "progress 100%\n"])
+    expect(lines.map((l) => l.text)).toEqual(["progress 100%"])
+  })
+
+  test("a progress bar redrawn without newlines stays bounded and keeps its last frame", () => {
+    const frames = Array.from({ length: 200 }, (_, i) => `\r[${"#".repeat(i % 40)}] ${i}%`).join("")
+    const { lines, dropped } = split([frames, "\n"], 64)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]?.text).toBe(`[${"#".repeat(199 % 40)}] 199%`)
+    expect(lines[0]?.truncated).toBe(false)
+    expect(dropped).toBe(0)
+  })
+
+  test("a line longer than the limit is cut at a character boundary, marked, and the rest counted", () => {
+    // 30 three-byte characters = 90 bytes; the limit of 64 falls inside the 22nd character.
+    const { lines, dropped } = split(["世".repeat(30), "\nnext\n"], 64)
+    expect(lines[0]?.text).toBe("世".repeat(21))
+    expect(lines[0]?.bytes).toBe(63)
+    expect(lines[0]?.truncated).toBe(true)
+    expect(dropped).toBe(90 - 63)
+    expect(lines[1]).toEqual({ text: "next", truncated: false, bytes: 4 })
+  })
+
+  test("an endless line without newline keeps memory bounded and counts every dropped byte", () => {
+    const chunk = "x".repeat(1000)
+    const { lines, dropped } = split(Array.from({ length: 100 }, () => chunk), 256)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]?.bytes).toBe(256)
+    expect(dropped).toBe(100_000 - 256)
+  })
+
+  test("NUL and invalid bytes never discard the valid lines around them", () => {
+    const garbage = new Uint8Array([0x66, 0x00, 0x6f, 0xff, 0xfe, 0x6f, 0x0a])
+    const { lines } = split(["before\n", garbage, "after\n"])
+    expect(lines.map((l) => l.text)).toEqual(["before", "fo\uFFFD\uFFFDo", "after"])
+  })
+
+  test("a last line without a trailing newline is emitted at the end", () => {
+    expect(split(["a\nb\nno-newline-at-end"]).lines.map((l) => l.text)).toEqual(["a", "b", "no-newline-at-end"])
+  })
+})
+
+describe("MonitorLine text", () => {
+  const text = (s: string) => new MonitorLine(1, "stdout", enc.encode(s), false, true).text
+
+  test("ANSI colour, cursor movement and OSC sequences are stripped", () => {
+    expect(text("\x1b[31merror\x1b[0m: \x1b[2K\x1b[1Afailed \x1b]0;title\x07done")).toBe("error: failed done")
+  })
+
+  test("control characters are removed, tabs kept", () => {
+    expect(text("a\x00b\x07c\td\x7f")).toBe("abc\td")
+  })
+
+  test("line breaks a reader would see become real breaks", () => {
+    expect(text("a\vb\fc\u2028d\u2029e\u0085f")).toBe("a\nb\nc\nd\ne\nf")
+  })
+})

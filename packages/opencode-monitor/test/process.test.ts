@@ -1,0 +1,171 @@
+import { describe, expect, test } from "bun:test"
+import { spawn } from "node:child_process"
+import { join } from "node:path"
+import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
+import { MonitorManager } from "../src/manager"
+import { BatchCollector } from "./support/collect"
+import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+
+function manager(overrides: Partial<MonitorConfig> = {}) {
+  const collector = new BatchCollector()
+  const config = { ...defaultMonitorConfig(), kill_grace_ms: 300, ...overrides }
+  const m = new MonitorManager(config, { onBatch: collector.onBatch, onEnded: collector.onEnded })
+  return { m, collector }
+}
+
+const start = (m: MonitorManager, command: string, sessionID = "s1", extra = {}) =>
+  m.start({ sessionID, directory: process.cwd(), command, ...extra })
+
+describe("a monitored process", () => {
+  test("runs as leader of its own process group with stdin closed, in the given directory", async () => {
+    const { m, collector } = manager()
+    const info = await m.start({
+      sessionID: "s1",
+      directory: "/tmp",
+      command: 'echo "pgid=$(ps -o pgid= -p $$ | tr -d " ") pid=$$"; pwd; read x && echo "stdin=$x" || echo stdin-closed',
+    })
+    await collector.whenEnded(info.id)
+    const [ids, cwd, stdin] = collector.linesOf(info.id)
+    const match = ids?.match(/pgid=(\d+) pid=(\d+)/)
+    expect(match?.[1]).toBe(match?.[2] as string)
+    expect(cwd).toBe("/tmp")
+    expect(stdin).toBe("stdin-closed")
+  })
+
+  test("reports the exit code", async () => {
+    const { m, collector } = manager()
+    const info = await start(m, "exit 3")
+    expect((await collector.whenEnded(info.id)).status).toEqual({ kind: "exited", code: 3 })
+  })
+
+  test("reports the real signal name of a signal death, never code 0", async () => {
+    const { m, collector } = manager()
+    const term = await start(m, "kill -TERM $$")
+    const kill = await start(m, "kill -KILL $$")
+    const segv = await start(m, "kill -SEGV $$")
+    expect((await collector.whenEnded(term.id)).status).toEqual({ kind: "signaled", signal: "SIGTERM" })
+    expect((await collector.whenEnded(kill.id)).status).toEqual({ kind: "signaled", signal: "SIGKILL" })
+    expect((await collector.whenEnded(segv.id)).status).toEqual({ kind: "signaled", signal: "SIGSEGV" })
+  })
+
+  test("the runtime cap ends it and says so", async () => {
+    const { m, collector } = manager()
+    const info = await start(m, "echo started; sleep 30", "s1", { timeoutMs: 300 })
+    const ended = await collector.whenEnded(info.id)
+    expect(ended.status).toEqual({ kind: "timed_out", afterMs: 300, signal: "SIGTERM" })
+    const terminal = collector.of(info.id).at(-1)
+    expect(terminal?.stillRunning).toBe(false)
+  })
+
+  test("a command that ignores SIGTERM is killed after kill_grace_ms", async () => {
+    const marker = uniqueMarker("ignore_term")
+    const { m, collector } = manager({ kill_grace_ms: 200 })
+    const info = await start(m, `trap '' TERM; sleep 30 # ${marker}`)
+    await waitFor(() => liveProcesses(marker).length > 0, 2_000)
+    const stopped = await m.stop("s1", info.id, "agent")
+    expect(stopped?.status).toEqual({ kind: "stopped", signal: "SIGKILL" })
+    expect(liveProcesses(marker)).toEqual([])
+    await collector.whenEnded(info.id)
+  })
+
+  test("stop also kills group members left running after the leader exited", async () => {
+    const marker = uniqueMarker("leftover")
+    const { m, collector } = manager()
+    const info = await start(m, `sh -c 'sleep 1000 # ${marker}' & echo leader-done; exit 0`)
+    const ended = await collector.whenEnded(info.id)
+    expect(ended.status).toEqual({ kind: "exited", code: 0 })
+    expect(collector.linesOf(info.id)).toEqual(["leader-done"])
+    expect(liveProcesses(marker)).toEqual([])
+  })
+
+  test("a command that cannot start says why", async () => {
+    const { m } = manager()
+    await expect(start(m, "definitely-not-a-program-xyz --flag")).rejects.toThrow(
+      "Cannot start the command: definitely-not-a-program-xyz: command not found on PATH.",
+    )
+    await expect(m.start({ sessionID: "s1", directory: "/no/such/dir", command: "echo hi" })).rejects.toThrow(
+      /cannot start sh in \/no\/such\/dir/,
+    )
+    await expect(start(m, "./not-here.sh")).rejects.toThrow(/not-here.sh does not exist or is not executable/)
+  })
+
+  test("a SIGKILL of the host process leaves no monitored process running within kill_grace_ms + 2 s", async () => {
+    const marker = uniqueMarker("host_kill")
+    const graceMs = 300
+    const host = spawn(
+      process.execPath,
+      [join(import.meta.dir, "support/host.ts"), String(graceMs), `sleep 1000 # ${marker}`, `trap '' TERM; sleep 1000 # ${marker}`],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    )
+    await new Promise<void>((resolve) => host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()))
+    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
+    host.kill("SIGKILL")
+    const killedAt = Date.now()
+    expect(await waitFor(() => liveProcesses(marker).length === 0, graceMs + 2_000)).toBe(true)
+    expect(Date.now() - killedAt).toBeLessThan(graceMs + 2_000)
+  })
+})
+
+describe("end of process", () => {
+  test("every line arrives, then exactly one terminal batch, every time (200 runs)", async () => {
+    const { m, collector } = manager({ max_monitors_per_session: 16 })
+    const runs = 200
+    let done = 0
+    const failures: string[] = []
+    const one = async () => {
+      const info = await start(m, "printf 'a\\nb\\nno-newline-at-end'; exit 3", `s${done % 50}`)
+      await collector.whenEnded(info.id)
+      const batches = collector.of(info.id)
+      const lines = batches.flatMap((b) => b.lines.map((l) => l.text))
+      const terminal = batches.filter((b) => !b.stillRunning)
+      const last = batches.at(-1)
+      if (
+        lines.join("|") !== "a|b|no-newline-at-end" ||
+        terminal.length !== 1 ||
+        last?.stillRunning !== false ||
+        JSON.stringify(last.status) !== JSON.stringify({ kind: "exited", code: 3 })
+      ) {
+        failures.push(`${info.id}: ${JSON.stringify({ lines, batches: batches.length, terminal: terminal.length })}`)
+      }
+      done++
+    }
+    // Eight at a time, to race the pipes against the exit as a busy server would.
+    for (let i = 0; i < runs; i += 8) await Promise.all(Array.from({ length: 8 }, one))
+    expect(failures).toEqual([])
+    expect(done).toBe(runs)
+  })
+
+  test("a quiet exit after the periodic flush still yields the terminal batch with the status", async () => {
+    const { m, collector } = manager({ flush_interval_ms: 250 })
+    const info = await start(m, "echo QA_BUILD_LINE; sleep 1; exit 7")
+    await collector.whenEnded(info.id)
+    const batches = collector.of(info.id)
+    expect(batches.map((b) => [b.batchSeq, b.lines.map((l) => l.text), b.stillRunning])).toEqual([
+      [1, ["QA_BUILD_LINE"], true],
+      [2, [], false],
+    ])
+    expect(batches[1]?.status).toEqual({ kind: "exited", code: 7 })
+  })
+
+  test("the seed's QA command: sh -c 'echo QA_BUILD_LINE; sleep 3; exit 7'", async () => {
+    const { m, collector } = manager()
+    const info = await start(m, "sh -c 'echo QA_BUILD_LINE; sleep 3; exit 7'")
+    await collector.whenEnded(info.id)
+    const batches = collector.of(info.id)
+    expect(batches.flatMap((b) => b.lines.map((l) => l.text))).toEqual(["QA_BUILD_LINE"])
+    expect(batches.filter((b) => !b.stillRunning)).toHaveLength(1)
+    expect(batches.at(-1)?.status).toEqual({ kind: "exited", code: 7 })
+  }, 10_000)
+
+  test("a grandchild holding the pipe open does not hold back the terminal batch for long", async () => {
+    const marker = uniqueMarker("pipe_holder")
+    const { m, collector } = manager()
+    const began = Date.now()
+    const info = await start(m, `sleep 1000 & # ${marker}\necho tail-line; exit 4`)
+    const ended = await collector.whenEnded(info.id)
+    expect(ended.status).toEqual({ kind: "exited", code: 4 })
+    expect(collector.linesOf(info.id)).toEqual(["tail-line"])
+    expect(Date.now() - began).toBeLessThan(5_000)
+    expect(liveProcesses(marker)).toEqual([])
+  })
+})

@@ -1,0 +1,117 @@
+import { describe, expect, test } from "bun:test"
+import { classifySession, routeBatch } from "../src/delivery/session-source"
+import type { OutputBatch } from "../src/pipeline/batcher"
+import { defaultMonitorConfig } from "../src/config"
+import { createMonitorPlugin } from "../src/hooks"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { FakeSessionApi, settle } from "./support/fake-session-api"
+
+const terminal: OutputBatch = {
+  monitorId: "mon_1",
+  batchSeq: 3,
+  lines: [],
+  stillRunning: false,
+  status: { kind: "exited", code: 1 },
+  dropped: { matched: 0, unmatched: 0, bytes: 0 },
+}
+const streaming: OutputBatch = { ...terminal, batchSeq: 1, stillRunning: true, status: { kind: "running" } }
+
+describe("classifySession", () => {
+  const api = new FakeSessionApi(() => 0)
+  api.parents.set("ses_child", "ses_mid")
+  api.parents.set("ses_mid", "ses_root")
+
+  test("a session without parent is primary", async () => {
+    expect(await classifySession(api, "ses_root", "build", [])).toEqual({ kind: "primary" })
+  })
+
+  test("a session with a parentID is a subagent, with its root primary session", async () => {
+    expect(await classifySession(api, "ses_child", "general", [])).toEqual({
+      kind: "subagent",
+      parentID: "ses_mid",
+      rootID: "ses_root",
+    })
+  })
+
+  test("an automation agent wins over everything, even a parentID", async () => {
+    expect(await classifySession(api, "ses_child", "ci-bot", ["ci-bot"])).toEqual({ kind: "automation", agent: "ci-bot" })
+  })
+
+  test("when the lookup fails the session is treated as primary", async () => {
+    const failing = { parentOf: async () => Promise.reject(new Error("500")) }
+    expect(await classifySession(failing, "ses_x", "build", [])).toEqual({ kind: "primary" })
+  })
+})
+
+describe("routeBatch", () => {
+  const subagent = { kind: "subagent" as const, parentID: "ses_mid", rootID: "ses_root" }
+
+  test("primary: observations and the wake go to its own session", () => {
+    expect(routeBatch({ kind: "primary" }, "ses_p", streaming, "off")).toEqual([{ sessionID: "ses_p", wake: false }])
+    expect(routeBatch({ kind: "primary" }, "ses_p", terminal, "off")).toEqual([{ sessionID: "ses_p", wake: true }])
+  })
+
+  test("subagent: the child gets observations only, never a wake, by default", () => {
+    expect(routeBatch(subagent, "ses_child", terminal, "off")).toEqual([{ sessionID: "ses_child", wake: false }])
+  })
+
+  test("subagent with subagent_wake=parent: the exit notice wakes the root session, naming the child", () => {
+    expect(routeBatch(subagent, "ses_child", terminal, "parent")).toEqual([
+      { sessionID: "ses_child", wake: false },
+      { sessionID: "ses_root", wake: true, subagentSessionID: "ses_child" },
+    ])
+    expect(routeBatch(subagent, "ses_child", streaming, "parent")).toEqual([{ sessionID: "ses_child", wake: false }])
+  })
+
+  test("automation is never woken", () => {
+    expect(routeBatch({ kind: "automation", agent: "bot" }, "ses_a", terminal, "parent")).toEqual([
+      { sessionID: "ses_a", wake: false },
+    ])
+  })
+})
+
+describe("events are routed by the session they belong to", () => {
+  function plugin() {
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
+    scheduler.advance(1_000_000)
+    api.parents.set("ses_child", "ses_parent")
+    const instance = createMonitorPlugin({ ...defaultMonitorConfig(), subagent_wake: "parent" }, { api, scheduler })
+    const idle = (sessionID: string) =>
+      instance.hooks.event?.({ event: { type: "session.idle", properties: { sessionID } } as never })
+    return { api, instance, idle }
+  }
+
+  test("a child going idle while its parent is busy never flushes into the parent", async () => {
+    const { api, instance, idle } = plugin()
+    api.busy.ses_parent = "busy"
+    api.busy.ses_child = "busy"
+    instance.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
+    instance.injector.enqueue(streaming, { sessionID: "ses_child", wake: false }, "t")
+    await settle()
+    delete api.busy.ses_child
+    await idle("ses_child")
+    await settle()
+    expect(api.sent.map((p) => p.sessionID)).toEqual(["ses_child"])
+    expect(instance.injector.pending("ses_parent")).toHaveLength(1)
+    await instance.hooks.dispose?.()
+  })
+
+  test("a parent that went idle first stays idle when a child's event arrives after it", async () => {
+    const { api, instance, idle } = plugin()
+    api.busy.ses_parent = "busy"
+    instance.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
+    await settle()
+    delete api.busy.ses_parent
+    await idle("ses_parent")
+    // The child is still working and reports busy after the parent's idle.
+    api.busy.ses_child = "busy"
+    await instance.hooks.event?.({
+      event: { type: "session.status", properties: { sessionID: "ses_child", status: { type: "busy" } } } as never,
+    })
+    await settle()
+    expect(api.sent.map((p) => [p.sessionID, p.noReply])).toEqual([["ses_parent", false]])
+    expect(api.sent[0]?.text).toContain("subagent_session: ses_child")
+    await instance.hooks.dispose?.()
+  })
+})

@@ -1,0 +1,82 @@
+import {
+  DeliveryError,
+  type LogLevel,
+  type PromptRequest,
+  type SessionApi,
+  type SessionMessage,
+  type ToastVariant,
+} from "../../src/delivery/session-api"
+
+export type SentPrompt = PromptRequest & { sessionID: string; at: number }
+
+/** An in-memory opencode for delivery logic: sessions, their status and history, what was sent. */
+export class FakeSessionApi implements SessionApi {
+  busy: Record<string, string> = {}
+  history = new Map<string, SessionMessage[]>()
+  parents = new Map<string, string>()
+  sent: SentPrompt[] = []
+  logs: { level: LogLevel; message: string; extra: Record<string, unknown> }[] = []
+  toasts: { variant: ToastVariant; title: string; message: string }[] = []
+  /** Errors the next prompt calls throw, in order; "store" variants keep the message first. */
+  failures: { kind: "gone" | "rejected" | "ambiguous"; stored?: boolean }[] = []
+  statusFails = false
+
+  constructor(private readonly now: () => number) {}
+
+  async busySessions() {
+    if (this.statusFails) throw new Error("status unavailable")
+    return { ...this.busy }
+  }
+
+  async recentMessages(sessionID: string) {
+    return [...(this.history.get(sessionID) ?? [])]
+  }
+
+  async prompt(sessionID: string, request: PromptRequest) {
+    const failure = this.failures.shift()
+    if (failure && !failure.stored) throw new DeliveryError(failure.kind, `simulated ${failure.kind}`)
+    this.sent.push({ ...request, sessionID, at: this.now() })
+    this.addMessage(sessionID, { role: "user", synthetic: true, text: request.text, agent: request.agent })
+    if (failure) throw new DeliveryError(failure.kind, `simulated ${failure.kind} after storing`)
+  }
+
+  async parentOf(sessionID: string) {
+    return this.parents.get(sessionID)
+  }
+
+  log(level: LogLevel, message: string, extra: Record<string, unknown>) {
+    this.logs.push({ level, message, extra })
+  }
+
+  toast(variant: ToastVariant, title: string, message: string) {
+    this.toasts.push({ variant, title, message })
+  }
+
+  addMessage(sessionID: string, message: Partial<SessionMessage> & Pick<SessionMessage, "role">) {
+    const list = this.history.get(sessionID) ?? []
+    list.push({
+      created: this.now(),
+      completed: message.role === "assistant" ? this.now() : undefined,
+      finish: message.role === "assistant" ? "stop" : undefined,
+      toolRunning: false,
+      synthetic: false,
+      agent: undefined,
+      model: undefined,
+      text: "",
+      ...message,
+    })
+    this.history.set(sessionID, list)
+  }
+
+  sources(): string[] {
+    return this.sent.map((p) => {
+      const [, id, seq] = p.text.match(/monitor_id: (\S+)\nbatch: (\d+)/) ?? []
+      return `monitor-output:${id}:batch-${seq}`
+    })
+  }
+}
+
+/** Lets pending promise callbacks (the injector's awaits on the fake API) run. */
+export async function settle(): Promise<void> {
+  for (let i = 0; i < 20; i++) await Promise.resolve()
+}

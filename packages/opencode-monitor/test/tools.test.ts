@@ -1,0 +1,153 @@
+import { afterEach, describe, expect, test } from "bun:test"
+import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
+import { FakeSessionApi } from "./support/fake-session-api"
+import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { type AskCall, toolContext } from "./support/tool-context"
+
+const instances: MonitorPluginInstance[] = []
+afterEach(async () => {
+  for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
+})
+
+function plugin(overrides: Partial<MonitorConfig> = {}) {
+  const api = new FakeSessionApi(() => Date.now())
+  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300, ...overrides }, { api })
+  instances.push(instance)
+  const tools = instance.hooks.tool ?? {}
+  const run = async (name: string, args: Record<string, unknown>, ctx = toolContext("ses_a")) => {
+    const result = await tools[name]?.execute(args as never, ctx)
+    return typeof result === "string" ? result : (result?.output ?? "")
+  }
+  return { api, instance, tools, run }
+}
+
+describe("monitor tools through the plugin's hooks", () => {
+  test("the four tools are registered with descriptions that teach the contract", () => {
+    const { tools } = plugin()
+    expect(Object.keys(tools).sort()).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+    expect(tools.monitor_start?.description).toContain("Do not poll, sleep")
+    expect(tools.monitor_start?.description).toContain("woken with its exit status")
+  })
+
+  test("monitor_start asks the bash permission with the command, then runs it", async () => {
+    const asks: AskCall[] = []
+    const { run, api } = plugin()
+    const out = await run("monitor_start", { command: "echo hello; exit 7", label: "qa" }, toolContext("ses_a", { asks }))
+    expect(asks).toEqual([
+      {
+        permission: "bash",
+        patterns: ["echo hello; exit 7"],
+        always: ["echo *"],
+        metadata: { command: "echo hello; exit 7", description: "opencode-monitor: run in the background" },
+      },
+    ])
+    expect(out).toMatch(/^Started monitor mon_[0-9a-f]{8} \(label: qa\)\./)
+    expect(out).toContain("Do not poll")
+    expect(await waitFor(() => api.sent.some((p) => !p.noReply), 5_000)).toBe(true)
+    const wake = api.sent.find((p) => !p.noReply)
+    expect(wake?.text).toContain("[stdout seq=1] hello")
+    expect(wake?.text).toContain("Status: exited (code=7)")
+    expect(api.toasts.map((t) => t.variant)).toEqual(["error"])
+  })
+
+  test("a rejected permission spawns nothing", async () => {
+    const marker = uniqueMarker("rejected")
+    const { run, instance } = plugin()
+    await expect(
+      run("monitor_start", { command: `sleep 5 # ${marker}` }, toolContext("ses_a", { ask: "reject" })),
+    ).rejects.toThrow(/rejected permission/)
+    await Bun.sleep(100)
+    expect(liveProcesses(marker)).toEqual([])
+    expect(instance.manager.list("ses_a", true)).toEqual([])
+  })
+
+  test("without ask, allowed_commands is the fail-closed fallback", async () => {
+    const { run } = plugin({ allowed_commands: ["echo"] })
+    const noAsk = () => toolContext("ses_a", { ask: "absent" })
+    await expect(run("monitor_start", { command: "sleep 1" }, noAsk())).rejects.toThrow(
+      'Permission denied: this opencode cannot ask the user, and "sleep" is not in allowed_commands',
+    )
+    await expect(run("monitor_start", { command: "echo hi; rm -rf x" }, noAsk())).rejects.toThrow(/compound command/)
+    expect(await run("monitor_start", { command: "echo hi" }, noAsk())).toStartWith("Started monitor")
+  })
+
+  test("cap reached names the monitors to stop", async () => {
+    const marker = uniqueMarker("cap")
+    const { run } = plugin({ max_monitors_per_session: 1 })
+    const first = await run("monitor_start", { command: `sleep 30 # ${marker}`, label: "long" })
+    const id = first.match(/mon_[0-9a-f]{8}/)?.[0]
+    await expect(run("monitor_start", { command: "sleep 1" })).rejects.toThrow(
+      `max_monitors_per_session=1). Stop one first with monitor_stop: ${id} (long).`,
+    )
+    // Another session has its own cap.
+    expect(await run("monitor_start", { command: `sleep 30 # ${marker}` }, toolContext("ses_b"))).toStartWith("Started")
+  })
+
+  test("an invalid pattern and a spawn failure are distinct errors", async () => {
+    const { run } = plugin()
+    await expect(run("monitor_start", { command: "echo x", match_pattern: "(" })).rejects.toThrow(/not a valid RE2/)
+    await expect(run("monitor_start", { command: "no-such-program-q" })).rejects.toThrow(/command not found on PATH/)
+  })
+
+  test("monitor_list shows id, label, status and counters, never the raw command", async () => {
+    const { run, api } = plugin()
+    await run("monitor_start", { command: "echo SECRET_TOKEN_123; sleep 30", label: "server" })
+    await waitFor(() => api.sent.length > 0, 3_000)
+    const list = JSON.parse(await run("monitor_list", {}))
+    expect(list.monitors).toHaveLength(1)
+    expect(list.monitors[0]).toMatchObject({ label: "server", status: "running", counters: { total: 1, matched: 1 } })
+    expect(JSON.stringify(list)).not.toContain("SECRET_TOKEN_123; sleep")
+    expect(JSON.parse(await run("monitor_list", {}, toolContext("ses_other")))).toEqual({ monitors: [] })
+  })
+
+  test("monitor_stop returns the final status and does not wake the session", async () => {
+    const marker = uniqueMarker("stop")
+    const { run, api } = plugin()
+    const id = (await run("monitor_start", { command: `sleep 30 # ${marker}` })).match(/mon_[0-9a-f]{8}/)?.[0]
+    await waitFor(() => liveProcesses(marker).length > 0, 2_000)
+    const stopped = JSON.parse(await run("monitor_stop", { monitor_id: id }))
+    expect(stopped.status).toBe("stopped")
+    expect(liveProcesses(marker)).toEqual([])
+    await Bun.sleep(300)
+    expect(api.sent.filter((p) => !p.noReply)).toEqual([])
+  })
+
+  test("monitor_output reads filtered-out lines; unknown or foreign ids are not_found without throwing", async () => {
+    const { run, instance } = plugin()
+    const id = (await run("monitor_start", { command: "printf 'ok 1\\nERROR 2\\nok 3\\n'", match_pattern: "ERROR" })).match(
+      /mon_[0-9a-f]{8}/,
+    )?.[0] as string
+    await waitFor(() => instance.manager.get("ses_a", id)?.status.kind !== "running", 3_000)
+    const unmatched = JSON.parse(await run("monitor_output", { monitor_id: id, stream: "unmatched" }))
+    expect(unmatched.lines.map((l: { text: string }) => l.text)).toEqual(["ok 1", "ok 3"])
+    expect(unmatched.counters).toMatchObject({ total: 3, matched: 1, unmatched: 2 })
+    const since = JSON.parse(await run("monitor_output", { monitor_id: id, since_sequence: 1, limit: 1 }))
+    expect(since.lines.map((l: { seq: number }) => l.seq)).toEqual([2])
+    expect(JSON.parse(await run("monitor_output", { monitor_id: "mon_nope" })).error).toBe("not_found")
+    expect(JSON.parse(await run("monitor_output", { monitor_id: id }, toolContext("ses_other"))).error).toBe("not_found")
+    expect(JSON.parse(await run("monitor_stop", { monitor_id: id }, toolContext("ses_other"))).error).toBe("not_found")
+  })
+
+  test("session.deleted stops that session's monitors and no process is left", async () => {
+    const marker = uniqueMarker("deleted")
+    const { run, instance } = plugin()
+    await run("monitor_start", { command: `sleep 30 # ${marker}` }, toolContext("ses_gone"))
+    await run("monitor_start", { command: `sleep 30 # ${marker}_keep` }, toolContext("ses_stays"))
+    await waitFor(() => liveProcesses(marker).length >= 2, 2_000)
+    await instance.hooks.event?.({ event: { type: "session.deleted", properties: { sessionID: "ses_gone" } } as never })
+    expect(liveProcesses(`${marker} `).length + liveProcesses(`${marker}\n`).length).toBe(0)
+    expect(liveProcesses(`${marker}_keep`)).toHaveLength(1)
+    await instance.hooks.dispose?.()
+    expect(liveProcesses(marker)).toEqual([])
+  })
+
+  test("compaction keeps the agent aware of running monitors", async () => {
+    const { run, instance } = plugin()
+    await run("monitor_start", { command: "sleep 30", label: "watcher" })
+    const output = { context: [] as string[] }
+    await instance.hooks["experimental.session.compacting"]?.({ sessionID: "ses_a" }, output)
+    expect(output.context.join("\n")).toMatch(/mon_[0-9a-f]{8} \(watcher\)/)
+    expect(output.context.join("\n")).toContain("monitor_stop")
+  })
+})
