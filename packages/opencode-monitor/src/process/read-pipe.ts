@@ -1,43 +1,94 @@
 import type { Readable } from "node:stream"
 
 // Every monitor's pipeline runs on the opencode server's event loop. A child that prints faster
-// than we consume would keep 'data' callbacks coming back to back, so all pipes share one CPU
-// slice per event-loop turn: past the budget a pipe is paused until the next turn. While paused,
-// nothing is read, the pipe fills, and the kernel blocks the writer: memory stays bounded and no
-// byte is lost.
+// than we consume would keep 'data' callbacks coming back to back (and Bun hands over up to
+// 512 KB at once), so all pipes share one CPU slice per event-loop turn and chunks are processed
+// in pieces. Past the budget a pipe is paused until the next turn: nothing more is read, the pipe
+// fills, and the kernel blocks the writer. Memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
+const PIECE_BYTES = 16 * 1024
 
 let sliceOpen = false
 let sliceStart = 0
-const paused = new Set<Readable>()
+let waiting: PipeReader[] = []
+
+function budgetLeft(): boolean {
+  if (!sliceOpen) {
+    sliceOpen = true
+    sliceStart = performance.now()
+    setImmediate(endSlice)
+  }
+  return performance.now() - sliceStart < SLICE_BUDGET_MS
+}
 
 function endSlice(): void {
   sliceOpen = false
-  for (const stream of paused) stream.resume()
-  paused.clear()
+  const readers = waiting
+  waiting = []
+  for (const reader of readers) reader.drain()
 }
 
-/** Feeds every chunk of `stream` to `onChunk` under the shared budget; resolves at EOF or close. */
+class PipeReader {
+  private readonly queue: Uint8Array[] = []
+  private offset = 0
+  private paused = false
+  private ended = false
+
+  constructor(
+    private readonly stream: Readable,
+    private readonly onChunk: (chunk: Uint8Array) => void,
+    private readonly resolve: () => void,
+  ) {}
+
+  push(chunk: Uint8Array): void {
+    this.queue.push(chunk)
+    if (!this.paused) this.drain()
+  }
+
+  end(): void {
+    this.ended = true
+    if (!this.paused) this.drain()
+  }
+
+  drain(): void {
+    for (;;) {
+      const chunk = this.queue[0]
+      if (!chunk) break
+      if (!budgetLeft()) {
+        if (!this.paused) this.stream.pause()
+        this.paused = true
+        waiting.push(this)
+        return
+      }
+      const end = Math.min(this.offset + PIECE_BYTES, chunk.length)
+      this.onChunk(this.offset === 0 && end === chunk.length ? chunk : chunk.subarray(this.offset, end))
+      this.offset = end
+      if (end === chunk.length) {
+        this.queue.shift()
+        this.offset = 0
+      }
+    }
+    if (this.paused) {
+      this.paused = false
+      if (!this.ended) this.stream.resume()
+    }
+    if (this.ended) this.resolve()
+  }
+}
+
+/** Feeds every byte of `stream` to `onChunk` under the shared budget; resolves after EOF or close. */
 export function readPipe(stream: Readable, onChunk: (chunk: Uint8Array) => void): Promise<void> {
   return new Promise((resolve) => {
-    const done = () => {
-      paused.delete(stream)
-      resolve()
-    }
-    stream.on("data", (chunk: Uint8Array) => {
-      if (!sliceOpen) {
-        sliceOpen = true
-        sliceStart = performance.now()
-        setImmediate(endSlice)
-      }
-      onChunk(chunk)
-      if (performance.now() - sliceStart > SLICE_BUDGET_MS) {
-        stream.pause()
-        paused.add(stream)
+    let settled = false
+    const reader = new PipeReader(stream, onChunk, () => {
+      if (!settled) {
+        settled = true
+        resolve()
       }
     })
-    stream.once("end", done)
-    stream.once("close", done)
-    stream.once("error", done)
+    stream.on("data", (chunk: Uint8Array) => reader.push(chunk))
+    stream.once("end", () => reader.end())
+    stream.once("close", () => reader.end())
+    stream.once("error", () => reader.end())
   })
 }

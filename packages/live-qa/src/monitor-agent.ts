@@ -1,0 +1,84 @@
+/**
+ * The scripted "agent" of the live QA: a deterministic brain for the scripted model that does
+ * what a good agent would do with opencode-monitor. A person's prompt carries the plan as
+ * directives, one per line:
+ *
+ *   STEP <tool> <json args>     call this tool (monitor_start, bash, ...), one step at a time
+ *   SAY <text>                  the final answer once every step has run
+ *
+ * A monitor envelope whose Status is terminal gets a report of the exit status; an observation
+ * (Status: running) should never reach the model, so answering one is flagged loudly.
+ */
+import { type ChatRequest, lastMessage, messageText, type Script, type ScriptReply } from "./scripted-model.ts";
+
+export const OBSERVATION_ANSWERED = "UNEXPECTED: the model was asked to answer an observation";
+
+type Step = { tool: string; args: Record<string, unknown> }
+
+function planOf(text: string): { steps: Step[]; say: string | undefined } {
+  const steps: Step[] = [];
+  let say: string | undefined;
+  for (const line of text.split("\n")) {
+    const step = line.match(/^STEP (\S+) (\{.*\})\s*$/);
+    if (step) steps.push({ tool: step[1] as string, args: JSON.parse(step[2] as string) });
+    const said = line.match(/^SAY (.*)$/);
+    if (said) say = said[1];
+  }
+  return { steps, say };
+}
+
+/** The last envelope in a text: id, label, status. */
+export function lastEnvelope(text: string): { monitorId: string; batch: number; label: string; status: string } | undefined {
+  const starts = [...text.matchAll(/\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\ncommand_label: (.*)\n/g)];
+  const last = starts[starts.length - 1];
+  if (!last) return undefined;
+  const rest = text.slice(last.index ?? 0);
+  const status = rest.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown";
+  return { monitorId: last[1] as string, batch: Number(last[2]), label: last[3] as string, status };
+}
+
+/** What the woken agent says: the exit status, as it read it from the envelope. */
+export function exitReport(envelope: { monitorId: string; label: string; status: string }): string {
+  const code = envelope.status.match(/code=(-?\d+)/)?.[1];
+  const detail = code !== undefined ? `exit code ${code}` : envelope.status;
+  return `Monitor ${envelope.label} (${envelope.monitorId}) finished: ${envelope.status}. Reporting ${detail}.`;
+}
+
+export function monitorAgent(options: { delayMs?: number } = {}): Script {
+  return (request: ChatRequest): ScriptReply => {
+    const reply = (r: ScriptReply): ScriptReply => (options.delayMs ? { ...r, delayMs: options.delayMs } : r);
+    const messages = request.messages;
+    // The newest message a person wrote with a plan, and the tool calls made since.
+    let planIndex = -1;
+    for (let i = messages.length - 1; i >= 0; i--) {
+      const m = messages[i];
+      if (m?.role === "user" && /^(STEP|SAY) /m.test(messageText(m))) {
+        planIndex = i;
+        break;
+      }
+    }
+    const last = lastMessage(request);
+    const lastText = last ? messageText(last) : "";
+    if (last?.role === "user") {
+      const envelope = lastEnvelope(lastText);
+      if (envelope && envelope.status !== "running") return reply({ text: exitReport(envelope) });
+      if (envelope) return reply({ text: OBSERVATION_ANSWERED });
+      const said = lastText.match(/^USER_SAYS (.*)$/m);
+      if (said) return reply({ text: `Answering the user: ${said[1]}` });
+    }
+    if (planIndex === -1) return reply({ text: "ok" });
+    const plan = planOf(messageText(messages[planIndex] as (typeof messages)[number]));
+    const callsMade = messages.slice(planIndex + 1).filter((m) => m.role === "assistant" && m.tool_calls?.length).length;
+    const next = plan.steps[callsMade];
+    if (next) return reply({ toolCalls: [{ name: next.tool, arguments: next.args }] });
+    return reply({ text: plan.say ?? "Done." });
+  };
+}
+
+/** The seed's QA: one line, three quiet seconds, exit 7. */
+export const QA_COMMAND = "sh -c 'echo QA_BUILD_LINE; sleep 3; exit 7'";
+export const QA_PROMPT = [
+  "Build it and tell me how it ends.",
+  `STEP monitor_start ${JSON.stringify({ command: QA_COMMAND, label: "qa-build" })}`,
+  "SAY Started the build monitor; I will report when it exits.",
+].join("\n");

@@ -1,0 +1,113 @@
+/**
+ * One live QA setup: the scripted model, a real `opencode serve` whose only plugin is the LOCAL
+ * opencode-monitor source (never the npm package), and a timeline of the bus.
+ */
+import { resolve } from "node:path";
+import type { JsonObject } from "./isolated-env.ts";
+import { monitorAgent } from "./monitor-agent.ts";
+import { type OpencodeServer, type StopReport, startOpencode } from "./opencode-server.ts";
+import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts";
+import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts";
+
+export const PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/index.ts");
+export const DEFAULT_MODEL = { providerID: "mock", modelID: "m" };
+
+export interface MonitorQAOptions {
+  pluginOptions?: JsonObject;
+  permission?: JsonObject;
+  config?: JsonObject;
+  script?: Script;
+  /** Delay of every scripted answer (a slow model keeps a turn running). */
+  agentDelayMs?: number;
+}
+
+export interface Envelope {
+  message: SessionMessage;
+  monitorId: string;
+  batch: number;
+  status: string;
+  text: string;
+}
+
+export interface MonitorQA {
+  model: ScriptedModel;
+  server: OpencodeServer;
+  timeline: TimelineRecorder;
+  newSession(options?: { title?: string; parentID?: string }): Promise<string>;
+  /** A person's prompt; resolves when prompt_async accepted it. */
+  prompt(sessionID: string, text: string, options?: { agent?: string; model?: typeof DEFAULT_MODEL }): Promise<number>;
+  messages(sessionID: string): Promise<SessionMessage[]>;
+  /** The monitor envelopes injected into a session, oldest first. */
+  envelopes(sessionID: string): Promise<Envelope[]>;
+  /** The plugin's own log lines, as the server wrote them (each names a monitorId). */
+  pluginLog(): string[];
+  stop(): Promise<StopReport>;
+}
+
+export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<MonitorQA> {
+  const model = startScriptedModel(options.script ?? monitorAgent({ delayMs: options.agentDelayMs }));
+  let server: OpencodeServer;
+  try {
+    server = await startOpencode({
+      modelBaseURL: model.baseURL,
+      plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}]],
+      permission: options.permission ?? { bash: "allow" },
+      config: options.config,
+    });
+  } catch (error) {
+    await model.stop();
+    throw error;
+  }
+  const timeline = await startTimeline(server);
+  const { client } = server;
+
+  const messages = (sessionID: string) => getMessages(client, sessionID);
+  return {
+    model,
+    server,
+    timeline,
+    async newSession({ title = "monitor QA", parentID } = {}) {
+      // A title skips title generation, so the small model is never called.
+      const created = await client.session.create({ body: { title, ...(parentID ? { parentID } : {}) } });
+      if (!created.data) throw new Error(`session.create failed: ${JSON.stringify(created.error)}`);
+      return created.data.id;
+    },
+    async prompt(sessionID, text, { agent = "build", model: m = DEFAULT_MODEL } = {}) {
+      const sentAt = Date.now();
+      const result = await client.session.promptAsync({
+        path: { id: sessionID },
+        body: { agent, model: m, parts: [{ type: "text", text }] },
+      });
+      if (result.response.status !== 204) throw new Error(`prompt_async answered ${result.response.status}`);
+      return sentAt;
+    },
+    messages,
+    async envelopes(sessionID) {
+      const out: Envelope[] = [];
+      for (const message of await messages(sessionID)) {
+        if (message.info.role !== "user") continue;
+        const text = textOf(message);
+        const head = text.match(/^\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\n/);
+        if (!head) continue;
+        const status = text.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown";
+        out.push({ message, monitorId: head[1] as string, batch: Number(head[2]), status, text });
+      }
+      return out;
+    },
+    pluginLog() {
+      return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor/.test(line));
+    },
+    async stop() {
+      await timeline.stop();
+      const report = await server.stop();
+      await model.stop();
+      return report;
+    },
+  };
+}
+
+/** The plugin's tools must be in the first agent request, or the plugin did not load. */
+export function toolNamesSeen(model: ScriptedModel): string[] {
+  const first = model.scripted()[0];
+  return (first?.request.tools ?? []).map((t) => t.function.name).filter((name) => name.startsWith("monitor_"));
+}
