@@ -95,7 +95,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       return out;
     },
     pluginLog() {
-      return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor/.test(line));
+      return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line));
     },
     async stop() {
       await timeline.stop();
