@@ -79,3 +79,26 @@ describe("MonitorBatcher", () => {
     expect(batches[0]?.status).toEqual({ kind: "exited", code: 7 })
   })
 })
+
+describe("MonitorBatcher interval timer", () => {
+  test("a batch that starts late in the armed timer's period still waits its full interval", () => {
+    const { scheduler, batches, batcher } = setup({ maxLines: 2, maxBytes: 1024, intervalMs: 1000 })
+    batcher.add(line(1))
+    scheduler.advance(600)
+    batcher.add(line(2)) // fills the batch: flushed at once, the timer stays armed
+    batcher.add(line(3)) // a new batch starts at t=600
+    scheduler.advance(400) // t=1000: the armed timer fires, but batch 3 is only 400 ms old
+    expect(batches.map((b) => b.lines.map((l) => l.seq))).toEqual([[1, 2]])
+    scheduler.advance(599)
+    expect(batches).toHaveLength(1)
+    scheduler.advance(1)
+    expect(batches.map((b) => b.lines.map((l) => l.seq))).toEqual([[1, 2], [3]])
+    expect(scheduler.pendingTimers).toBe(0)
+  })
+
+  test("a flood arms at most one timer at a time", () => {
+    const { scheduler, batcher } = setup({ maxLines: 2, maxBytes: 1024, intervalMs: 1000 })
+    for (let seq = 1; seq <= 1000; seq++) batcher.add(line(seq))
+    expect(scheduler.pendingTimers).toBe(1)
+  })
+})

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test"
+import { RE2JS } from "re2js"
 import { compileLineFilter, PatternError } from "../src/pipeline/filter"
 import { MonitorLine } from "../src/pipeline/line"
 import { MonitorRingBuffer } from "../src/pipeline/ring-buffer"
@@ -16,6 +17,15 @@ describe("match_pattern filter", () => {
     const filter = compileLineFilter("error|FAIL", 512)
     expect(filter?.("build error: x")).toBe(true)
     expect(filter?.("ok")).toBe(false)
+  })
+
+  test("plain words joined by | answer exactly as RE2 does", () => {
+    const texts = ["", "error", "an Error", "warnings: 3", "FAIL!", "fail", "x|y", "foo bar"]
+    for (const pattern of ["error|warn|FAIL", "error", "foo bar|baz"]) {
+      const fast = compileLineFilter(pattern, 512)
+      const re2 = RE2JS.compile(pattern)
+      for (const text of texts) expect([pattern, text, fast?.(text)]).toEqual([pattern, text, re2.test(text)])
+    }
   })
 
   test("an invalid pattern is rejected with the reason", () => {

@@ -30,6 +30,7 @@ export class MonitorBatcher {
   private lines: MonitorLine[] = []
   private bytes = 0
   private batchSeq = 0
+  private batchStartedAt = 0
   private timer: TimerHandle | undefined
   private closed = false
 
@@ -43,16 +44,26 @@ export class MonitorBatcher {
   add(line: MonitorLine): void {
     if (this.closed) return
     if (this.lines.length > 0 && this.bytes + line.byteLength > this.limits.maxBytes) this.flushNow()
+    if (this.lines.length === 0) {
+      this.batchStartedAt = this.deps.scheduler.now()
+      this.armTimer(this.limits.intervalMs)
+    }
     this.lines.push(line)
     this.bytes += line.byteLength
-    if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) {
-      this.flushNow()
-    } else if (this.timer === undefined) {
-      this.timer = this.deps.scheduler.setTimeout(() => {
-        this.timer = undefined
-        this.flushNow()
-      }, this.limits.intervalMs)
-    }
+    if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) this.flushNow()
+  }
+
+  // One timer stays armed across batches: a flood makes thousands of batches a second, and a
+  // timer set and cleared for each would cost more than the batching itself.
+  private armTimer(delayMs: number): void {
+    if (this.timer !== undefined) return
+    this.timer = this.deps.scheduler.setTimeout(() => {
+      this.timer = undefined
+      if (this.closed || this.lines.length === 0) return
+      const waited = this.deps.scheduler.now() - this.batchStartedAt
+      if (waited >= this.limits.intervalMs) this.flushNow()
+      else this.armTimer(this.limits.intervalMs - waited)
+    }, delayMs)
   }
 
   /**
@@ -62,13 +73,12 @@ export class MonitorBatcher {
   flushNow(options: { allowEmpty?: boolean; status?: MonitorStatus } = {}): void {
     if (this.closed) return
     if (this.lines.length === 0 && options.allowEmpty !== true) return
-    this.cancelTimer()
     const lines = this.lines
     this.lines = []
     this.bytes = 0
     this.batchSeq += 1
     const terminal = options.status !== undefined
-    if (terminal) this.closed = true
+    if (terminal) this.close()
     this.onBatch({
       monitorId: this.monitorId,
       batchSeq: this.batchSeq,
@@ -82,14 +92,9 @@ export class MonitorBatcher {
   /** Stops emitting; buffered lines stay readable in the ring buffer. */
   close(): void {
     this.closed = true
-    this.cancelTimer()
+    if (this.timer !== undefined) this.deps.scheduler.clearTimeout(this.timer)
+    this.timer = undefined
     this.lines = []
     this.bytes = 0
-  }
-
-  private cancelTimer(): void {
-    if (this.timer === undefined) return
-    this.deps.scheduler.clearTimeout(this.timer)
-    this.timer = undefined
   }
 }

@@ -17,6 +17,12 @@ export function compileLineFilter(pattern: string | undefined, maxLength: number
       `match_pattern is ${pattern.length} characters long; the limit is ${maxLength} (pattern_max_length). Use a shorter pattern.`,
     )
   }
+  // The common case, plain words joined by `|`, is a substring search: same answer as RE2, done
+  // natively instead of by a state machine in JavaScript.
+  if (/^[^\\^$.|?*+()[\]{}]+(\|[^\\^$.|?*+()[\]{}]+)*$/.test(pattern)) {
+    const words = pattern.split("|")
+    return (text) => words.some((word) => text.includes(word))
+  }
   let compiled: RE2JS
   try {
     compiled = RE2JS.compile(pattern)

@@ -35,8 +35,12 @@ const VISUAL_BREAK = /[\v\f\u0085\u2028\u2029]/g
 // Remaining C0/C1 controls and DEL (tab and newline are kept); bidi overrides that reorder text.
 const CONTROL = /[\x00-\x08\x0e-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]/g
 
+// Anything sanitizeLineText would change; most lines have none of it and are returned as they are.
+const NEEDS_WORK = /[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]/
+
 /** Sanitizes one decoded line of process output. */
 export function sanitizeLineText(raw: string): string {
+  if (!NEEDS_WORK.test(raw)) return raw
   let text = raw
   if (text.includes("\r")) {
     // A CR redraws the line: keep what the terminal would finally show (the last non-empty frame).
