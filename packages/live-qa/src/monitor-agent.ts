@@ -5,9 +5,11 @@
  *
  *   STEP <tool> <json args>     call this tool (monitor_start, bash, ...), one step at a time
  *   SAY <text>                  the final answer once every step has run
+ *   USER_SAYS <text>            (alone) a person chatting; answered "Answering the user: <text>"
  *
- * A monitor envelope whose Status is terminal gets a report of the exit status; an observation
- * (Status: running) should never reach the model, so answering one is flagged loudly.
+ * A monitor envelope whose Status is terminal gets a report of the exit status (one line per exit
+ * notice that arrived since the model last spoke); an observation (Status: running) should never
+ * reach the model, so answering one is flagged loudly.
  */
 import { type ChatRequest, lastMessage, messageText, type Script, type ScriptReply } from "./scripted-model.ts";
 
@@ -27,14 +29,26 @@ function planOf(text: string): { steps: Step[]; say: string | undefined } {
   return { steps, say };
 }
 
-/** The last envelope in a text: id, label, status. */
-export function lastEnvelope(text: string): { monitorId: string; batch: number; label: string; status: string } | undefined {
+export interface EnvelopeHead {
+  monitorId: string;
+  batch: number;
+  label: string;
+  status: string;
+}
+
+/** Every envelope in a text, in order: id, label, status. */
+export function envelopesIn(text: string): EnvelopeHead[] {
   const starts = [...text.matchAll(/\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\ncommand_label: (.*)\n/g)];
-  const last = starts[starts.length - 1];
-  if (!last) return undefined;
-  const rest = text.slice(last.index ?? 0);
-  const status = rest.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown";
-  return { monitorId: last[1] as string, batch: Number(last[2]), label: last[3] as string, status };
+  return starts.map((start) => {
+    const rest = text.slice(start.index ?? 0);
+    const status = rest.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown";
+    return { monitorId: start[1] as string, batch: Number(start[2]), label: start[3] as string, status };
+  });
+}
+
+/** The last envelope in a text: id, label, status. */
+export function lastEnvelope(text: string): EnvelopeHead | undefined {
+  return envelopesIn(text).at(-1);
 }
 
 /** What the woken agent says: the exit status, as it read it from the envelope. */
@@ -44,7 +58,14 @@ export function exitReport(envelope: { monitorId: string; label: string; status:
   return `Monitor ${envelope.label} (${envelope.monitorId}) finished: ${envelope.status}. Reporting ${detail}.`;
 }
 
-export function monitorAgent(options: { delayMs?: number } = {}): Script {
+export interface MonitorAgentOptions {
+  /** Delay of every answer (a slow model keeps every turn running). */
+  delayMs?: number;
+  /** Delay of the answer to a USER_SAYS message only (a person's turn that runs a while). */
+  userSaysDelayMs?: number;
+}
+
+export function monitorAgent(options: MonitorAgentOptions = {}): Script {
   return (request: ChatRequest): ScriptReply => {
     const reply = (r: ScriptReply): ScriptReply => (options.delayMs ? { ...r, delayMs: options.delayMs } : r);
     const messages = request.messages;
@@ -61,10 +82,19 @@ export function monitorAgent(options: { delayMs?: number } = {}): Script {
     const lastText = last ? messageText(last) : "";
     if (last?.role === "user") {
       const envelope = lastEnvelope(lastText);
-      if (envelope && envelope.status !== "running") return reply({ text: exitReport(envelope) });
-      if (envelope) return reply({ text: OBSERVATION_ANSWERED });
+      if (envelope?.status === "running") return reply({ text: OBSERVATION_ANSWERED });
+      if (envelope) {
+        // Every exit notice since the model last spoke: two can wake one turn together.
+        let first = messages.length - 1;
+        while (first > 0 && messages[first - 1]?.role === "user") first--;
+        const pending = messages.slice(first).flatMap((m) => envelopesIn(messageText(m)));
+        return reply({ text: pending.filter((e) => e.status !== "running").map(exitReport).join("\n") });
+      }
       const said = lastText.match(/^USER_SAYS (.*)$/m);
-      if (said) return reply({ text: `Answering the user: ${said[1]}` });
+      if (said) {
+        const answer = reply({ text: `Answering the user: ${said[1]}` });
+        return options.userSaysDelayMs ? { ...answer, delayMs: options.userSaysDelayMs } : answer;
+      }
     }
     if (planIndex === -1) return reply({ text: "ok" });
     const plan = planOf(messageText(messages[planIndex] as (typeof messages)[number]));

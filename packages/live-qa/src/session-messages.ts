@@ -28,7 +28,14 @@ export interface PartView {
   synthetic?: boolean;
   tool?: string;
   callID?: string;
-  state?: { status?: string; input?: unknown; output?: string; error?: string; title?: string };
+  state?: {
+    status?: string;
+    input?: unknown;
+    output?: string;
+    error?: string;
+    title?: string;
+    time?: { start?: number; end?: number };
+  };
 }
 
 export interface SessionMessage {

@@ -145,11 +145,12 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
 /** The user's bash permission rules decide; without `ask`, only allowed_commands may run. */
 async function authorize(command: string, ctx: ToolContext, config: MonitorConfig): Promise<void> {
   if (typeof ctx.ask === "function") {
-    const program = command.trim().split(/\s+/, 1)[0] ?? ""
     await ctx.ask({
       permission: "bash",
       patterns: [command],
-      always: [`${program} *`],
+      // "Always" remembers this exact command only: a `<program> *` rule would also match any
+      // later compound command that merely starts with the same program.
+      always: [command],
       metadata: { command, description: "opencode-monitor: run in the background" },
     })
     return

@@ -38,7 +38,7 @@ describe("monitor tools through the plugin's hooks", () => {
       {
         permission: "bash",
         patterns: ["echo hello; exit 7"],
-        always: ["echo *"],
+        always: ["echo hello; exit 7"],
         metadata: { command: "echo hello; exit 7", description: "opencode-monitor: run in the background" },
       },
     ])

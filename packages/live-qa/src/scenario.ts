@@ -1,0 +1,96 @@
+/**
+ * Small helpers shared by the live scenarios: building a plan prompt, finding messages relative to
+ * each other, bounded waits on envelopes and turns, the real process table, and a readable story
+ * of what happened when an assertion fails.
+ */
+import type { Envelope, MonitorQA } from "./monitor-qa.ts";
+import { type PsEntry, psAll } from "./process-group.ts";
+import { renderMessages, type SessionMessage, textOf, waitFor } from "./timeline.ts";
+
+/** A person's prompt for the scripted agent: a sentence, then STEP/SAY directives. */
+export function planPrompt(intro: string, steps: Array<[tool: string, args: Record<string, unknown>]>, say: string): string {
+  return [intro, ...steps.map(([tool, args]) => `STEP ${tool} ${JSON.stringify(args)}`), `SAY ${say}`].join("\n");
+}
+
+export const isRealUser = (m: SessionMessage) =>
+  m.info.role === "user" && m.parts.some((p) => p.type === "text" && p.synthetic !== true);
+
+export const isAssistant = (m: SessionMessage) => m.info.role === "assistant";
+
+/** Messages after the one with `id` (all of them when it is missing). */
+export function after(messages: SessionMessage[], id: string): SessionMessage[] {
+  return messages.slice(messages.findIndex((m) => m.info.id === id) + 1);
+}
+
+/** The first assistant message that contains a tool part of this tool. */
+export function stepWithTool(messages: SessionMessage[], tool: string): SessionMessage | undefined {
+  return messages.find((m) => isAssistant(m) && m.parts.some((p) => p.type === "tool" && p.tool === tool));
+}
+
+/** Bounded wait for an envelope in a session. */
+export function waitForEnvelope(
+  qa: MonitorQA,
+  sessionID: string,
+  match: (envelope: Envelope) => boolean,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<Envelope> {
+  return waitFor(async () => (await qa.envelopes(sessionID)).find(match), timeoutMs, 100, what);
+}
+
+/** Bounded wait for a completed assistant message after the message `afterID` whose text matches. */
+export function waitForReply(
+  qa: MonitorQA,
+  sessionID: string,
+  afterID: string,
+  match: (text: string) => boolean,
+  what: string,
+  timeoutMs = 30_000,
+): Promise<SessionMessage> {
+  return waitFor(
+    async () =>
+      after(await qa.messages(sessionID), afterID).find(
+        (m) => isAssistant(m) && typeof m.info.time.completed === "number" && match(textOf(m)),
+      ),
+    timeoutMs,
+    100,
+    what,
+  );
+}
+
+/** Live (non-zombie) processes whose arguments contain `marker`, or that sit in one of `groups`. */
+export function liveProcesses(marker: string, groups: ReadonlySet<number> = new Set()): PsEntry[] {
+  return psAll().filter(
+    (e) => !e.stat.startsWith("Z") && (e.command.includes(marker) || groups.has(e.pgid)) && !e.command.startsWith("ps "),
+  );
+}
+
+/** Waits until a process carrying `marker` runs; returns the process groups it runs in. */
+export async function waitForProcess(marker: string, what: string, timeoutMs = 15_000): Promise<Set<number>> {
+  const found = await waitFor(() => {
+    const entries = liveProcesses(marker);
+    return entries.length > 0 ? entries : undefined;
+  }, timeoutMs, 50, what);
+  return new Set(found.map((e) => e.pgid));
+}
+
+/** What a failing scenario prints: each session's messages and the plugin's log. */
+export async function story(qa: MonitorQA, sessions: Record<string, string>): Promise<string> {
+  const out: string[] = [];
+  for (const [name, id] of Object.entries(sessions)) {
+    const messages = await qa.messages(id).catch(() => []);
+    out.push(`--- session ${name} (${id})`, renderMessages(messages));
+  }
+  out.push("--- plugin log", ...qa.pluginLog().map((line) => line.slice(0, 400)));
+  return out.join("\n");
+}
+
+/** Runs the assertions; when one fails, prints the story first so the failure can be read. */
+export async function explained<T>(qa: MonitorQA, sessions: Record<string, string>, body: () => Promise<T>): Promise<T> {
+  try {
+    return await body();
+  } catch (error) {
+    console.error(await story(qa, sessions).catch((e) => `(no story: ${e})`));
+    throw error;
+  }
+}

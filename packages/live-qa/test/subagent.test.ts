@@ -1,0 +1,109 @@
+/**
+ * Scenario 5: a monitor started in a child (subagent) session. By default the child only gets
+ * observations, its exit notice included, and nothing reaches the parent. With
+ * subagent_wake: "parent" the exit notice also lands in the root session, naming the child, and
+ * wakes it.
+ */
+import { afterEach, expect, test } from "bun:test";
+import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+import { after, explained, isAssistant, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
+import { sleep, textOf, waitForIdle } from "../src/timeline.ts";
+
+let qa: MonitorQA | undefined;
+afterEach(async () => {
+  await qa?.stop().catch(() => undefined);
+  qa = undefined;
+});
+
+const CHILD_PROMPT = planPrompt(
+  "Run the job for the parent.",
+  [["monitor_start", { command: "echo child-line; sleep 1; exit 6", label: "child-job" }]],
+  "Child started the job.",
+);
+
+/** A parent with one finished turn of its own, and a child of it that starts the monitor. */
+async function parentAndChild(live: MonitorQA) {
+  const parentID = await live.newSession({ title: "parent" });
+  await live.prompt(parentID, "USER_SAYS start");
+  await waitForReply(live, parentID, "", (t) => t === "Answering the user: start", "the parent's own turn");
+  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
+  const childID = await live.newSession({ title: "child", parentID });
+  const child = await live.server.client.session.get({ path: { id: childID } });
+  expect(child.data?.parentID).toBe(parentID);
+  await live.prompt(childID, CHILD_PROMPT);
+  const terminal = await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal envelope");
+  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 });
+  return { parentID, childID, terminal };
+}
+
+/** The child's side is the same either way: an observation and a terminal observation, never answered. */
+async function expectChildObservesOnly(live: MonitorQA, childID: string) {
+  const messages = await live.messages(childID);
+  const envelopes = await live.envelopes(childID);
+  expect(envelopes.map((e) => [e.batch, e.status])).toEqual([
+    [1, "running"],
+    [2, "exited (code=6)"],
+  ]);
+  expect(envelopes[0]?.text).toContain("[stdout seq=1] child-line");
+  for (const e of envelopes) expect(e.text).not.toContain("subagent_session:");
+  // The child's turn ended with its plan; both envelopes came after, and no assistant followed.
+  const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the job.");
+  expect(after(messages, said?.info.id ?? "").map((m) => m.info.id)).toEqual(envelopes.map((e) => e.message.info.id));
+  expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false);
+  const log = live.pluginLog().join("\n");
+  expect(log).toMatch(new RegExp(`"sent monitor output" sessionID=${childID} .*batchSeq=2 .*shouldReply=false`));
+  expect(log).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`));
+}
+
+test("subagent, default: the child gets observations only, and nothing reaches the parent", async () => {
+  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } });
+  qa = live;
+  const { parentID, childID } = await parentAndChild(live);
+  // Quiet time for a wrong delivery to show up: longer than pending_retry_ms and the hold.
+  await sleep(2000);
+
+  await explained(live, { parent: parentID, child: childID }, async () => {
+    await expectChildObservesOnly(live, childID);
+    // The parent still holds only its own turn.
+    const parent = await live.messages(parentID);
+    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual([
+      ["user", "USER_SAYS start"],
+      ["assistant", "Answering the user: start"],
+    ]);
+    expect(live.pluginLog().join("\n")).not.toContain(parentID);
+    // The model was asked three times: the parent's turn and the child's two steps, never again.
+    expect(live.model.scripted()).toHaveLength(3);
+    expect((await live.stop()).leftovers).toEqual([]);
+  });
+}, 90_000);
+
+test('subagent, subagent_wake "parent": the exit notice wakes the root session and names the child', async () => {
+  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "parent" } });
+  qa = live;
+  const { parentID, childID, terminal } = await parentAndChild(live);
+  const notice = await waitForEnvelope(live, parentID, (e) => e.status !== "running", "the exit notice in the parent");
+  const reply = await waitForReply(live, parentID, notice.message.info.id, (t) => t.includes("exit code 6"), "the parent's report");
+  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
+
+  await explained(live, { parent: parentID, child: childID }, async () => {
+    await expectChildObservesOnly(live, childID);
+    // Only the exit notice reaches the parent, once, naming the child; the observation does not.
+    const inParent = await live.envelopes(parentID);
+    expect(inParent.map((e) => [e.monitorId, e.batch, e.status])).toEqual([[terminal.monitorId, 2, "exited (code=6)"]]);
+    expect(notice.text).toContain(`\nsubagent_session: ${childID}\n`);
+    expect(notice.text).toContain("command_label: child-job\n");
+    expect(notice.message.parts.every((p) => p.type !== "text" || p.synthetic === true)).toBe(true);
+    // The parent woke: its next turn answers the notice and reports code 6.
+    const parent = await live.messages(parentID);
+    expect(after(parent, notice.message.info.id).map((m) => m.info.id)).toEqual([reply.info.id]);
+    expect(reply.info.parentID).toBe(notice.message.info.id);
+    expect(textOf(reply)).toBe(exitReport({ monitorId: notice.monitorId, label: "child-job", status: "exited (code=6)" }));
+    // The notice keeps the parent's own agent and model.
+    expect([notice.message.info.agent, notice.message.info.model]).toEqual(["build", { providerID: "mock", modelID: "m" }]);
+    const log = live.pluginLog().join("\n");
+    expect(log).toMatch(new RegExp(`"sent monitor output" sessionID=${parentID} .*batchSeq=2 .*shouldReply=true`));
+    expect(log).not.toMatch(new RegExp(`sessionID=${parentID} .*batchSeq=1 `));
+    expect((await live.stop()).leftovers).toEqual([]);
+  });
+}, 90_000);
