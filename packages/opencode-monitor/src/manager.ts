@@ -90,9 +90,9 @@ export class MonitorManager {
         `timeout_ms must be an integer from 1 to ${this.config.max_runtime_ms} (max_runtime_ms); got ${request.timeoutMs}.`,
       )
     }
-    let filter: ReturnType<typeof compileLineFilter>
+    let filter: Awaited<ReturnType<typeof compileLineFilter>>
     try {
-      filter = compileLineFilter(request.matchPattern, this.config.pattern_max_length)
+      filter = await compileLineFilter(request.matchPattern, this.config.pattern_max_length)
     } catch (error) {
       if (error instanceof PatternError) throw new MonitorError("invalid_pattern", error.message)
       throw error

@@ -1,4 +1,4 @@
-import { RE2JS } from "re2js"
+import type { RE2JS } from "re2js"
 
 export type LineFilter = (text: string) => boolean
 
@@ -10,7 +10,7 @@ export class PatternError extends Error {
  * Compiles `match_pattern` with RE2 semantics: matching time is linear in the line length for
  * every pattern, so no pattern can stall the server's event loop. No pattern matches every line.
  */
-export function compileLineFilter(pattern: string | undefined, maxLength: number): LineFilter | undefined {
+export async function compileLineFilter(pattern: string | undefined, maxLength: number): Promise<LineFilter | undefined> {
   if (pattern === undefined || pattern === "") return undefined
   if (pattern.length > maxLength) {
     throw new PatternError(
@@ -23,9 +23,11 @@ export function compileLineFilter(pattern: string | undefined, maxLength: number
     const words = pattern.split("|")
     return (text) => words.some((word) => text.includes(word))
   }
+  // Loaded on first use: most monitors have no pattern, and the server's start should not pay for it.
+  const { RE2JS: Engine } = await import("re2js")
   let compiled: RE2JS
   try {
-    compiled = RE2JS.compile(pattern)
+    compiled = Engine.compile(pattern)
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
     throw new PatternError(

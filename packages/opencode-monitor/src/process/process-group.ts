@@ -100,13 +100,13 @@ function signalGroup(pgid: number, signal: NodeJS.Signals): void {
 }
 
 function isGroupAlive(pgid: number): boolean {
-  if (process.platform === "linux") return liveGroupMembers(pgid).length > 0
   try {
     process.kill(-pgid, 0)
-    return true
   } catch {
     return false
   }
+  // The group still has a member, but it may only be a zombie nobody has reaped yet.
+  return process.platform === "linux" ? liveGroupMembers(pgid).length > 0 : true
 }
 
 /** Live members of a process group; zombies are excluded because they run nothing. */

@@ -1,0 +1,163 @@
+import { spawn } from "node:child_process"
+import { tmpdir } from "node:os"
+import { defaultMonitorConfig, type MonitorConfig } from "../../opencode-monitor/src/config.ts"
+import { type MonitorInfo, MonitorManager } from "../../opencode-monitor/src/manager.ts"
+import type { OutputBatch } from "../../opencode-monitor/src/pipeline/batcher.ts"
+import { type StallReport, StallMeter } from "./stall-meter.ts"
+
+/** The outcome of reading one command's output, either merely drained or through the plugin. */
+export type RunResult = {
+  ms: number
+  bytes: number
+  lines: number
+  batches: number
+  stall: StallReport
+}
+
+const SESSION = "ses_bench"
+
+/**
+ * Baseline: runs `sh -c command` the way the plugin spawns it (own process group, stdin closed,
+ * both pipes read through node:child_process 'data' events) and only counts the bytes.
+ */
+export function drain(command: string, options: { stopAfterMs?: number } = {}): Promise<RunResult> {
+  const stall = new StallMeter().start()
+  const started = performance.now()
+  const child = spawn("sh", ["-c", command], { stdio: ["ignore", "pipe", "pipe"], detached: true, cwd: tmpdir() })
+  let bytes = 0
+  let newlines = 0
+  const count = (chunk: Buffer) => {
+    bytes += chunk.length
+    let at = chunk.indexOf(10)
+    while (at !== -1) {
+      newlines++
+      at = chunk.indexOf(10, at + 1)
+    }
+  }
+  const ended = (stream: NodeJS.ReadableStream | null) =>
+    new Promise<void>((resolve) => {
+      if (!stream) return resolve()
+      stream.on("data", count)
+      stream.once("end", resolve)
+      stream.once("close", resolve)
+      stream.once("error", () => resolve())
+    })
+  const timer =
+    options.stopAfterMs === undefined
+      ? undefined
+      : setTimeout(() => {
+          try {
+            if (child.pid !== undefined) process.kill(-child.pid, "SIGTERM")
+          } catch {
+            // already gone
+          }
+        }, options.stopAfterMs)
+  return Promise.all([ended(child.stdout), ended(child.stderr)]).then(() => {
+    if (timer !== undefined) clearTimeout(timer)
+    return { ms: performance.now() - started, bytes, lines: newlines, batches: 0, stall: stall.stop() }
+  })
+}
+
+/** Per-monitor record of what a MonitorManager run delivered. */
+export type MonitorTrace = {
+  info: MonitorInfo
+  /** Batches delivered, terminal included. */
+  batches: number
+  /** performance.now() of every batch, only with `traceBatches`. */
+  batchTimes: number[]
+  startedAt: number
+  endedAt: number
+  /** Bytes of the delivered lines; only counted with `countBytes` (it costs time in onBatch). */
+  deliveredBytes: number
+}
+
+export type ManagerRun = {
+  ms: number
+  stall: StallReport
+  monitors: MonitorTrace[]
+}
+
+/**
+ * Runs commands through the real plugin code: one MonitorManager with the default options (or
+ * `config`), a counting onBatch, real child processes. Resolves when every monitor ended (or was
+ * stopped after `stopAfterMs`).
+ */
+export async function runMonitors(
+  commands: readonly string[],
+  options: {
+    matchPattern?: string
+    stopAfterMs?: number
+    config?: MonitorConfig
+    /** Sum the bytes of delivered lines (costs time in onBatch). */
+    countBytes?: boolean
+    /** Record the time of every batch (an array that grows with the run: keep it out of memory runs). */
+    traceBatches?: boolean
+  } = {},
+): Promise<ManagerRun> {
+  const traces = new Map<string, MonitorTrace>()
+  const pendingEnds = new Map<string, () => void>()
+  const early = new Set<string>()
+  const onBatch = (batch: OutputBatch, monitor: MonitorInfo) => {
+    const trace = traces.get(monitor.id)
+    if (!trace) return
+    trace.batches++
+    if (options.traceBatches) trace.batchTimes.push(performance.now())
+    if (options.countBytes) for (const line of batch.lines) trace.deliveredBytes += line.byteLength
+  }
+  const onEnded = (monitor: MonitorInfo) => {
+    const trace = traces.get(monitor.id)
+    if (trace) trace.endedAt = performance.now()
+    const resolve = pendingEnds.get(monitor.id)
+    if (resolve) resolve()
+    else early.add(monitor.id)
+  }
+  const config = { ...(options.config ?? defaultMonitorConfig()), max_monitors_per_session: Math.max(3, commands.length) }
+  const manager = new MonitorManager(config, { onBatch, onEnded })
+  const stall = new StallMeter().start()
+  const started = performance.now()
+  const ends: Promise<void>[] = []
+  for (const command of commands) {
+    const startedAt = performance.now()
+    const info = await manager.start({
+      sessionID: SESSION,
+      directory: tmpdir(),
+      command,
+      label: "bench",
+      ...(options.matchPattern === undefined ? {} : { matchPattern: options.matchPattern }),
+    })
+    traces.set(info.id, { info, batches: 0, batchTimes: [], startedAt, endedAt: Number.NaN, deliveredBytes: 0 })
+    ends.push(
+      new Promise<void>((resolve) => {
+        if (early.has(info.id)) resolve()
+        else pendingEnds.set(info.id, resolve)
+      }),
+    )
+  }
+  let stopTimer: ReturnType<typeof setTimeout> | undefined
+  if (options.stopAfterMs !== undefined) {
+    stopTimer = setTimeout(() => {
+      for (const id of traces.keys()) void manager.stop(SESSION, id, "agent")
+    }, options.stopAfterMs)
+  }
+  await Promise.all(ends)
+  const ms = performance.now() - started
+  if (stopTimer !== undefined) clearTimeout(stopTimer)
+  const report = stall.stop()
+  await manager.shutdown()
+  return { ms, stall: report, monitors: [...traces.values()] }
+}
+
+/** A single monitor run summarised like a drain. */
+export async function monitorOnce(command: string, options: { matchPattern?: string } = {}): Promise<RunResult> {
+  const run = await runMonitors([command], options)
+  const trace = run.monitors[0] as MonitorTrace
+  return {
+    ms: run.ms,
+    bytes: Number.NaN,
+    lines: trace.info.counters.total,
+    batches: trace.batches,
+    stall: run.stall,
+  }
+}
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))

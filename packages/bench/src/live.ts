@@ -1,0 +1,208 @@
+/**
+ * Live benchmarks against a real `opencode serve` from the QA harness: wake latency, injection
+ * budget under a flood while busy, and the load cost of the plugin.
+ */
+import { mkdtempSync, readFileSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { type MonitorQA, PLUGIN_PATH, startMonitorQA } from "../../live-qa/src/monitor-qa.ts"
+import { startOpencode } from "../../live-qa/src/opencode-server.ts"
+import { startScriptedModel } from "../../live-qa/src/scripted-model.ts"
+import { type SessionMessage, textOf, waitFor, waitForIdle } from "../../live-qa/src/timeline.ts"
+import { log, type Plan } from "./plan.ts"
+import type { Row } from "./report.ts"
+import { median, p95 } from "./stats.ts"
+
+const NO_STALL = { stallMs: Number.NaN, stallWorstMs: Number.NaN }
+
+export async function benchLive(plan: Plan): Promise<Row[]> {
+  return [...(await benchWakeLatency(plan)), ...(await benchInjectionBudget(plan)), ...(await benchLoadCost(plan))]
+}
+
+/** The time of the plugin's "sent monitor output" line for a batch (logged once prompt_async answered). */
+function sentAt(qa: MonitorQA, monitorId: string, batchSeq: number): number | undefined {
+  const line = qa
+    .pluginLog()
+    .find((l) => l.includes('"sent monitor output"') && l.includes(`source=monitor-output:${monitorId}:batch-${batchSeq} `))
+  const stamp = line?.match(/^timestamp=(\S+)/)?.[1]
+  return stamp ? Date.parse(stamp) : undefined
+}
+
+async function benchWakeLatency(plan: Plan): Promise<Row[]> {
+  const runs = plan.quick ? 5 : 20
+  const dir = mkdtempSync(join(tmpdir(), "bench-wake-"))
+  const qa = await startMonitorQA()
+  const accepted: number[] = []
+  const logged: number[] = []
+  const answered: number[] = []
+  const promptAccepted: number[] = []
+  const promptAnswered: number[] = []
+  try {
+    for (let run = 0; run < runs; run++) {
+      const exitFile = join(dir, `exit-${run}`)
+      const sessionID = await qa.newSession({ title: `wake ${run}` })
+      // Baseline in the same run: a person's prompt into an idle session, accepted and answered.
+      const t0 = Date.now()
+      await qa.prompt(sessionID, "warm up")
+      promptAccepted.push(Date.now() - t0)
+      await waitForIdle(qa.server.client, sessionID, 30_000)
+      const first = (await qa.messages(sessionID)).find((m) => m.info.role === "assistant")
+      promptAnswered.push((first?.info.time.created ?? Number.NaN) - t0)
+      // The command stamps its own exit time just before it exits.
+      const command = `sleep 3; date +%s%3N > ${exitFile}; exit 3`
+      await qa.prompt(sessionID, `STEP monitor_start ${JSON.stringify({ command, label: "wake" })}\nSAY started`)
+      const wake = await waitFor(
+        async () => {
+          const messages = await qa.messages(sessionID)
+          const index = messages.findIndex((m) => m.info.role === "user" && /\nStatus: exited/.test(textOf(m)))
+          const reply = messages.slice(index + 1).find((m) => m.info.role === "assistant")
+          return index >= 0 && reply ? { envelope: messages[index] as SessionMessage, reply } : undefined
+        },
+        30_000,
+        50,
+        "the wake and its reply",
+      )
+      await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+      const exitedAt = Number(readFileSync(exitFile, "utf8").trim())
+      const monitorId = textOf(wake.envelope).match(/monitor_id: (\S+)/)?.[1] ?? ""
+      const batch = Number(textOf(wake.envelope).match(/\nbatch: (\d+)/)?.[1])
+      // Accepted = the moment opencode stored the injected message (prompt_async answers right after).
+      accepted.push(wake.envelope.info.time.created - exitedAt)
+      logged.push((sentAt(qa, monitorId, batch) ?? Number.NaN) - exitedAt)
+      answered.push(wake.reply.info.time.created - exitedAt)
+      log(`wake ${run + 1}/${runs}: accepted +${accepted.at(-1)} ms, assistant created +${answered.at(-1)} ms`)
+    }
+  } finally {
+    await qa.stop()
+    rmSync(dir, { recursive: true, force: true })
+  }
+  const row = (name: string, values: number[], base: number[], target: string, met: boolean | undefined): Row => ({
+    bench: "wake latency (live)",
+    case: name,
+    figure: `p50 ${median(values).toFixed(0)} ms, p95 ${p95(values).toFixed(0)} ms`,
+    baseline: `p50 ${median(base).toFixed(0)} ms`,
+    ratio: median(values) / median(base),
+    target,
+    met,
+    ...NO_STALL,
+    runs: values.length,
+    detail: { runs: values, baseline: base, pluginLogLineAfterExitMs: logged },
+  })
+  return [
+    row(
+      "process exit → terminal prompt_async accepted (baseline: a person's prompt_async round trip)",
+      accepted,
+      promptAccepted,
+      "p50 ≤ 50 ms",
+      median(accepted) <= 50,
+    ),
+    row(
+      "process exit → woken assistant message created (baseline: a person's prompt → assistant message)",
+      answered,
+      promptAnswered,
+      "–",
+      undefined,
+    ),
+  ]
+}
+
+async function benchInjectionBudget(plan: Plan): Promise<Row[]> {
+  const busySeconds = plan.quick ? 10 : 30
+  const lines = plan.quick ? 300_000 : 1_000_000
+  const perSecond = Math.ceil(lines / busySeconds)
+  const qa = await startMonitorQA()
+  try {
+    const sessionID = await qa.newSession({ title: "injection budget" })
+    // About `lines` lines spread over the busy period, as a chatty dev server would print them.
+    const command = `i=0; while [ $i -lt ${busySeconds} ]; do seq 1 ${perSecond}; sleep 1; i=$((i+1)); done`
+    const started = Date.now()
+    await qa.prompt(
+      sessionID,
+      [
+        `STEP monitor_start ${JSON.stringify({ command, label: "flood" })}`,
+        `STEP bash ${JSON.stringify({ command: `sleep ${busySeconds + 2}`, description: "long work" })}`,
+        "SAY long work done",
+      ].join("\n"),
+    )
+    await waitFor(
+      async () => (await qa.envelopes(sessionID)).some((e) => e.status !== "running"),
+      (busySeconds + 60) * 1000,
+      200,
+      "the terminal envelope",
+    )
+    await waitForIdle(qa.server.client, sessionID, 60_000, { busyGraceMs: 0 })
+    const messages = await qa.messages(sessionID)
+    const turnEnd = messages
+      .filter((m) => m.info.role === "assistant" && textOf(m).includes("long work done"))
+      .map((m) => m.info.time.completed ?? 0)[0]
+    const envelopes = await qa.envelopes(sessionID)
+    const during = envelopes.filter((e) => e.message.info.time.created < (turnEnd ?? 0))
+    const bytes = envelopes.reduce((sum, e) => sum + Buffer.byteLength(e.text), 0)
+    const rawBytes = perSecond * busySeconds * 7 // seq prints ~7 bytes a line at these counts
+    const dropped = envelopes.map((e) => e.text.match(/\ndropped: (.*)\n/)?.[1]).filter(Boolean)
+    log(`injection budget: ${envelopes.length} envelopes, ${bytes} bytes, ${during.length} during the busy turn`)
+    return [
+      {
+        bench: "injection budget (live)",
+        case: `session busy ${busySeconds} s while a monitor prints ${perSecond * busySeconds} lines: envelopes injected`,
+        figure: `${envelopes.length} envelopes, ${(bytes / 1024).toFixed(1)} KB (~${Math.round(bytes / 4)} tokens), ${during.length} during the turn`,
+        baseline: `${(rawBytes / 1024 / 1024).toFixed(1)} MB printed`,
+        ratio: bytes / rawBytes,
+        target: "≤ 64 KB total, 0 during the turn",
+        met: bytes <= 64 * 1024 && during.length === 0,
+        ...NO_STALL,
+        runs: 1,
+        detail: { envelopes: envelopes.map((e) => [e.batch, e.status]), bytes, dropped, elapsedMs: Date.now() - started },
+      },
+    ]
+  } finally {
+    await qa.stop()
+  }
+}
+
+async function benchLoadCost(plan: Plan): Promise<Row[]> {
+  const runs = plan.quick ? 3 : 7
+  const model = startScriptedModel(() => ({ text: "ok" }))
+  const listen: Record<"with" | "without", number[]> = { with: [], without: [] }
+  const firstRequest: Record<"with" | "without", number[]> = { with: [], without: [] }
+  try {
+    for (let run = 0; run < runs; run++) {
+      // Alternate, so drift of a noisy machine hits both sides alike.
+      for (const side of run % 2 ? (["with", "without"] as const) : (["without", "with"] as const)) {
+        const server = await startOpencode({
+          modelBaseURL: model.baseURL,
+          plugins: side === "with" ? [[PLUGIN_PATH, {}]] : [],
+        })
+        try {
+          listen[side].push(server.startupMs)
+          // The first request initialises the project instance, which loads the plugins.
+          const t = performance.now()
+          const created = await server.client.session.create({ body: { title: "load" } })
+          if (!created.data) throw new Error("session.create failed")
+          firstRequest[side].push(performance.now() - t)
+        } finally {
+          await server.stop()
+        }
+      }
+      log(`load cost ${run + 1}/${runs}: first request with ${firstRequest.with.at(-1)?.toFixed(0)} ms, without ${firstRequest.without.at(-1)?.toFixed(0)} ms`)
+    }
+  } finally {
+    await model.stop()
+  }
+  const row = (name: string, w: number[], wo: number[], targeted: boolean): Row => ({
+    bench: "load cost (live)",
+    case: name,
+    figure: `${median(w).toFixed(0)} ms with the plugin (+${(median(w) - median(wo)).toFixed(0)} ms)`,
+    baseline: `${median(wo).toFixed(0)} ms without`,
+    ratio: median(w) / median(wo),
+    target: targeted ? "≤ 50 ms added" : "–",
+    met: targeted ? median(w) - median(wo) <= 50 : undefined,
+    ...NO_STALL,
+    runs: w.length,
+    detail: { with: w, without: wo },
+  })
+  return [
+    row("opencode serve start → listening", listen.with, listen.without, true),
+    row("first request (instance + plugin load)", firstRequest.with, firstRequest.without, true),
+  ]
+}

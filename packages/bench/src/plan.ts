@@ -1,0 +1,50 @@
+import { MB } from "./stats.ts"
+
+/** Sizes and repetitions of one bench run; `--quick` shrinks everything for a ~1 minute smoke run. */
+export type Plan = {
+  quick: boolean
+  /** Repetitions of every measurement; figures are medians over these. */
+  reps: number
+  /** Size of the mixed stream a child writes as fast as it can. */
+  mixedBytes: number
+  /** The two `yes`-style floods of ~100-byte lines. */
+  floodSmallBytes: number
+  floodLargeBytes: number
+  /** Plain `yes` (2-byte lines): stopped after this long or this many bytes. */
+  yesMs: number
+  yesBytes: number
+  /** Three monitors printing full speed. */
+  concurrentYesMs: number
+  /** Regex: minimum measuring time per repetition of one pattern. */
+  regexMinMs: number
+}
+
+export function makePlan(quick: boolean): Plan {
+  return quick
+    ? {
+        quick,
+        reps: 3,
+        mixedBytes: 32 * MB,
+        floodSmallBytes: 128 * MB,
+        floodLargeBytes: 512 * MB,
+        yesMs: 2_000,
+        yesBytes: 256 * MB,
+        concurrentYesMs: 2_000,
+        regexMinMs: 40,
+      }
+    : {
+        quick,
+        reps: 5,
+        mixedBytes: 256 * MB,
+        floodSmallBytes: 512 * MB,
+        floodLargeBytes: 2048 * MB,
+        yesMs: 10_000,
+        yesBytes: 1024 * MB,
+        concurrentYesMs: 10_000,
+        regexMinMs: 200,
+      }
+}
+
+export const log = (message: string): void => {
+  process.stderr.write(`[bench] ${message}\n`)
+}
