@@ -12,8 +12,21 @@ import { type SessionMessage, textOf, waitFor, waitForIdle } from "../../live-qa
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 import { median, p95 } from "./stats.ts"
+import { longestGap } from "./stall-probe-plugin.ts"
 
 const NO_STALL = { stallMs: Number.NaN, stallWorstMs: Number.NaN }
+const PROBE_PLUGIN = join(import.meta.dir, "stall-probe-plugin.ts")
+
+/** A probe plugin in the server measures its event loop; `gap(from, to)` reads the longest stall. */
+function stallProbe() {
+  const dir = mkdtempSync(join(tmpdir(), "bench-stall-"))
+  const file = join(dir, "gaps.txt")
+  return {
+    plugin: [PROBE_PLUGIN, { file }] as [string, { file: string }],
+    gap: (from: number, to: number) => longestGap(readFileSync(file, "utf8"), from, to),
+    remove: () => rmSync(dir, { recursive: true, force: true }),
+  }
+}
 
 export async function benchLive(plan: Plan): Promise<Row[]> {
   return [...(await benchWakeLatency(plan)), ...(await benchInjectionBudget(plan)), ...(await benchLoadCost(plan))]
@@ -31,7 +44,9 @@ function sentAt(qa: MonitorQA, monitorId: string, batchSeq: number): number | un
 async function benchWakeLatency(plan: Plan): Promise<Row[]> {
   const runs = plan.quick ? 5 : 20
   const dir = mkdtempSync(join(tmpdir(), "bench-wake-"))
-  const qa = await startMonitorQA()
+  const probe = stallProbe()
+  const qa = await startMonitorQA({ extraPlugins: [probe.plugin] })
+  const stalls: number[] = []
   const accepted: number[] = []
   const logged: number[] = []
   const answered: number[] = []
@@ -50,6 +65,7 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
       promptAnswered.push((first?.info.time.created ?? Number.NaN) - t0)
       // The command stamps its own exit time just before it exits.
       const command = `sleep 3; date +%s%3N > ${exitFile}; exit 3`
+      const monitorFrom = Date.now()
       await qa.prompt(sessionID, `STEP monitor_start ${JSON.stringify({ command, label: "wake" })}\nSAY started`)
       const wake = await waitFor(
         async () => {
@@ -70,11 +86,13 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
       accepted.push(wake.envelope.info.time.created - exitedAt)
       logged.push((sentAt(qa, monitorId, batch) ?? Number.NaN) - exitedAt)
       answered.push(wake.reply.info.time.created - exitedAt)
+      stalls.push(probe.gap(monitorFrom, Date.now()))
       log(`wake ${run + 1}/${runs}: accepted +${accepted.at(-1)} ms, assistant created +${answered.at(-1)} ms`)
     }
   } finally {
     await qa.stop()
     rmSync(dir, { recursive: true, force: true })
+    probe.remove()
   }
   const row = (name: string, values: number[], base: number[], target: string, met: boolean | undefined): Row => ({
     bench: "wake latency (live)",
@@ -84,7 +102,8 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
     ratio: median(values) / median(base),
     target,
     met,
-    ...NO_STALL,
+    stallMs: median(stalls),
+    stallWorstMs: Math.max(...stalls),
     runs: values.length,
     detail: { runs: values, baseline: base, pluginLogLineAfterExitMs: logged },
   })
@@ -110,7 +129,8 @@ async function benchInjectionBudget(plan: Plan): Promise<Row[]> {
   const busySeconds = plan.quick ? 10 : 30
   const lines = plan.quick ? 300_000 : 1_000_000
   const perSecond = Math.ceil(lines / busySeconds)
-  const qa = await startMonitorQA()
+  const probe = stallProbe()
+  const qa = await startMonitorQA({ extraPlugins: [probe.plugin] })
   try {
     const sessionID = await qa.newSession({ title: "injection budget" })
     // About `lines` lines spread over the busy period, as a chatty dev server would print them.
@@ -150,13 +170,15 @@ async function benchInjectionBudget(plan: Plan): Promise<Row[]> {
         ratio: bytes / rawBytes,
         target: "≤ 64 KB total, 0 during the turn",
         met: bytes <= 64 * 1024 && during.length === 0,
-        ...NO_STALL,
+        stallMs: probe.gap(started, Date.now()),
+        stallWorstMs: probe.gap(started, Date.now()),
         runs: 1,
         detail: { envelopes: envelopes.map((e) => [e.batch, e.status]), bytes, dropped, elapsedMs: Date.now() - started },
       },
     ]
   } finally {
     await qa.stop()
+    probe.remove()
   }
 }
 

@@ -19,6 +19,8 @@ export interface MonitorQAOptions {
   script?: Script;
   /** Delay of every scripted answer (a slow model keeps a turn running). */
   agentDelayMs?: number;
+  /** More local plugins loaded beside opencode-monitor (benchmark probes). */
+  extraPlugins?: [string, JsonObject][];
 }
 
 export interface Envelope {
@@ -50,7 +52,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   try {
     server = await startOpencode({
       modelBaseURL: model.baseURL,
-      plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}]],
+      plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
     });
