@@ -93,7 +93,11 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       else if (event.type === "session.deleted") {
         injector.forgetSession(sessionID)
         sources.delete(sessionID)
-        await manager.stopSession(sessionID)
+        // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
+        // opencode's delivery of other events meanwhile.
+        manager.stopSession(sessionID).catch((error) =>
+          api.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
+        )
       }
     },
 

@@ -1,4 +1,3 @@
-import { randomBytes } from "node:crypto"
 import type { MonitorConfig } from "./config"
 import { sanitizeLabel } from "./delivery/envelope"
 import { MonitorError } from "./errors"
@@ -109,7 +108,7 @@ export class MonitorManager {
       throw error
     }
 
-    const id = `mon_${randomBytes(4).toString("hex")}`
+    const id = `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
     const pipeline = createMonitorPipeline({
       monitorId: id,
       config: this.config,
