@@ -94,3 +94,13 @@ export async function explained<T>(qa: MonitorQA, sessions: Record<string, strin
     throw error;
   }
 }
+
+/** Answers a pending permission request over HTTP, as a person at the TUI would. */
+export function replyPermission(qa: MonitorQA, id: unknown, reply: "once" | "always" | "reject"): Promise<Response> {
+  const { url, directory } = qa.server;
+  return fetch(`${url}/permission/${id}/reply?directory=${encodeURIComponent(directory)}`, {
+    method: "POST",
+    headers: { "content-type": "application/json", "x-opencode-directory": encodeURIComponent(directory) },
+    body: JSON.stringify({ reply }),
+  });
+}

@@ -5,7 +5,15 @@
  */
 import { afterEach, expect, test } from "bun:test";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { explained, liveProcesses, planPrompt, stepWithTool, waitForProcess, waitForReply } from "../src/scenario.ts";
+import {
+  explained,
+  liveProcesses,
+  planPrompt,
+  replyPermission,
+  stepWithTool,
+  waitForProcess,
+  waitForReply,
+} from "../src/scenario.ts";
 import { sleep, waitFor, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
@@ -98,12 +106,7 @@ test('permission { bash: "ask" } answered "reject": nothing runs and the turn st
   expect(request.properties.patterns).toEqual([command]);
   expect(liveProcesses(tag)).toEqual([]);
 
-  const { url, directory } = live.server;
-  const answered = await fetch(`${url}/permission/${request.properties.id}/reply?directory=${encodeURIComponent(directory)}`, {
-    method: "POST",
-    headers: { "content-type": "application/json", "x-opencode-directory": encodeURIComponent(directory) },
-    body: JSON.stringify({ reply: "reject" }),
-  });
+  const answered = await replyPermission(live, request.properties.id, "reject");
   expect(answered.ok).toBe(true);
   const part = await monitorStartPart(live, sessionID, "error");
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
@@ -125,13 +128,7 @@ test('permission "ask" answered "always" allows that exact command again, never 
   const tag = marker("always");
   const first = "echo hi; exit 0";
   const second = `echo hi; sleep 30 # ${tag}`;
-  const { url, directory } = live.server;
-  const reply = (id: unknown, answer: "always" | "reject") =>
-    fetch(`${url}/permission/${id}/reply?directory=${encodeURIComponent(directory)}`, {
-      method: "POST",
-      headers: { "content-type": "application/json", "x-opencode-directory": encodeURIComponent(directory) },
-      body: JSON.stringify({ reply: answer }),
-    });
+  const reply = (id: unknown, answer: "always" | "reject") => replyPermission(live, id, answer);
 
   const sessionID = await live.newSession();
   await live.prompt(sessionID, promptFor(first));
