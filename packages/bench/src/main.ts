@@ -64,7 +64,8 @@ async function main(): Promise<void> {
 
   const resultsDir = join(dirname(fileURLToPath(import.meta.url)), "..", "results")
   mkdirSync(resultsDir, { recursive: true })
-  const file = join(resultsDir, quick ? "latest-quick.json" : "latest.json")
+  // Only a full run replaces latest.json, the figures BENCHMARKS.md records.
+  const file = join(resultsDir, `latest${quick ? "-quick" : ""}${only ? `-${only.join("-")}` : ""}.json`)
   writeFileSync(
     file,
     `${JSON.stringify({ date: startedAt.toISOString(), quick, machine, plan, totalSeconds, rows, errors, markdown: table }, null, 2)}\n`,
