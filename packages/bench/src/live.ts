@@ -8,7 +8,7 @@ import { join } from "node:path"
 import { type MonitorQA, PLUGIN_PATH, startMonitorQA } from "../../live-qa/src/monitor-qa.ts"
 import { startOpencode } from "../../live-qa/src/opencode-server.ts"
 import { startScriptedModel } from "../../live-qa/src/scripted-model.ts"
-import { type SessionMessage, textOf, waitFor, waitForIdle } from "../../live-qa/src/timeline.ts"
+import { textOf, waitFor, waitForIdle } from "../../live-qa/src/timeline.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 import { median, p95 } from "./stats.ts"
@@ -72,10 +72,12 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
       await qa.prompt(sessionID, `STEP monitor_start ${JSON.stringify({ command, label: "wake" })}\nSAY started`)
       const wake = await waitFor(
         async () => {
+          const terminal = (await qa.envelopes(sessionID)).find((e) => e.status !== "running")
+          if (!terminal) return undefined
           const messages = await qa.messages(sessionID)
-          const index = messages.findIndex((m) => m.info.role === "user" && /\nStatus: exited/.test(textOf(m)))
+          const index = messages.findIndex((m) => m.info.id === terminal.message.info.id)
           const reply = messages.slice(index + 1).find((m) => m.info.role === "assistant")
-          return index >= 0 && reply ? { envelope: messages[index] as SessionMessage, reply } : undefined
+          return reply ? { terminal, reply } : undefined
         },
         30_000,
         50,
@@ -83,11 +85,9 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
       )
       await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
       const exitedAt = Number(readFileSync(exitFile, "utf8").trim())
-      const monitorId = textOf(wake.envelope).match(/monitor_id: (\S+)/)?.[1] ?? ""
-      const batch = Number(textOf(wake.envelope).match(/\nbatch: (\d+)/)?.[1])
       // Accepted = the moment opencode stored the injected message (prompt_async answers right after).
-      accepted.push(wake.envelope.info.time.created - exitedAt)
-      logged.push((sentAt(qa, monitorId, batch) ?? Number.NaN) - exitedAt)
+      accepted.push(wake.terminal.message.info.time.created - exitedAt)
+      logged.push((sentAt(qa, wake.terminal.monitorId, wake.terminal.batch) ?? Number.NaN) - exitedAt)
       answered.push(wake.reply.info.time.created - exitedAt)
       stalls.push(probe.gap(monitorFrom, Date.now()))
       log(`wake ${run + 1}/${runs}: accepted +${accepted.at(-1)} ms, assistant created +${answered.at(-1)} ms`)

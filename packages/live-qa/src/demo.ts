@@ -6,7 +6,7 @@
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
-import { exitReport, QA_COMMAND, QA_PROMPT } from "./monitor-agent.ts";
+import { envelopesIn, exitReport, QA_COMMAND, QA_PROMPT } from "./monitor-agent.ts";
 import { type Envelope, type MonitorQA, PLUGIN_PATH, startMonitorQA, toolNamesSeen } from "./monitor-qa.ts";
 import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts";
 
@@ -32,7 +32,7 @@ async function main(): Promise<number> {
         const text = textOf(m).split("\n");
         if (m.info.role === "user") {
           const synthetic = m.parts.some((p) => p.type === "text" && p.synthetic);
-          const status = textOf(m).match(/\nStatus: (.*)\n/)?.[1];
+          const status = envelopesIn(textOf(m))[0]?.status;
           say(synthetic ? `  injected envelope ${text[2]} Status: ${status}` : `  person: ${text[0]}`);
         } else {
           const tools = m.parts.filter((p) => p.type === "tool").map((p) => `${p.tool} (${p.state?.status})`);

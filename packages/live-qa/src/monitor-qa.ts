@@ -4,7 +4,7 @@
  */
 import { resolve } from "node:path";
 import type { JsonObject } from "./isolated-env.ts";
-import { monitorAgent } from "./monitor-agent.ts";
+import { envelopesIn, monitorAgent } from "./monitor-agent.ts";
 import { type OpencodeServer, type StopReport, startOpencode } from "./opencode-server.ts";
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts";
 import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts";
@@ -89,10 +89,9 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       for (const message of await messages(sessionID)) {
         if (message.info.role !== "user") continue;
         const text = textOf(message);
-        const head = text.match(/^\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\n/);
-        if (!head) continue;
-        const status = text.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown";
-        out.push({ message, monitorId: head[1] as string, batch: Number(head[2]), status, text });
+        // An injected message is exactly one envelope; a person quoting one is not an injection.
+        const head = text.startsWith("[OMO MONITOR OUTPUT]\n") ? envelopesIn(text)[0] : undefined;
+        if (head) out.push({ message, monitorId: head.monitorId, batch: head.batch, status: head.status, text });
       }
       return out;
     },

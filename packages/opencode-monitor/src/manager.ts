@@ -183,11 +183,7 @@ export class MonitorManager {
     for (const monitor of this.monitors.values()) {
       if (monitor.info.status.kind !== "running") continue
       monitor.info.stoppedBy ??= "shutdown"
-      try {
-        process.kill(-monitor.process.pid, "SIGTERM")
-      } catch {
-        // already gone
-      }
+      monitor.process.signalGroupNow()
     }
   }
 

@@ -76,8 +76,9 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
         "Stop a monitor started in this session (SIGTERM to its process group, SIGKILL after the grace period). Returns its final status and counters; you are not woken again for it.",
       args: { monitor_id: z.string().describe("The id monitor_start returned, like mon_1a2b3c4d") },
       async execute(args, ctx) {
-        if (!manager.get(ctx.sessionID, args.monitor_id)) return notFound(args.monitor_id)
-        const wasRunning = manager.get(ctx.sessionID, args.monitor_id)?.status.kind === "running"
+        const before = manager.get(ctx.sessionID, args.monitor_id)
+        if (!before) return notFound(args.monitor_id)
+        const wasRunning = before.status.kind === "running"
         deps.afterStop(args.monitor_id)
         const info = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
         if (!info) return notFound(args.monitor_id)

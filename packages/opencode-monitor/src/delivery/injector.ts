@@ -1,8 +1,8 @@
 import type { DropCounts, OutputBatch } from "../pipeline/batcher"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { formatMonitorBatch } from "./envelope"
-import { evaluateGates } from "./gates"
-import { DeliveryError, type ModelRef, type SessionApi } from "./session-api"
+import { evaluateGates, type Identity, latestUserIdentity } from "./gates"
+import { DeliveryError, type SessionApi } from "./session-api"
 import type { Route } from "./session-source"
 
 export type InjectorOptions = {
@@ -48,7 +48,7 @@ type SessionQueue = {
   pumping: boolean
   again: boolean
   lastDeferral: string | undefined
-  identity: { agent: string | undefined; model: ModelRef | undefined }
+  identity: Identity
 }
 
 const MAX_SEND_ATTEMPTS = 8
@@ -233,7 +233,7 @@ export class MonitorOutputInjector {
       this.defer(queue, `session state unavailable: ${errorText(error)}`)
       return this.schedule(sessionID, queue, this.options.pendingRetryMs)
     }
-    if (decision.agent || decision.model) queue.identity = { agent: decision.agent, model: decision.model }
+    queue.identity = decision.identity ?? queue.identity
     if (!decision.open) {
       this.defer(queue, decision.reason)
       return this.schedule(sessionID, queue, this.options.pendingRetryMs)
@@ -330,14 +330,7 @@ export class MonitorOutputInjector {
 
   private async refreshIdentity(sessionID: string, queue: SessionQueue): Promise<void> {
     try {
-      const decision = evaluateGates({
-        sessionID,
-        busy: {},
-        messages: await this.deps.api.recentMessages(sessionID),
-        now: this.deps.scheduler.now(),
-        userMessageWindowMs: 0,
-      })
-      if (decision.agent || decision.model) queue.identity = { agent: decision.agent, model: decision.model }
+      queue.identity = latestUserIdentity(await this.deps.api.recentMessages(sessionID)) ?? queue.identity
     } catch {
       // Keep the identity seen last; a forced wake must not wait on a history read.
     }

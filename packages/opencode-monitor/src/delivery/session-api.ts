@@ -62,7 +62,7 @@ export interface SessionApi {
 
 // Enough history to find the latest real user message behind a run of injected ones.
 const RECENT_MESSAGES = 60
-export const LOG_SERVICE = "opencode-monitor"
+const LOG_SERVICE = "opencode-monitor"
 
 export function createSessionApi(client: OpencodeClient, directory?: string): SessionApi {
   const query = directory ? { directory } : undefined

@@ -16,6 +16,8 @@ export interface MonitoredProcess {
   readonly exited: Promise<ProcessExit>
   /** SIGTERM to the whole group, SIGKILL after `graceMs`; resolves when no member is left. */
   terminateGroup(graceMs: number): Promise<NodeJS.Signals | null>
+  /** SIGTERM to the whole group now, without waiting (for signal handlers). */
+  signalGroupNow(): void
   /** True while any live (non-zombie) process remains in the group. */
   groupAlive(): boolean
   /** Disarms the watchdog once the group is known to be gone. */
@@ -64,6 +66,7 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     stderr: child.stderr,
     exited,
     groupAlive,
+    signalGroupNow: () => signalGroup(pid, "SIGTERM"),
     async terminateGroup(graceMs) {
       if (!groupAlive()) return null
       signalGroup(pid, "SIGTERM")
