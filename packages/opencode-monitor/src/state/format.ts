@@ -1,0 +1,145 @@
+import { createHash } from "node:crypto"
+import { homedir } from "node:os"
+import { join } from "node:path"
+
+/**
+ * The small on-disk record of a server's monitors (SPEC §11, §12). The server part writes one file
+ * per server process, atomically (temp file + rename); the TUI part reads it to show the person
+ * what runs, and a restarted server reads the files of dead servers to report monitors cut off by
+ * the crash. Never the raw command: labels only. Everything here is bounded.
+ */
+export const STATE_FORMAT = "opencode-monitor/state@1"
+
+/** At most this many last lines per monitor, each at most LINE_TEXT_MAX characters. */
+export const STATE_LAST_LINES = 5
+export const STATE_LINE_TEXT_MAX = 512
+/** At most this many monitors per file (running first, then the newest ended ones). */
+export const STATE_MAX_MONITORS = 64
+
+export type StateStatusKind = "running" | "exited" | "signaled" | "timed_out" | "stopped" | "failed" | "lost"
+
+export type StateLine = { stream: "stdout" | "stderr"; seq: number; text: string }
+
+export type MonitorStateEntry = {
+  id: string
+  sessionID: string
+  label: string
+  startedAt: number
+  endedAt: number | undefined
+  statusKind: StateStatusKind
+  /** The envelope's `Status:` text, e.g. `exited (code=3)`. */
+  status: string
+  /** Who stopped it, when it was stopped: "agent", "person", "session", "shutdown". */
+  stoppedBy: string | undefined
+  /** The process group leader, and its start time (field 22 of /proc/<pid>/stat) to prove identity. */
+  pid: number
+  pidStartTime: string | undefined
+  linesSeen: number
+  lastLines: StateLine[]
+}
+
+export type ServerStateFile = {
+  format: typeof STATE_FORMAT
+  server: { pid: number; pidStartTime: string | undefined; directory: string; updatedAt: number }
+  monitors: MonitorStateEntry[]
+}
+
+type Env = Record<string, string | undefined>
+
+/** `$XDG_STATE_HOME/opencode/opencode-monitor` (opencode's own state area), `~/.local/state/…` by default. */
+export function stateRoot(env: Env = process.env): string {
+  const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")
+  return join(base, "opencode", "opencode-monitor")
+}
+
+/** One folder per project directory, so a restarted server only looks at its own project's records. */
+export function projectStateDir(directory: string, env: Env = process.env): string {
+  const key = createHash("sha256").update(directory).digest("hex").slice(0, 16)
+  return join(stateRoot(env), key)
+}
+
+export function serverStateFileName(pid: number, pidStartTime: string | undefined): string {
+  return `server-${pid}-${pidStartTime ?? "unknown"}.json`
+}
+
+/** A person asked the TUI to stop this monitor; the owning server watches this folder. */
+export function stopRequestDir(projectDir: string): string {
+  return join(projectDir, "stop-requests")
+}
+
+export type ParseResult = { ok: true; file: ServerStateFile } | { ok: false; error: string }
+
+/** Reads a state file's text; anything corrupt, partial, foreign or of another format is an error, never a throw. */
+export function parseStateFile(text: string): ParseResult {
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch (error) {
+    return { ok: false, error: `not JSON (${error instanceof Error ? error.message : String(error)})` }
+  }
+  if (!isObject(raw)) return { ok: false, error: "not an object" }
+  if (raw.format !== STATE_FORMAT) return { ok: false, error: `unknown format ${JSON.stringify(raw.format)}` }
+  const server = raw.server
+  if (!isObject(server) || !isInt(server.pid) || typeof server.directory !== "string" || !isInt(server.updatedAt)) {
+    return { ok: false, error: "bad server section" }
+  }
+  if (!Array.isArray(raw.monitors)) return { ok: false, error: "monitors is not a list" }
+  const monitors: MonitorStateEntry[] = []
+  for (const entry of raw.monitors.slice(0, STATE_MAX_MONITORS)) {
+    const monitor = parseEntry(entry)
+    if (monitor) monitors.push(monitor)
+  }
+  return {
+    ok: true,
+    file: {
+      format: STATE_FORMAT,
+      server: {
+        pid: server.pid,
+        pidStartTime: typeof server.pidStartTime === "string" ? server.pidStartTime : undefined,
+        directory: server.directory,
+        updatedAt: server.updatedAt,
+      },
+      monitors,
+    },
+  }
+}
+
+const STATUS_KINDS = new Set<string>(["running", "exited", "signaled", "timed_out", "stopped", "failed", "lost"])
+
+function parseEntry(entry: unknown): MonitorStateEntry | undefined {
+  if (!isObject(entry)) return undefined
+  const { id, sessionID, label, startedAt, endedAt, statusKind, status, stoppedBy, pid, pidStartTime, linesSeen } = entry
+  if (typeof id !== "string" || typeof sessionID !== "string" || typeof label !== "string") return undefined
+  if (!isInt(startedAt) || !isInt(pid) || !isInt(linesSeen) || typeof status !== "string") return undefined
+  if (typeof statusKind !== "string" || !STATUS_KINDS.has(statusKind)) return undefined
+  const lastLines: StateLine[] = []
+  if (Array.isArray(entry.lastLines)) {
+    for (const line of entry.lastLines.slice(-STATE_LAST_LINES)) {
+      if (!isObject(line) || !isInt(line.seq) || typeof line.text !== "string") continue
+      if (line.stream !== "stdout" && line.stream !== "stderr") continue
+      lastLines.push({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) })
+    }
+  }
+  return {
+    id,
+    sessionID,
+    label,
+    startedAt,
+    endedAt: isInt(endedAt) ? endedAt : undefined,
+    statusKind: statusKind as StateStatusKind,
+    status,
+    stoppedBy: typeof stoppedBy === "string" ? stoppedBy : undefined,
+    pid,
+    pidStartTime: typeof pidStartTime === "string" ? pidStartTime : undefined,
+    linesSeen,
+    lastLines,
+  }
+}
+
+function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+}
+
+function isInt(value: unknown): value is number {
+  return typeof value === "number" && Number.isInteger(value)
+}
