@@ -28,6 +28,10 @@ export const MonitorConfigSchema = z
     subagent_wake: z.enum(["off", "parent"]).default("off"),
     automation_agents: z.array(z.string().min(1)).default([]),
     allowed_commands: z.array(z.string().min(1)).default([]),
+    // Wake on a matching line (SPEC §10): the shortest gap between two match wakes of one monitor,
+    // and how many match wakes one session may get per minute, all monitors together.
+    wake_min_interval_ms: int(1_000).default(10_000),
+    max_match_wakes_per_minute: int(1, 60).default(6),
   })
   .strict()
 

@@ -38,6 +38,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       // At most two batches' worth of streaming output waits per monitor while a session is busy.
       pendingMaxLines: 2 * config.batch_max_lines,
       pendingMaxBytes: 2 * config.batch_max_bytes,
+      matchWake: { minIntervalMs: config.wake_min_interval_ms, perSessionPerMinute: config.max_match_wakes_per_minute },
     },
     {
       api,
@@ -57,7 +58,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     onBatch(batch, monitor) {
       const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
       for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
-        injector.enqueue(batch, route, monitor.label)
+        injector.enqueue(batch, route, monitor.label, monitor.wakeLimit)
       }
     },
     onEnded(monitor) {

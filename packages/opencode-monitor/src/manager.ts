@@ -20,6 +20,9 @@ export type MonitorInfo = {
   sessionID: string
   label: string
   pattern: string | undefined
+  /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
+  wakePattern: string | undefined
+  wakeLimit: number
   startedAt: number
   endedAt: number | undefined
   timeoutMs: number
@@ -34,6 +37,8 @@ export type StartRequest = {
   command: string
   label?: string
   matchPattern?: string
+  wakePattern?: string
+  wakeLimit?: number
   timeoutMs?: number
 }
 
@@ -56,6 +61,8 @@ type Monitor = {
 // How long the pipes may stay open after the leader exited (a grandchild holding them) before
 // the rest of the group is terminated.
 const DRAIN_WAIT_MS = 500
+/** The most match wakes one monitor may ask for (`wake_limit`). */
+export const WAKE_LIMIT_MAX = 20
 // Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
 
@@ -89,9 +96,18 @@ export class MonitorManager {
         `timeout_ms must be an integer from 1 to ${this.config.max_runtime_ms} (max_runtime_ms); got ${request.timeoutMs}.`,
       )
     }
+    const wakeLimit = request.wakeLimit ?? 1
+    if (!Number.isInteger(wakeLimit) || wakeLimit < 1 || wakeLimit > WAKE_LIMIT_MAX) {
+      throw new MonitorError("invalid_argument", `wake_limit must be an integer from 1 to ${WAKE_LIMIT_MAX}; got ${request.wakeLimit}.`)
+    }
+    if (request.wakeLimit !== undefined && !request.wakePattern) {
+      throw new MonitorError("invalid_argument", "wake_limit needs a wake_pattern: pass the regex of the line that should wake you.")
+    }
     let filter: Awaited<ReturnType<typeof compileLineFilter>>
+    let wakeFilter: Awaited<ReturnType<typeof compileLineFilter>>
     try {
       filter = await compileLineFilter(request.matchPattern, this.config.pattern_max_length)
+      wakeFilter = await compileLineFilter(request.wakePattern, this.config.pattern_max_length, "wake_pattern")
     } catch (error) {
       if (error instanceof PatternError) throw new MonitorError("invalid_pattern", error.message)
       throw error
@@ -113,6 +129,7 @@ export class MonitorManager {
       monitorId: id,
       config: this.config,
       filter,
+      wakeFilter,
       scheduler: this.scheduler,
       // Batches only flow once the process runs, after `info` exists.
       onBatch: (batch) => this.deps.onBatch(batch, info),
@@ -122,6 +139,8 @@ export class MonitorManager {
       sessionID: request.sessionID,
       label: sanitizeLabel(request.label ?? defaultLabel(command)),
       pattern: request.matchPattern || undefined,
+      wakePattern: wakeFilter ? request.wakePattern : undefined,
+      wakeLimit: wakeFilter ? wakeLimit : 0,
       startedAt: this.scheduler.now(),
       endedAt: undefined,
       timeoutMs,

@@ -23,6 +23,8 @@ describe("plugin options", () => {
       subagent_wake: "off",
       automation_agents: [],
       allowed_commands: [],
+      wake_min_interval_ms: 10_000,
+      max_match_wakes_per_minute: 6,
     })
   })
 
@@ -39,6 +41,9 @@ describe("plugin options", () => {
     [{ kill_grace_ms: "5s" }, 'kill_grace_ms must be a number (got "5s")'],
     [{ subagent_wake: "always" }, 'subagent_wake must be one of "off", "parent" (got "always")'],
     [{ automation_agents: "bot" }, 'automation_agents must be an array (got "bot")'],
+    [{ wake_min_interval_ms: 999 }, "wake_min_interval_ms must be >= 1000 (got 999)"],
+    [{ max_match_wakes_per_minute: 0 }, "max_match_wakes_per_minute must be >= 1 (got 0)"],
+    [{ max_match_wakes_per_minute: 61 }, "max_match_wakes_per_minute must be <= 60 (got 61)"],
     [{ max_monitor: 3 }, 'unknown option "max_monitor"; see the README options table'],
   ])("%o is refused: %s", (options, message) => {
     const result = parseMonitorConfig(options)

@@ -2,6 +2,7 @@ import type { DropCounts, OutputBatch } from "../pipeline/batcher"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { formatMonitorBatch } from "./envelope"
 import { evaluateGates, type Identity, latestUserIdentity } from "./gates"
+import { type MatchWakeOptions, MatchWakePolicy, mergePending, type WakeReason } from "./match-wake"
 import { DeliveryError, type SessionApi } from "./session-api"
 import type { Route } from "./session-source"
 
@@ -15,6 +16,8 @@ export type InjectorOptions = {
   /** Bound on streaming output waiting per monitor and session; the overflow is coalesced. */
   pendingMaxLines: number
   pendingMaxBytes: number
+  /** Wake on a matching line (SPEC §10); without it a `wake_pattern` match is an observation. */
+  matchWake?: MatchWakeOptions
 }
 
 /** One batch on its way to one session. */
@@ -32,6 +35,13 @@ export type Delivery = {
   /** The last send may have reached the server: look in the history before sending again. */
   unsure: boolean
   lastError: string | undefined
+  // --- match wake (issue 18): a running batch routed with `wake` is a match-wake candidate ---
+  /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
+  wakeLimit: number
+  /** Decided at send time: this running batch wakes the session, for this reason. */
+  matchWake: WakeReason | undefined
+  /** Not sent before this time (a match wake waiting for wake_min_interval_ms or the session cap). */
+  notBefore: number
 }
 
 export type InjectorDeps = {
@@ -74,18 +84,21 @@ export class MonitorOutputInjector {
   private readonly sent = new Set<string>()
   private readonly forgottenMonitors = new Set<string>()
   private disposed = false
+  private readonly matchWakes: MatchWakePolicy | undefined
 
   constructor(
     private readonly options: InjectorOptions,
     private readonly deps: InjectorDeps,
-  ) {}
+  ) {
+    this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
+  }
 
-  enqueue(batch: OutputBatch, route: Route, label: string): void {
+  enqueue(batch: OutputBatch, route: Route, label: string, wakeLimit = 0): void {
     if (this.disposed || this.forgottenMonitors.has(batch.monitorId)) return
     const queue = this.queue(route.sessionID)
     const key = deliveryKey(batch)
     if (this.sent.has(`${route.sessionID}|${key}`) || queue.deliveries.some((d) => d.key === key)) return
-    queue.deliveries.push({
+    const delivery: Delivery = {
       key,
       sessionID: route.sessionID,
       batch,
@@ -97,10 +110,83 @@ export class MonitorOutputInjector {
       attempts: 0,
       unsure: false,
       lastError: undefined,
-    })
-    if (batch.stillRunning) this.coalesce(queue, batch.monitorId)
+      wakeLimit,
+      matchWake: undefined,
+      notBefore: 0,
+    }
+    if (!this.queueMatchWake(queue, delivery)) {
+      queue.deliveries.push(delivery)
+      if (batch.stillRunning) this.coalesce(queue, batch.monitorId)
+    }
     void this.pump(route.sessionID)
   }
+
+  // --- match wake (issue 18) ---------------------------------------------------------------
+  /**
+   * Queues a batch that takes part in a match wake; false when it is an ordinary delivery. A
+   * candidate, or any running batch of a monitor that has a candidate waiting, absorbs the
+   * monitor's waiting running batches (matches coalesce into the next wake, in line order). A
+   * terminal batch absorbs a waiting candidate: the exit wake carries its matching lines.
+   */
+  private queueMatchWake(queue: SessionQueue, delivery: Delivery): boolean {
+    const { batch } = delivery
+    const candidate = (d: Delivery) => d.wake && d.batch.stillRunning
+    if (candidate(delivery) && (!this.matchWakes || this.matchWakes.exhausted(batch.monitorId, delivery.wakeLimit))) {
+      // Past wake_limit a match is a plain observation; a subagent's root session gets none.
+      if (delivery.subagentSessionID !== undefined) return true
+      delivery.wake = false
+    }
+    const waiting = queue.deliveries.filter((d) => d.batch.monitorId === batch.monitorId && d.batch.stillRunning && d.attempts === 0)
+    const absorbs = batch.stillRunning ? candidate(delivery) || waiting.some(candidate) : waiting.some(candidate)
+    if (!absorbs) return false
+    const absorbed = batch.stillRunning ? waiting : waiting.filter(candidate)
+    const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
+    const at = batch.stillRunning && absorbed[0] ? queue.deliveries.indexOf(absorbed[0]) : -1
+    for (const older of [...absorbed].reverse()) {
+      const merged = mergePending(older, delivery, bounds)
+      delivery.batch = merged.batch
+      delivery.dropped = merged.dropped
+      delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
+      delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
+      if (batch.stillRunning) delivery.wake ||= older.wake
+    }
+    queue.deliveries = queue.deliveries.filter((d) => !absorbed.includes(d))
+    if (at >= 0) queue.deliveries.splice(Math.min(at, queue.deliveries.length), 0, delivery)
+    else queue.deliveries.push(delivery)
+    return true
+  }
+
+  /**
+   * The first delivery that may go now, with the session's gates open. A candidate is decided
+   * here: it wakes, waits (its notBefore is set and the next delivery is tried), or becomes an
+   * observation — none at all for a subagent's root session.
+   */
+  private nextToSend(queue: SessionQueue, now: number): Delivery | undefined {
+    for (const d of [...queue.deliveries]) {
+      if (d.notBefore > now) continue
+      if (!d.wake || !d.batch.stillRunning || d.matchWake || d.attempts > 0) return d
+      const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+      if (decision.kind === "wake") {
+        d.matchWake = decision.reason
+        return d
+      }
+      if (decision.kind === "wait") {
+        d.notBefore = decision.until
+        this.deps.api.log("info", "match wake waits", { ...this.logFields(d, false), reason: decision.why, notBefore: decision.until })
+        continue
+      }
+      d.wake = false
+      if (d.subagentSessionID === undefined) return d
+      queue.deliveries = queue.deliveries.filter((x) => x !== d)
+    }
+    return undefined
+  }
+
+  /** Time until the earliest waiting match wake may go. */
+  private untilNotBefore(queue: SessionQueue, now: number): number {
+    return Math.min(...queue.deliveries.map((d) => d.notBefore - now))
+  }
+  // --- end match wake -----------------------------------------------------------------------
 
   /** A `session.idle` of this session: re-check its own queue (never another session's). */
   onSessionIdle(sessionID: string): void {
@@ -110,6 +196,7 @@ export class MonitorOutputInjector {
   /** Drops everything pending for a monitor and stops its retries, including a send in flight. */
   forgetMonitor(monitorId: string): void {
     this.forgottenMonitors.add(monitorId)
+    this.matchWakes?.forgetMonitor(monitorId)
     this.forgetSent((key) => key.includes(`monitor-output:${monitorId}:`))
     for (const [sessionID, queue] of this.queues) {
       queue.deliveries = queue.deliveries.filter((d) => d.batch.monitorId !== monitorId)
@@ -118,6 +205,7 @@ export class MonitorOutputInjector {
   }
 
   forgetSession(sessionID: string): void {
+    this.matchWakes?.forgetSession(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
     const queue = this.queues.get(sessionID)
     if (!queue) return
@@ -239,8 +327,8 @@ export class MonitorOutputInjector {
       return this.schedule(sessionID, queue, this.options.pendingRetryMs)
     }
     queue.lastDeferral = undefined
-    const next = queue.deliveries[0]
-    if (!next) return
+    const next = this.nextToSend(queue, scheduler.now())
+    if (!next) return this.schedule(sessionID, queue, this.untilNotBefore(queue, scheduler.now()))
     const sent = await this.send(queue, next, { force: false, reason: "session idle" })
     if (sent) queue.holdUntil = scheduler.now() + this.options.postDispatchHoldMs
     this.schedule(sessionID, queue, sent ? this.options.postDispatchHoldMs : this.options.pendingRetryMs)
@@ -260,6 +348,7 @@ export class MonitorOutputInjector {
       batch: { ...delivery.batch, dropped: delivery.dropped },
       label: delivery.label,
       subagentSessionID: delivery.subagentSessionID,
+      wake: delivery.matchWake,
     })
     try {
       await api.prompt(delivery.sessionID, {
@@ -309,7 +398,10 @@ export class MonitorOutputInjector {
     const prefix = `${delivery.sessionID}|monitor-output:${delivery.batch.monitorId}:`
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed.
     if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
-    else this.forgetSent((key) => key.startsWith(prefix))
+    else {
+      this.forgetSent((key) => key.startsWith(prefix))
+      this.matchWakes?.forgetMonitor(delivery.batch.monitorId)
+    }
   }
 
   private forgetSent(matches: (key: string) => boolean): void {
@@ -368,6 +460,7 @@ export class MonitorOutputInjector {
       source: delivery.key,
       shouldReply: delivery.wake,
       forceActiveDispatch: force,
+      ...(delivery.matchWake ? { matchWake: `${delivery.matchWake.ordinal}/${delivery.matchWake.limit}` } : {}),
     }
   }
 }

@@ -1,4 +1,5 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { carriesWake } from "./match-wake"
 import type { SessionApi } from "./session-api"
 
 /**
@@ -51,9 +52,10 @@ export async function classifySession(
 export type Route = { sessionID: string; wake: boolean; subagentSessionID?: string }
 
 /**
- * Primary: observations and the terminal wake, in its own session. Subagent: observations only
- * in the child; with `subagent_wake: "parent"` the exit notice also wakes the root primary
- * session, naming the child. Automation: observations only, never woken.
+ * Primary: observations and the wakes (the terminal batch, a batch with a `wake_pattern` match),
+ * in its own session. Subagent: observations only in the child; with `subagent_wake: "parent"`
+ * its wakes also go to the root primary session, naming the child. Automation: observations
+ * only, never woken. A match wake may still turn into an observation (MatchWakePolicy).
  */
 export function routeBatch(
   source: SessionSource,
@@ -61,10 +63,10 @@ export function routeBatch(
   batch: OutputBatch,
   subagentWake: "off" | "parent",
 ): Route[] {
-  const terminal = isTerminalBatch(batch)
-  if (source.kind === "primary") return [{ sessionID: ownerSessionID, wake: terminal }]
+  const wake = isTerminalBatch(batch) || carriesWake(batch)
+  if (source.kind === "primary") return [{ sessionID: ownerSessionID, wake }]
   const own: Route = { sessionID: ownerSessionID, wake: false }
-  if (source.kind === "subagent" && terminal && subagentWake === "parent") {
+  if (source.kind === "subagent" && wake && subagentWake === "parent") {
     return [own, { sessionID: source.rootID, wake: true, subagentSessionID: ownerSessionID }]
   }
   return [own]

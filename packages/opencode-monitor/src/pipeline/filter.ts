@@ -7,14 +7,19 @@ export class PatternError extends Error {
 }
 
 /**
- * Compiles `match_pattern` with RE2 semantics: matching time is linear in the line length for
+ * Compiles `match_pattern` (or `wake_pattern`) with RE2 semantics: matching time is linear in the line length for
  * every pattern, so no pattern can stall the server's event loop. No pattern matches every line.
  */
-export async function compileLineFilter(pattern: string | undefined, maxLength: number): Promise<LineFilter | undefined> {
+export async function compileLineFilter(
+  pattern: string | undefined,
+  maxLength: number,
+  /** The argument the pattern came from, named in errors (`match_pattern`, `wake_pattern`). */
+  argument = "match_pattern",
+): Promise<LineFilter | undefined> {
   if (pattern === undefined || pattern === "") return undefined
   if (pattern.length > maxLength) {
     throw new PatternError(
-      `match_pattern is ${pattern.length} characters long; the limit is ${maxLength} (pattern_max_length). Use a shorter pattern.`,
+      `${argument} is ${pattern.length} characters long; the limit is ${maxLength} (pattern_max_length). Use a shorter pattern.`,
     )
   }
   // The common case, plain words joined by `|`, is a substring search: same answer as RE2, done
@@ -31,7 +36,7 @@ export async function compileLineFilter(pattern: string | undefined, maxLength: 
   } catch (error) {
     const reason = error instanceof Error ? error.message : String(error)
     throw new PatternError(
-      `match_pattern ${JSON.stringify(pattern)} is not a valid RE2 regular expression: ${reason}. ` +
+      `${argument} ${JSON.stringify(pattern)} is not a valid RE2 regular expression: ${reason}. ` +
         "RE2 has no lookaround or backreferences; see https://github.com/google/re2/wiki/Syntax",
     )
   }

@@ -17,6 +17,9 @@ export class MonitorLine {
     public matched: boolean,
   ) {}
 
+  /** Matched `wake_pattern`: the batch carrying this line may wake the session (SPEC §10). */
+  wake = false
+
   get byteLength(): number {
     return this.bytes.byteLength
   }

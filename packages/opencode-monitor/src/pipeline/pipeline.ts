@@ -1,5 +1,5 @@
 import type { MonitorConfig } from "../config"
-import type { Scheduler } from "../scheduler"
+import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../status"
 import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
 import type { LineFilter } from "./filter"
@@ -14,6 +14,8 @@ export type PipelineOptions = {
     "batch_max_lines" | "batch_max_bytes" | "flush_interval_ms" | "ring_max_lines" | "line_max_bytes"
   >
   filter: LineFilter | undefined
+  /** `wake_pattern`: a matching line is delivered (filtered in or not) and flushed promptly. */
+  wakeFilter?: LineFilter | undefined
   scheduler: Scheduler
   onBatch: (batch: OutputBatch) => void
 }
@@ -31,9 +33,9 @@ export type MonitorPipeline = {
   close(): void
 }
 
-/** bytes → lines → match_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
+/** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
-  const { config, filter } = options
+  const { config, filter, wakeFilter } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
   // the ring (matched lines leaving the ring were already handed to the batcher).
@@ -53,16 +55,28 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   )
   let seq = 0
   let finished = false
+  // A batch carrying a wake line is flushed on the next tick rather than after flush_interval_ms:
+  // one timer at a time, so a flood of matching lines still fills batches instead of one per line.
+  let wakeFlush: TimerHandle | undefined
+  const flushForWake = () => {
+    if (wakeFlush !== undefined) return
+    wakeFlush = options.scheduler.setTimeout(() => {
+      wakeFlush = undefined
+      batcher.flushNow()
+    }, 0)
+  }
 
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
+    if (wakeFilter) line.wake = wakeFilter(line.text)
     const evicted = ring.push(line)
-    if (evicted && !evicted.matched) {
+    if (evicted && !evicted.matched && !evicted.wake) {
       pendingDrops.unmatched++
       pendingDrops.bytes += evicted.byteLength
     }
-    if (line.matched) batcher.add(line)
+    if (line.matched || line.wake) batcher.add(line)
+    if (line.wake) flushForWake()
   }
   const countDropped = (bytes: number) => {
     ring.countDroppedBytes(bytes)
@@ -87,10 +101,12 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       splitters.stdout.end()
       splitters.stderr.end()
       finished = true
+      if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
       finished = true
+      if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
       batcher.close()
     },
   }

@@ -1,0 +1,118 @@
+import type { DropCounts, OutputBatch } from "../pipeline/batcher"
+import type { MonitorLine } from "../pipeline/line"
+import type { Scheduler } from "../scheduler"
+
+/**
+ * Wake on a matching line (SPEC §10). The injector asks this policy, at send time and with the
+ * session's gates already open, whether a batch carrying a `wake_pattern` match wakes the session
+ * now, waits, or goes as a plain observation. Matches that cannot wake yet stay in that waiting
+ * batch, so they coalesce into the next wake.
+ */
+export type MatchWakeOptions = {
+  /** Shortest gap between two match wakes of one monitor (`wake_min_interval_ms`). */
+  minIntervalMs: number
+  /** Match wakes one session may get in any minute, all monitors together. */
+  perSessionPerMinute: number
+}
+
+/** Why an envelope wakes: the `wake:` header line. */
+export type WakeReason = { ordinal: number; limit: number; seqs: number[] }
+
+export type MatchWakeDecision =
+  | { kind: "wake"; reason: WakeReason }
+  | { kind: "wait"; until: number; why: string }
+  | { kind: "observe" }
+
+const MINUTE_MS = 60_000
+
+export class MatchWakePolicy {
+  private readonly monitors = new Map<string, { count: number; lastAt: number }>()
+  private readonly sessions = new Map<string, number[]>()
+
+  constructor(
+    private readonly options: MatchWakeOptions,
+    private readonly scheduler: Pick<Scheduler, "now">,
+  ) {}
+
+  /** This monitor has used every match wake it may cause: its matches are plain observations. */
+  exhausted(monitorId: string, limit: number): boolean {
+    return limit <= 0 || (this.monitors.get(monitorId)?.count ?? 0) >= limit
+  }
+
+  /**
+   * Decides for a batch whose session may be woken right now. A "wake" is recorded at once (the
+   * delivery keeps it across send retries), so two batches can never both take the same slot.
+   */
+  decide(sessionID: string, batch: OutputBatch, limit: number): MatchWakeDecision {
+    const monitorId = batch.monitorId
+    if (this.exhausted(monitorId, limit)) return { kind: "observe" }
+    const now = this.scheduler.now()
+    const monitor = this.monitors.get(monitorId)
+    if (monitor && now - monitor.lastAt < this.options.minIntervalMs) {
+      return { kind: "wait", until: monitor.lastAt + this.options.minIntervalMs, why: "wake_min_interval_ms" }
+    }
+    const recent = (this.sessions.get(sessionID) ?? []).filter((at) => now - at < MINUTE_MS)
+    this.sessions.set(sessionID, recent)
+    if (recent.length >= this.options.perSessionPerMinute) {
+      return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
+    }
+    const count = (monitor?.count ?? 0) + 1
+    this.monitors.set(monitorId, { count, lastAt: now })
+    recent.push(now)
+    return { kind: "wake", reason: { ordinal: count, limit, seqs: wakeSeqs(batch.lines) } }
+  }
+
+  /** The monitor ended or was stopped: nothing of it is kept. */
+  forgetMonitor(monitorId: string): void {
+    this.monitors.delete(monitorId)
+  }
+
+  forgetSession(sessionID: string): void {
+    this.sessions.delete(sessionID)
+  }
+}
+
+export const carriesWake = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+
+export function wakeSeqs(lines: readonly MonitorLine[]): number[] {
+  return lines.filter((line) => line.wake).map((line) => line.seq)
+}
+
+/** A batch and the drops counted against it so far (the injector's delivery holds both). */
+export type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
+
+/**
+ * Two waiting batches of one monitor become one: the newer batch (its key and number) carries
+ * the older lines first. Over the bounds, lines give way oldest first among those that did not
+ * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
+ * What gives way is counted in `dropped:` and stays readable with `monitor_output`.
+ */
+export function mergePending(
+  older: PendingBatch,
+  newer: PendingBatch,
+  bounds: { maxLines: number; maxBytes: number },
+): PendingBatch {
+  const all = [...older.batch.lines, ...newer.batch.lines]
+  let bytes = 0
+  for (const line of all) bytes += line.byteLength
+  const dropped = {
+    matched: older.dropped.matched + newer.dropped.matched,
+    unmatched: older.dropped.unmatched + newer.dropped.unmatched,
+    bytes: older.dropped.bytes + newer.dropped.bytes,
+  }
+  const keep = new Array<boolean>(all.length).fill(true)
+  let kept = all.length
+  const giveWay = (index: number) => {
+    const line = all[index] as MonitorLine
+    keep[index] = false
+    kept--
+    bytes -= line.byteLength
+    dropped.matched++
+    dropped.bytes += line.byteLength
+  }
+  const over = () => kept > 1 && (kept > bounds.maxLines || bytes > bounds.maxBytes)
+  for (let i = 0; i < all.length && over(); i++) if (!all[i]?.wake) giveWay(i)
+  for (let i = all.length - 1; i >= 0 && over(); i--) if (keep[i]) giveWay(i)
+  const lines = kept === all.length ? all : all.filter((_, i) => keep[i])
+  return { batch: { ...newer.batch, lines }, dropped }
+}
