@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { classifySession, routeBatch } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
+import { MonitorLine } from "../src/pipeline/line"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/hooks"
 import { FakeScheduler } from "./support/fake-scheduler"
@@ -67,6 +68,30 @@ describe("routeBatch", () => {
     expect(routeBatch({ kind: "automation", agent: "bot" }, "ses_a", terminal, "parent")).toEqual([
       { sessionID: "ses_a", wake: false },
     ])
+  })
+
+  describe("a running batch carrying a wake_pattern match is routed like the exit notice", () => {
+    const line = new MonitorLine(4, "stdout", new TextEncoder().encode("ready on :3000"), false, true)
+    line.wake = true
+    const matched: OutputBatch = { ...streaming, lines: [line] }
+
+    test("primary: it may wake its own session", () => {
+      expect(routeBatch({ kind: "primary" }, "ses_p", matched, "off")).toEqual([{ sessionID: "ses_p", wake: true }])
+    })
+
+    test("subagent: the child is never woken; with subagent_wake=parent the root is, naming the child", () => {
+      expect(routeBatch(subagent, "ses_child", matched, "off")).toEqual([{ sessionID: "ses_child", wake: false }])
+      expect(routeBatch(subagent, "ses_child", matched, "parent")).toEqual([
+        { sessionID: "ses_child", wake: false },
+        { sessionID: "ses_root", wake: true, subagentSessionID: "ses_child" },
+      ])
+    })
+
+    test("automation: never woken by a match", () => {
+      expect(routeBatch({ kind: "automation", agent: "bot" }, "ses_a", matched, "parent")).toEqual([
+        { sessionID: "ses_a", wake: false },
+      ])
+    })
   })
 })
 

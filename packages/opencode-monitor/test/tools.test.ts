@@ -90,6 +90,29 @@ describe("monitor tools through the plugin's hooks", () => {
     await expect(run("monitor_start", { command: "no-such-program-q" })).rejects.toThrow(/command not found on PATH/)
   })
 
+  test("wake_pattern: a matching line wakes the session while the command still runs; the description says when to use it", async () => {
+    const { run, api, tools } = plugin()
+    expect(tools.monitor_start?.description).toContain("wake_pattern")
+    expect(tools.monitor_start?.description).toContain("readiness")
+    const out = await run("monitor_start", { command: "echo booting; echo 'ready on :3000'; sleep 30", label: "dev", wake_pattern: "ready on" })
+    expect(out).toContain('A line matching "ready on" wakes you (at most 1 time')
+    expect(await waitFor(() => api.sent.some((p) => !p.noReply), 5_000)).toBe(true)
+    const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
+    expect(wake).toContain("\nwake: line matched wake_pattern (1 of 1) at seq=2\n")
+    expect(wake).toContain("[stdout seq=2] ready on :3000")
+    expect(wake).toContain("\nStatus: running\n")
+    const id = out.match(/mon_[0-9a-f]{8}/)?.[0] ?? ""
+    expect(JSON.parse(await run("monitor_list", {})).monitors[0]).toMatchObject({ wake_pattern: "ready on", wake_limit: 1 })
+    await run("monitor_stop", { monitor_id: id })
+  })
+
+  test("a bad wake_pattern or a wake_limit without one is refused with what to do", async () => {
+    const { run } = plugin()
+    await expect(run("monitor_start", { command: "echo x", wake_pattern: "(?=x)" })).rejects.toThrow(/^wake_pattern "\(\?=x\)" is not a valid RE2/)
+    await expect(run("monitor_start", { command: "echo x", wake_limit: 2 })).rejects.toThrow(/wake_limit needs a wake_pattern/)
+    await expect(run("monitor_start", { command: "echo x", wake_pattern: "x", wake_limit: 21 })).rejects.toThrow(/wake_limit must be an integer from 1 to 20/)
+  })
+
   test("monitor_list shows id, label, status and counters, never the raw command", async () => {
     const { run, api } = plugin()
     await run("monitor_start", { command: "echo SECRET_TOKEN_123; sleep 30", label: "server" })

@@ -1,0 +1,307 @@
+import { describe, expect, test } from "bun:test"
+import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { Route } from "../src/delivery/session-source"
+import type { OutputBatch } from "../src/pipeline/batcher"
+import { compileLineFilter } from "../src/pipeline/filter"
+import { MonitorLine } from "../src/pipeline/line"
+import { createMonitorPipeline } from "../src/pipeline/pipeline"
+import type { MonitorStatus } from "../src/status"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { FakeSessionApi, settle } from "./support/fake-session-api"
+
+const S = "ses_parent"
+const enc = new TextEncoder()
+
+/** A batch of `lines` lines; the ones listed in `wakeAt` (indexes) matched wake_pattern. */
+function batch(
+  seq: number,
+  opts: { terminal?: MonitorStatus; lines?: number; wakeAt?: number[]; monitorId?: string } = {},
+): OutputBatch {
+  const lines = Array.from({ length: opts.lines ?? 1 }, (_, i) => {
+    const wake = opts.wakeAt?.includes(i) ?? false
+    const line = new MonitorLine(seq * 100 + i, "stdout", enc.encode(wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`), false, true)
+    line.wake = wake
+    return line
+  })
+  return {
+    monitorId: opts.monitorId ?? "mon_1",
+    batchSeq: seq,
+    lines,
+    stillRunning: !opts.terminal,
+    status: opts.terminal ?? { kind: "running" },
+    dropped: { matched: 0, unmatched: 0, bytes: 0 },
+  }
+}
+const match = (seq: number, opts: Parameters<typeof batch>[1] = {}) => batch(seq, { wakeAt: [0], ...opts })
+
+function setup(options: Partial<InjectorOptions> = {}) {
+  const scheduler = new FakeScheduler()
+  const api = new FakeSessionApi(() => scheduler.now())
+  scheduler.advance(1_000_000)
+  const injector = new MonitorOutputInjector(
+    {
+      userMessageWindowMs: 2_000,
+      pendingRetryMs: 1_000,
+      postDispatchHoldMs: 250,
+      acceptedMessageSkewMs: 5_000,
+      maxActiveDeferMs: 60_000,
+      pendingMaxLines: 100,
+      pendingMaxBytes: 32_768,
+      matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6 },
+      ...options,
+    },
+    { api, scheduler },
+  )
+  const advance = async (ms: number) => {
+    for (let t = 0; t < ms; t += 50) {
+      scheduler.advance(Math.min(50, ms - t))
+      await settle()
+    }
+  }
+  // As routeBatch routes a primary session's batches: a wake route for a match or the exit.
+  const send = (b: OutputBatch, wakeLimit = 1, route?: Route) =>
+    injector.enqueue(b, route ?? { sessionID: S, wake: !b.stillRunning || b.lines.some((l) => l.wake) }, "dev", wakeLimit)
+  const wakes = () => api.sent.filter((p) => !p.noReply)
+  const header = (text: string | undefined) => text?.split("\n").find((row) => row.startsWith("wake:"))
+  return { scheduler, api, injector, advance, send, wakes, header }
+}
+
+describe("match wake: one wake through the exit wake's gates", () => {
+  test("a batch carrying a wake_pattern match is a reply-wanting prompt that says why, Status running", async () => {
+    const { api, send, header } = setup()
+    send(batch(1, { lines: 3, wakeAt: [1] }))
+    await settle()
+    expect(api.sent).toHaveLength(1)
+    expect(api.sent[0]?.noReply).toBe(false)
+    const text = api.sent[0]?.text ?? ""
+    expect(header(text)).toBe("wake: line matched wake_pattern (1 of 1) at seq=101")
+    expect(text).toContain("stream_policy: untrusted_observation\nwake: line matched")
+    expect(text).toContain("[stdout seq=101] FAIL 1.1")
+    expect(text).toContain("\nStatus: running\n")
+    const log = api.logs.find((l) => l.message === "sent monitor output")
+    expect(log?.extra).toMatchObject({ shouldReply: true, forceActiveDispatch: false, matchWake: "1/1" })
+  })
+
+  test("never sent into a busy session, not even past max_active_defer_ms; it wakes once the session is idle", async () => {
+    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 1_000 })
+    api.busy[S] = "busy"
+    send(match(1))
+    await advance(120_000)
+    expect(api.sent).toHaveLength(0)
+    delete api.busy[S]
+    injector.onSessionIdle(S)
+    await settle()
+    expect(api.sent.map((p) => p.noReply)).toEqual([false])
+  })
+
+  test("a person's message within user_message_window_ms holds the match wake back", async () => {
+    const { api, send, advance, wakes } = setup()
+    api.addMessage(S, { role: "user", text: "hello", agent: "plan" })
+    send(match(1))
+    await advance(1_500)
+    expect(api.sent).toHaveLength(0)
+    await advance(1_000)
+    expect(wakes()).toHaveLength(1)
+    expect(wakes()[0]?.agent).toBe("plan")
+  })
+
+  test("matches that arrive while the session is busy coalesce into one wake carrying every line, in order", async () => {
+    const { api, injector, send, wakes, header } = setup()
+    api.busy[S] = "busy"
+    send(match(1))
+    send(batch(2))
+    send(match(3, { lines: 2, wakeAt: [1] }))
+    await settle()
+    expect(injector.pending(S).map((d) => d.key)).toEqual(["monitor-output:mon_1:batch-3"])
+    delete api.busy[S]
+    injector.onSessionIdle(S)
+    await settle()
+    expect(api.sent).toHaveLength(1)
+    const text = wakes()[0]?.text ?? ""
+    expect(header(text)).toBe("wake: lines matched wake_pattern (1 of 1) at seq=100, 301")
+    const seqs = [...text.matchAll(/\[stdout seq=(\d+)\]/g)].map((m) => Number(m[1]))
+    expect(seqs).toEqual([100, 200, 300, 301])
+  })
+})
+
+describe("match wake: interval, limit and session cap", () => {
+  test("a second match within wake_min_interval_ms waits, then wakes once with every match since", async () => {
+    const { api, send, advance, wakes, header } = setup()
+    send(match(1), 3)
+    await settle()
+    expect(wakes()).toHaveLength(1)
+    await advance(1_000)
+    send(match(2), 3)
+    await advance(2_000)
+    send(batch(3), 3)
+    send(match(4), 3)
+    await advance(5_000) // 8 s after the first wake
+    expect(wakes()).toHaveLength(1)
+    expect(api.sent).toHaveLength(1) // the plain batch 3 waits with them, keeping line order
+    await advance(2_100)
+    expect(wakes()).toHaveLength(2)
+    expect(wakes()[1]?.at).toBe((wakes()[0]?.at ?? 0) + 10_000)
+    expect(header(wakes()[1]?.text)).toBe("wake: lines matched wake_pattern (2 of 3) at seq=200, 400")
+    expect(wakes()[1]?.text).toContain("[stdout seq=300] line 3.0")
+  })
+
+  test("past wake_limit a match is a plain observation, and the exit still wakes", async () => {
+    const { api, send, advance, wakes, header } = setup()
+    send(match(1))
+    await advance(20_000)
+    send(match(2))
+    await advance(20_000)
+    send(batch(3, { terminal: { kind: "exited", code: 0 } }))
+    await advance(1_000)
+    expect(api.sent.map((p) => [p.noReply, header(p.text)])).toEqual([
+      [false, "wake: line matched wake_pattern (1 of 1) at seq=100"],
+      [true, undefined],
+      [false, undefined],
+    ])
+    expect(wakes()[1]?.text).toContain("Status: exited (code=0)")
+  })
+
+  test("wake_limit 3 with a match every 400 ms for 20 s: three wakes, spaced by the interval, every line delivered once", async () => {
+    const { api, send, advance, wakes } = setup({ matchWake: { minIntervalMs: 5_000, perSessionPerMinute: 6 } })
+    for (let seq = 1; seq <= 50; seq++) {
+      send(match(seq), 3)
+      await advance(400)
+    }
+    send(batch(51, { terminal: { kind: "exited", code: 1 }, lines: 0 }), 3)
+    await advance(2_000)
+    const times = wakes().map((p) => p.at)
+    expect(times).toHaveLength(4) // three match wakes and the exit
+    expect(times[1] as number).toBeGreaterThanOrEqual((times[0] as number) + 5_000)
+    expect(times[2] as number).toBeGreaterThanOrEqual((times[1] as number) + 5_000)
+    const delivered = api.sent.flatMap((p) => [...p.text.matchAll(/\[stdout seq=(\d+)\]/g)].map((m) => Number(m[1])))
+    expect(delivered).toEqual(Array.from({ length: 50 }, (_, i) => (i + 1) * 100))
+  })
+
+  test("the per-session cap holds a third monitor's wake until the minute is over", async () => {
+    const { send, advance, wakes } = setup({ matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 2 } })
+    send(match(1, { monitorId: "mon_a" }))
+    await advance(1_000)
+    send(match(1, { monitorId: "mon_b" }))
+    await advance(1_000)
+    send(match(1, { monitorId: "mon_c" }))
+    await advance(30_000)
+    expect(wakes().map((p) => p.text.match(/monitor_id: (\S+)/)?.[1])).toEqual(["mon_a", "mon_b"])
+    await advance(30_000)
+    expect(wakes().map((p) => p.text.match(/monitor_id: (\S+)/)?.[1])).toEqual(["mon_a", "mon_b", "mon_c"])
+    expect((wakes()[2]?.at ?? 0) - (wakes()[0]?.at ?? 0)).toBeGreaterThanOrEqual(60_000)
+  })
+
+  test("a match wake waiting for its interval does not hold back another monitor's output", async () => {
+    const { api, send, advance } = setup()
+    send(match(1), 2)
+    await advance(1_000)
+    send(match(2), 2)
+    await advance(1_000)
+    send(batch(1, { monitorId: "mon_other" }))
+    await advance(1_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_other:batch-1"])
+  })
+
+  test("the exit absorbs a match wake still waiting: one wake, with the matching line and the exit status", async () => {
+    const { api, send, advance, wakes } = setup()
+    send(match(1), 2)
+    await advance(1_000)
+    send(match(2), 2)
+    send(batch(3, { terminal: { kind: "exited", code: 0 }, lines: 0 }), 2)
+    await advance(1_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-3"])
+    expect(wakes()[1]?.text).toContain("[stdout seq=200] FAIL 2.0")
+    expect(wakes()[1]?.text).toContain("Status: exited (code=0)")
+  })
+
+  test("a flood of matches while busy stays bounded, keeps the first match, and counts the rest in dropped:", async () => {
+    const { api, injector, send, wakes } = setup({ pendingMaxLines: 100 })
+    api.busy[S] = "busy"
+    for (let seq = 1; seq <= 1_000; seq++) send(batch(seq, { lines: 50, wakeAt: [0] }))
+    await settle()
+    expect(injector.pending(S)).toHaveLength(1)
+    expect(injector.pending(S)[0]?.batch.lines.length).toBeLessThanOrEqual(100)
+    delete api.busy[S]
+    injector.onSessionIdle(S)
+    await settle()
+    const text = wakes()[0]?.text ?? ""
+    expect(text).toContain("[stdout seq=100] FAIL 1.0")
+    const shown = [...text.matchAll(/\[stdout seq=\d+\]/g)].length
+    expect(text).toContain(`dropped: ${50_000 - shown} matched, 0 unmatched (`)
+  })
+
+  test("without match-wake options a match is an observation", async () => {
+    const { api, send } = setup({ matchWake: undefined })
+    send(match(1))
+    await settle()
+    expect(api.sent.map((p) => p.noReply)).toEqual([true])
+  })
+})
+
+describe("match wake: session sources", () => {
+  test("a subagent's match wake routed to the root wakes it; past the limit the root gets nothing", async () => {
+    const { api, send, advance } = setup()
+    const child: Route = { sessionID: "ses_child", wake: false }
+    const root: Route = { sessionID: S, wake: true, subagentSessionID: "ses_child" }
+    for (const seq of [1, 2]) {
+      const b = match(seq)
+      send(b, 1, child)
+      send(b, 1, root)
+      await advance(20_000)
+    }
+    expect(api.sent.map((p) => [p.sessionID, p.noReply])).toEqual([
+      ["ses_child", true],
+      [S, false],
+      ["ses_child", true],
+    ])
+    expect(api.sent[1]?.text).toContain("subagent_session: ses_child\n")
+    expect(api.sent[1]?.text).toContain("wake: line matched wake_pattern (1 of 1)")
+  })
+})
+
+describe("pipeline: wake_pattern", () => {
+  async function pipeline(matchPattern: string | undefined) {
+    const scheduler = new FakeScheduler()
+    const batches: OutputBatch[] = []
+    const p = createMonitorPipeline({
+      monitorId: "mon_1",
+      config: { batch_max_lines: 50, batch_max_bytes: 16_384, flush_interval_ms: 1_000, ring_max_lines: 3, line_max_bytes: 8_192 },
+      filter: await compileLineFilter(matchPattern, 512),
+      wakeFilter: await compileLineFilter("ready on", 512, "wake_pattern"),
+      scheduler,
+      onBatch: (b) => batches.push(b),
+    })
+    return { scheduler, batches, p }
+  }
+
+  test("a batch carrying a wake line is flushed on the next tick, not after flush_interval_ms", async () => {
+    const { scheduler, batches, p } = await pipeline(undefined)
+    p.push("stdout", enc.encode("compiling\nready on :3000\n"))
+    expect(batches).toHaveLength(0)
+    scheduler.advance(0)
+    expect(batches.map((b) => b.lines.map((l) => [l.text, l.wake]))).toEqual([
+      [
+        ["compiling", false],
+        ["ready on :3000", true],
+      ],
+    ])
+  })
+
+  test("a wake line is delivered even when match_pattern filters it out, and is not counted as dropped", async () => {
+    const { scheduler, batches, p } = await pipeline("ERROR")
+    p.push("stdout", enc.encode("noise\nready on :3000\nERROR x\n"))
+    scheduler.advance(0)
+    expect(batches[0]?.lines.map((l) => [l.text, l.matched, l.wake])).toEqual([
+      ["ready on :3000", false, true],
+      ["ERROR x", true, false],
+    ])
+    p.push("stdout", enc.encode("a\nb\nc\n")) // pushes all three out of the 3-line ring
+    p.finish({ kind: "exited", code: 0 })
+    expect(batches.at(-1)?.dropped).toEqual({ matched: 0, unmatched: 1, bytes: 5 })
+  })
+
+  test("an invalid wake_pattern is refused naming wake_pattern", async () => {
+    await expect(compileLineFilter("(", 512, "wake_pattern")).rejects.toThrow(/^wake_pattern "\(" is not a valid RE2/)
+    await expect(compileLineFilter("x".repeat(10), 5, "wake_pattern")).rejects.toThrow(/^wake_pattern is 10 characters long/)
+  })
+})
