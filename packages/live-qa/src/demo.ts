@@ -3,10 +3,12 @@
  * a scripted model. The agent starts `sh -c 'echo QA_BUILD_LINE; sleep 3; exit 7'` and finishes
  * its turn; the command's line arrives as an observation; on exit the session wakes by itself and
  * the agent reports exit code 7. Prints the timeline and writes it to .omo/evidence/.
+ * Act two (wake_pattern): a dev server prints `ready on :5173` after two seconds and keeps running;
+ * that line wakes the session once, and the agent reports readiness while the server still runs.
  */
 import { mkdirSync, writeFileSync } from "node:fs";
 import { join, relative, resolve } from "node:path";
-import { envelopesIn, exitReport, QA_COMMAND, QA_PROMPT } from "./monitor-agent.ts";
+import { envelopesIn, exitReport, matchReport, QA_COMMAND, QA_PROMPT } from "./monitor-agent.ts";
 import { type Envelope, type MonitorQA, PLUGIN_PATH, startMonitorQA, toolNamesSeen } from "./monitor-qa.ts";
 import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts";
 
@@ -23,23 +25,7 @@ async function main(): Promise<number> {
     const sessionID = await qa.newSession({ title: "opencode-monitor demo" });
     say(`session ${sessionID}: the person asks the agent to build; the agent calls monitor_start ${JSON.stringify(QA_COMMAND)}`);
     await qa.prompt(sessionID, QA_PROMPT);
-    const seen = new Set<string>();
-    const report = (messages: SessionMessage[]) => {
-      for (const m of messages) {
-        const key = `${m.info.id}:${m.info.time.completed ? "done" : "open"}`;
-        if (seen.has(key) || (m.info.role === "assistant" && !m.info.time.completed)) continue;
-        seen.add(key);
-        const text = textOf(m).split("\n");
-        if (m.info.role === "user") {
-          const synthetic = m.parts.some((p) => p.type === "text" && p.synthetic);
-          const status = envelopesIn(textOf(m))[0]?.status;
-          say(synthetic ? `  injected envelope ${text[2]} Status: ${status}` : `  person: ${text[0]}`);
-        } else {
-          const tools = m.parts.filter((p) => p.type === "tool").map((p) => `${p.tool} (${p.state?.status})`);
-          say(`  assistant (${m.info.finish}): ${tools.length ? `calls ${tools.join(", ")}` : text.join(" ")}`);
-        }
-      }
-    };
+    const report = reporter();
     const wake = await waitFor(
       async () => {
         const messages = await qa.messages(sessionID);
@@ -62,6 +48,7 @@ async function main(): Promise<number> {
     say(`timeline written to ${relative(REPO, evidence)}`);
     console.log(`\n${renderMessages(messages)}\n`);
     console.log(qa.pluginLog().map(shortLog).join("\n"));
+    failed ??= await actTwo(qa);
   } catch (error) {
     failed = error instanceof Error ? error.message : String(error);
   } finally {
@@ -69,8 +56,78 @@ async function main(): Promise<number> {
     say(`server stopped (dispose ${stop.disposeOk ? "ok" : "failed"}); processes left behind: ${stop.leftovers.length}`);
     if (stop.leftovers.length > 0) failed ??= `processes left behind: ${JSON.stringify(stop.leftovers)}`;
   }
-  console.log(failed ? `\nFAIL: ${failed}` : "\nPASS: the session woke by itself on exit code 7 and the agent reported it.");
+  console.log(
+    failed
+      ? `\nFAIL: ${failed}`
+      : "\nPASS: the session woke by itself on exit code 7 and the agent reported it; a readiness line woke it while the server ran.",
+  );
   return failed ? 1 : 0;
+}
+
+/** Prints each message of a session once, as it completes. */
+function reporter(): (messages: SessionMessage[]) => void {
+  const seen = new Set<string>();
+  return (messages) => {
+    for (const m of messages) {
+      const key = `${m.info.id}:${m.info.time.completed ? "done" : "open"}`;
+      if (seen.has(key) || (m.info.role === "assistant" && !m.info.time.completed)) continue;
+      seen.add(key);
+      const text = textOf(m).split("\n");
+      if (m.info.role === "user") {
+        const synthetic = m.parts.some((p) => p.type === "text" && p.synthetic);
+        const head = envelopesIn(textOf(m))[0];
+        const why = head?.wake ? ` (${head.wake})` : "";
+        say(synthetic ? `  injected envelope ${text[2]} Status: ${head?.status}${why}` : `  person: ${text[0]}`);
+      } else {
+        const tools = m.parts.filter((p) => p.type === "tool").map((p) => `${p.tool} (${p.state?.status})`);
+        say(`  assistant (${m.info.finish}): ${tools.length ? `calls ${tools.join(", ")}` : text.join(" ")}`);
+      }
+    }
+  };
+}
+
+const DEV_COMMAND = "echo compiling; sleep 2; echo 'ready on :5173'; sleep 60";
+
+/** Act two: a line, not the exit, wakes the session; the command keeps running. */
+async function actTwo(qa: MonitorQA): Promise<string | undefined> {
+  const sessionID = await qa.newSession({ title: "opencode-monitor demo, act two" });
+  say(`act two, session ${sessionID}: the agent starts a dev server with wake_pattern "ready on": ${JSON.stringify(DEV_COMMAND)}`);
+  await qa.prompt(
+    sessionID,
+    [
+      "Start the dev server and tell me when it is ready.",
+      `STEP monitor_start ${JSON.stringify({ command: DEV_COMMAND, label: "dev-server", wake_pattern: "ready on" })}`,
+      "SAY Dev server starting; I will tell you when it is ready.",
+    ].join("\n"),
+  );
+  const report = reporter();
+  const wake = await waitFor(
+    async () => {
+      const messages = await qa.messages(sessionID);
+      report(messages);
+      const woke = (await qa.envelopes(sessionID)).find((e) => e.status === "running" && e.text.includes("\nwake: "));
+      if (!woke) return undefined;
+      const after = messages.slice(messages.findIndex((m) => m.info.id === woke.message.info.id) + 1);
+      return after.some((m) => m.info.role === "assistant" && m.info.time.completed) ? woke : undefined;
+    },
+    60_000,
+    200,
+    "the readiness wake and the assistant turn it starts",
+  );
+  await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 });
+  const messages = await qa.messages(sessionID);
+  report(messages);
+  const envelopes = await qa.envelopes(sessionID);
+  const statuses = envelopes.map((e) => `${e.batch}:${e.status}${e.text.includes("\nwake: ") ? "+wake" : ""}`).join(", ");
+  if (statuses !== "1:running, 2:running+wake") return `act two: unexpected envelopes: ${statuses}`;
+  const head = envelopesIn(wake.text)[0];
+  const expected = matchReport({ monitorId: wake.monitorId, label: "dev-server", wake: head?.wake, wakeLine: "ready on :5173" });
+  const answer = messages[messages.findIndex((m) => m.info.id === wake.message.info.id) + 1];
+  if (textOf(answer) !== expected) return `act two: the woken turn said ${JSON.stringify(textOf(answer))}`;
+  const listed = qa.pluginLog().some((line) => line.includes(wake.monitorId) && /matchWake=1\/1/.test(line));
+  if (!listed) return "act two: no match wake in the plugin log";
+  say("act two: woken once by the readiness line while the server still runs; it is stopped with the server");
+  return undefined;
 }
 
 function verify(messages: SessionMessage[], envelopes: Envelope[], wake: Envelope, qa: MonitorQA): string | undefined {

@@ -7,9 +7,10 @@
  *   SAY <text>                  the final answer once every step has run
  *   USER_SAYS <text>            (alone) a person chatting; answered "Answering the user: <text>"
  *
- * A monitor envelope whose Status is terminal gets a report of the exit status (one line per exit
- * notice that arrived since the model last spoke); an observation (Status: running) should never
- * reach the model, so answering one is flagged loudly.
+ * A monitor envelope whose Status is terminal gets a report of the exit status, one that woke on a
+ * `wake_pattern` match (a `wake:` header, Status: running) a report of the matching line (one line
+ * per wake that arrived since the model last spoke); a plain observation (Status: running, no
+ * `wake:` header) should never reach the model, so answering one is flagged loudly.
  */
 import { type ChatRequest, lastMessage, messageText, type Script, type ScriptReply } from "./scripted-model.ts";
 
@@ -34,6 +35,10 @@ export interface EnvelopeHead {
   batch: number;
   label: string;
   status: string;
+  /** The `wake:` header of a match wake, when there is one. */
+  wake?: string;
+  /** The first line the `wake:` header names, as the envelope shows it. */
+  wakeLine?: string;
 }
 
 /** Every envelope in a text, in order: id, label, status. */
@@ -42,7 +47,12 @@ export function envelopesIn(text: string): EnvelopeHead[] {
   return starts.map((start) => {
     const rest = text.slice(start.index ?? 0);
     const status = rest.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown";
-    return { monitorId: start[1] as string, batch: Number(start[2]), label: start[3] as string, status };
+    const head = { monitorId: start[1] as string, batch: Number(start[2]), label: start[3] as string, status };
+    const wake = rest.match(/\nstream_policy: untrusted_observation\n(wake: .*)\n/)?.[1];
+    if (!wake) return head;
+    const seq = wake.match(/ at seq=(\d+)/)?.[1];
+    const wakeLine = seq ? rest.match(new RegExp(`\\n\\[(?:stdout|stderr) seq=${seq}\\] (.*)\\n`))?.[1] : undefined;
+    return { ...head, wake, wakeLine };
   });
 }
 
@@ -56,6 +66,16 @@ export function exitReport(envelope: { monitorId: string; label: string; status:
   const code = envelope.status.match(/code=(-?\d+)/)?.[1];
   const detail = code !== undefined ? `exit code ${code}` : envelope.status;
   return `Monitor ${envelope.label} (${envelope.monitorId}) finished: ${envelope.status}. Reporting ${detail}.`;
+}
+
+/** What the agent says when a match woke it while the command runs. */
+export function matchReport(envelope: { monitorId: string; label: string; wake?: string; wakeLine?: string }): string {
+  return `REPORT: monitor ${envelope.label} (${envelope.monitorId}) is still running and matched: ${envelope.wakeLine ?? "?"} (${envelope.wake ?? "no wake header"}).`;
+}
+
+/** The agent's answer to one envelope that woke it: a match report or an exit report. */
+export function wakeReport(envelope: EnvelopeHead): string {
+  return envelope.status === "running" ? matchReport(envelope) : exitReport(envelope);
 }
 
 export interface MonitorAgentOptions {
@@ -82,13 +102,13 @@ export function monitorAgent(options: MonitorAgentOptions = {}): Script {
     const lastText = last ? messageText(last) : "";
     if (last?.role === "user") {
       const envelope = lastEnvelope(lastText);
-      if (envelope?.status === "running") return reply({ text: OBSERVATION_ANSWERED });
+      if (envelope?.status === "running" && !envelope.wake) return reply({ text: OBSERVATION_ANSWERED });
       if (envelope) {
-        // Every exit notice since the model last spoke: two can wake one turn together.
+        // Every wake since the model last spoke: two can wake one turn together.
         let first = messages.length - 1;
         while (first > 0 && messages[first - 1]?.role === "user") first--;
         const pending = messages.slice(first).flatMap((m) => envelopesIn(messageText(m)));
-        return reply({ text: pending.filter((e) => e.status !== "running").map(exitReport).join("\n") });
+        return reply({ text: pending.filter((e) => e.status !== "running" || e.wake).map(wakeReport).join("\n") });
       }
       const said = lastText.match(/^USER_SAYS (.*)$/m);
       if (said) {
