@@ -86,6 +86,7 @@ export async function runMonitors(
   commands: readonly string[],
   options: {
     matchPattern?: string
+    wakePattern?: string
     stopAfterMs?: number
     config?: MonitorConfig
     /** Sum the bytes of delivered lines (costs time in onBatch). */
@@ -124,6 +125,7 @@ export async function runMonitors(
       command,
       label: "bench",
       ...(options.matchPattern === undefined ? {} : { matchPattern: options.matchPattern }),
+      ...(options.wakePattern === undefined ? {} : { wakePattern: options.wakePattern }),
     })
     traces.set(info.id, { info, batches: 0, batchTimes: [], startedAt, endedAt: Number.NaN, deliveredBytes: 0 })
     ends.push(
@@ -148,7 +150,10 @@ export async function runMonitors(
 }
 
 /** A single monitor run summarised like a drain. */
-export async function monitorOnce(command: string, options: { matchPattern?: string } = {}): Promise<RunResult> {
+export async function monitorOnce(
+  command: string,
+  options: { matchPattern?: string; wakePattern?: string } = {},
+): Promise<RunResult> {
   const run = await runMonitors([command], options)
   const trace = run.monitors[0] as MonitorTrace
   return {

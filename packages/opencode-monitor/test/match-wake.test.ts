@@ -82,8 +82,8 @@ describe("match wake: one wake through the exit wake's gates", () => {
     expect(log?.extra).toMatchObject({ shouldReply: true, forceActiveDispatch: false, matchWake: "1/1" })
   })
 
-  test("never sent into a busy session, not even past max_active_defer_ms; it wakes once the session is idle", async () => {
-    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 1_000 })
+  test("never sent into a busy session; it wakes once the session is idle", async () => {
+    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 0 })
     api.busy[S] = "busy"
     send(match(1))
     await advance(120_000)
@@ -91,6 +91,42 @@ describe("match wake: one wake through the exit wake's gates", () => {
     delete api.busy[S]
     injector.onSessionIdle(S)
     await settle()
+    expect(api.sent.map((p) => p.noReply)).toEqual([false])
+  })
+
+  test("like the exit wake, past max_active_defer_ms it is forced into the busy session", async () => {
+    const { api, send, advance } = setup({ maxActiveDeferMs: 30_000 })
+    api.busy[S] = "busy"
+    send(match(1))
+    await advance(29_000)
+    expect(api.sent).toHaveLength(0)
+    await advance(1_500)
+    expect(api.sent.map((p) => p.noReply)).toEqual([false])
+    const forced = api.logs.find((l) => l.message === "forced monitor output into a busy session")
+    expect(forced?.extra).toMatchObject({ shouldReply: true, forceActiveDispatch: true, matchWake: "1/1" })
+  })
+
+  test("a match wake told to wait for wake_min_interval_ms counts the ceiling from the end of that wait", async () => {
+    const { api, send, advance, wakes } = setup({ maxActiveDeferMs: 30_000 })
+    send(match(1), 2)
+    await advance(1_000)
+    send(match(2), 2) // the session is idle: told to wait until 10 s after the first wake
+    await advance(1_000)
+    api.busy[S] = "busy" // then a turn starts and keeps running
+    await advance(35_000)
+    expect(wakes()).toHaveLength(1)
+    await advance(5_000)
+    expect(wakes()).toHaveLength(2)
+    expect((wakes()[1]?.at ?? 0) - (wakes()[0]?.at ?? 0)).toBe(40_000)
+  })
+
+  test("past wake_limit a match is never forced: observations wait for idle", async () => {
+    const { api, send, advance } = setup({ maxActiveDeferMs: 1_000 })
+    send(match(1))
+    await settle()
+    api.busy[S] = "busy"
+    send(match(2))
+    await advance(120_000)
     expect(api.sent.map((p) => p.noReply)).toEqual([false])
   })
 

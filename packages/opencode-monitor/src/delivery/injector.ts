@@ -66,12 +66,13 @@ const MAX_SEND_ATTEMPTS = 8
 export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
 
 /**
- * True only when a ceiling is configured, the delivery is a wake (a terminal batch), and it has
- * been queued, counting from its first queue time, for at least the ceiling.
+ * True only when a ceiling is configured, the delivery is a wake (a terminal batch, or a match
+ * wake), and it has been queued, counting from its first queue time (for a match wake that had
+ * to wait for wake_min_interval_ms, from when it could first go), for at least the ceiling.
  */
 export function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
-  return delivery.wake && !delivery.batch.stillRunning && now - delivery.firstQueuedAt >= maxActiveDeferMs
+  return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
 
 /**
@@ -164,22 +165,36 @@ export class MonitorOutputInjector {
   private nextToSend(queue: SessionQueue, now: number): Delivery | undefined {
     for (const d of [...queue.deliveries]) {
       if (d.notBefore > now) continue
-      if (!d.wake || !d.batch.stillRunning || d.matchWake || d.attempts > 0) return d
-      const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
-      if (decision.kind === "wake") {
-        d.matchWake = decision.reason
-        return d
-      }
-      if (decision.kind === "wait") {
-        d.notBefore = decision.until
-        this.deps.api.log("info", "match wake waits", { ...this.logFields(d, false), reason: decision.why, notBefore: decision.until })
-        continue
-      }
-      d.wake = false
-      if (d.subagentSessionID === undefined) return d
-      queue.deliveries = queue.deliveries.filter((x) => x !== d)
+      if (this.decideMatchWake(queue, d) !== "skip") return d
     }
     return undefined
+  }
+
+  /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
+  private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
+    for (const d of [...queue.deliveries]) {
+      if (shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.decideMatchWake(queue, d) === "wake") return d
+    }
+    return undefined
+  }
+
+  /** "wake" or "observe": send it as that; "skip": it waits, or it is gone from the queue. */
+  private decideMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
+    if (!d.wake || !d.batch.stillRunning || d.matchWake || d.attempts > 0) return d.wake ? "wake" : "observe"
+    const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+    if (decision.kind === "wake") {
+      d.matchWake = decision.reason
+      return "wake"
+    }
+    if (decision.kind === "wait") {
+      d.notBefore = decision.until
+      this.deps.api.log("info", "match wake waits", { ...this.logFields(d, false), reason: decision.why, notBefore: decision.until })
+      return "skip"
+    }
+    d.wake = false
+    if (d.subagentSessionID === undefined) return "observe"
+    queue.deliveries = queue.deliveries.filter((x) => x !== d)
+    return "skip"
   }
 
   /** Time until the earliest waiting match wake may go. */
@@ -297,7 +312,7 @@ export class MonitorOutputInjector {
     if (queue.deliveries.length === 0) return
     const now = scheduler.now()
 
-    const forced = queue.deliveries.find((d) => shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs))
+    const forced = this.nextForced(queue, now)
     if (forced) {
       // Over the ceiling the session is not asked whether it is idle: the running loop picks the
       // wake up at its next step. Agent and model still come from the session's history.
