@@ -25,24 +25,12 @@ async function main(): Promise<number> {
     const sessionID = await qa.newSession({ title: "opencode-monitor demo" });
     say(`session ${sessionID}: the person asks the agent to build; the agent calls monitor_start ${JSON.stringify(QA_COMMAND)}`);
     await qa.prompt(sessionID, QA_PROMPT);
-    const report = reporter();
-    const wake = await waitFor(
-      async () => {
-        const messages = await qa.messages(sessionID);
-        report(messages);
-        const envelopes = await qa.envelopes(sessionID);
-        const terminal = envelopes.find((e) => e.status !== "running");
-        if (!terminal) return undefined;
-        const after = messages.slice(messages.findIndex((m) => m.info.id === terminal.message.info.id) + 1);
-        return after.some((m) => m.info.role === "assistant" && m.info.time.completed) ? terminal : undefined;
-      },
-      60_000,
-      200,
+    const { wake, messages } = await untilAnswered(
+      qa,
+      sessionID,
+      (e) => e.status !== "running",
       "the terminal envelope and the assistant turn it wakes",
     );
-    await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 });
-    const messages = await qa.messages(sessionID);
-    report(messages);
     failed = verify(messages, await qa.envelopes(sessionID), wake, qa);
     const evidence = writeEvidence(qa, sessionID, messages, failed);
     say(`timeline written to ${relative(REPO, evidence)}`);
@@ -62,6 +50,36 @@ async function main(): Promise<number> {
       : "\nPASS: the session woke by itself on exit code 7 and the agent reported it; a readiness line woke it while the server ran.",
   );
   return failed ? 1 : 0;
+}
+
+/**
+ * Prints the session's messages as they complete until an envelope `isWake` picks has a finished
+ * assistant turn after it and the session is idle; returns that envelope and the messages.
+ */
+async function untilAnswered(
+  qa: MonitorQA,
+  sessionID: string,
+  isWake: (envelope: Envelope) => boolean,
+  what: string,
+): Promise<{ wake: Envelope; messages: SessionMessage[] }> {
+  const report = reporter();
+  const wake = await waitFor(
+    async () => {
+      const messages = await qa.messages(sessionID);
+      report(messages);
+      const woke = (await qa.envelopes(sessionID)).find(isWake);
+      if (!woke) return undefined;
+      const after = messages.slice(messages.findIndex((m) => m.info.id === woke.message.info.id) + 1);
+      return after.some((m) => m.info.role === "assistant" && m.info.time.completed) ? woke : undefined;
+    },
+    60_000,
+    200,
+    what,
+  );
+  await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 });
+  const messages = await qa.messages(sessionID);
+  report(messages);
+  return { wake, messages };
 }
 
 /** Prints each message of a session once, as it completes. */
@@ -100,23 +118,12 @@ async function actTwo(qa: MonitorQA): Promise<string | undefined> {
       "SAY Dev server starting; I will tell you when it is ready.",
     ].join("\n"),
   );
-  const report = reporter();
-  const wake = await waitFor(
-    async () => {
-      const messages = await qa.messages(sessionID);
-      report(messages);
-      const woke = (await qa.envelopes(sessionID)).find((e) => e.status === "running" && e.text.includes("\nwake: "));
-      if (!woke) return undefined;
-      const after = messages.slice(messages.findIndex((m) => m.info.id === woke.message.info.id) + 1);
-      return after.some((m) => m.info.role === "assistant" && m.info.time.completed) ? woke : undefined;
-    },
-    60_000,
-    200,
+  const { wake, messages } = await untilAnswered(
+    qa,
+    sessionID,
+    (e) => e.status === "running" && e.text.includes("\nwake: "),
     "the readiness wake and the assistant turn it starts",
   );
-  await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 });
-  const messages = await qa.messages(sessionID);
-  report(messages);
   const envelopes = await qa.envelopes(sessionID);
   const statuses = envelopes.map((e) => `${e.batch}:${e.status}${e.text.includes("\nwake: ") ? "+wake" : ""}`).join(", ");
   if (statuses !== "1:running, 2:running+wake") return `act two: unexpected envelopes: ${statuses}`;

@@ -30,7 +30,7 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
         "and when the command ends you are woken with its exit status. Do not poll, sleep or call monitor_output to wait for it.",
         "Use match_pattern (RE2 regex) to be sent only the matching lines; the rest stays readable with monitor_output.",
         "Use wake_pattern (RE2 regex) when a line, not the exit, is the moment to act — a dev server's readiness line, the first error or FAIL of a watcher:",
-        "the first matching line wakes you (at your next idle moment, never during a turn) with that line, while the command keeps running. No polling or sleeping is needed for it either.",
+        "the first matching line wakes you with that line once you are idle, like the exit does, while the command keeps running. No polling or sleeping is needed for it either.",
         `At most ${config.max_monitors_per_session} monitors run per session; each is stopped after timeout_ms (default and max ${config.max_runtime_ms} ms).`,
       ].join(" "),
       args: {
@@ -83,7 +83,7 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
             info.pattern ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.` : "Every line is delivered.",
             ...(info.wakePattern
               ? [
-                  `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}, never during a turn); no need to poll for it.`,
+                  `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
                 ]
               : []),
             `To stop it: monitor_stop with monitor_id "${info.id}".`,
