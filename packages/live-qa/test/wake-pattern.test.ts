@@ -67,15 +67,17 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
     const messages = await live.messages(sessionID);
     const said = messages.find((m) => isAssistant(m) && textOf(m).startsWith("Dev server starting"));
     expect(after(messages, said?.info.id ?? "").filter(isAssistant).map((m) => m.info.id)).toEqual([report.info.id]);
+    // `starting` came as an observation of its own, or inside the wake when it was still waiting
+    // (the person's message holds output back for user_message_window_ms); either way once.
     const envelopes = await live.envelopes(sessionID);
-    expect(envelopes.map((e) => [e.batch, e.status, isMatchWake(e)])).toEqual([
-      [1, "running", false],
-      [2, "running", true],
-    ]);
-    expect(answered(messages, envelopes[0] as Envelope)).toEqual([]);
+    expect(envelopes.at(-1)?.message.info.id).toBe(wake.message.info.id);
+    expect(envelopes.filter(isMatchWake)).toHaveLength(1);
+    for (const e of envelopes.slice(0, -1)) expect([e.status, answered(messages, e)]).toEqual(["running", []]);
+    const delivered = envelopes.flatMap((e) => [...e.text.matchAll(/\[stdout seq=(\d+)\]/g)].map((m) => Number(m[1])));
+    expect(delivered).toEqual([1, 2]);
     expect(wake.message.info.agent).toBe("build");
     const log = live.pluginLog().join("\n");
-    expect(log).toMatch(/"sent monitor output".*batchSeq=2 .*shouldReply=true forceActiveDispatch=false matchWake=1\/1/);
+    expect(log).toMatch(new RegExp(`"sent monitor output".*batchSeq=${wake.batch} .*shouldReply=true forceActiveDispatch=false matchWake=1/1`));
   });
 
   // The agent stops it: no further wake, the process group is gone.
@@ -93,12 +95,14 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
     expect((await live.envelopes(sessionID)).filter((e) => e.message.info.time.created >= stop)).toEqual([]);
   });
 
-  // Second run: the server prints the line, then exits by itself: the match wake, then the exit wake.
+  // Second run: the server prints the line, then exits by itself: the match wake, then the exit
+  // wake (on a machine so slow that the match wake still waits when the exit comes, the exit wake
+  // carries the line: one wake instead of two, the line still delivered once).
   await live.prompt(
     sessionID,
     planPrompt(
       "Run it once more.",
-      [["monitor_start", { command: "sleep 1; echo 'ready on :4322'; sleep 4; exit 0", label: "dev2", wake_pattern: "ready on" }]],
+      [["monitor_start", { command: "sleep 1; echo 'ready on :4322'; sleep 6; exit 0", label: "dev2", wake_pattern: "ready on" }]],
       "Second run started.",
     ),
   );
@@ -108,14 +112,14 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
   await explained(live, { dev: sessionID }, async () => {
     const messages = await live.messages(sessionID);
     const run2 = (await live.envelopes(sessionID)).filter((e) => e.monitorId === exit.monitorId);
-    expect(run2.map((e) => [e.status, isMatchWake(e)])).toEqual([
-      ["running", true],
-      ["exited (code=0)", false],
-    ]);
-    const match2 = run2[0] as Envelope;
-    expect(answered(messages, match2).map((m) => textOf(m))).toEqual([
-      matchReport({ monitorId: match2.monitorId, label: "dev2", wake: matchWakeHeader(match2), wakeLine: "ready on :4322" }),
-    ]);
+    expect(run2.at(-1)?.message.info.id).toBe(exit.message.info.id);
+    expect(run2.slice(0, -1).map((e) => [e.status, isMatchWake(e)])).toEqual(run2.length === 2 ? [["running", true]] : []);
+    for (const match2 of run2.slice(0, -1)) {
+      expect(answered(messages, match2).map((m) => textOf(m))).toEqual([
+        matchReport({ monitorId: match2.monitorId, label: "dev2", wake: matchWakeHeader(match2), wakeLine: "ready on :4322" }),
+      ]);
+    }
+    expect(run2.flatMap((e) => [...e.text.matchAll(/\[stdout seq=\d+\] ready on :4322/g)])).toHaveLength(1);
     expect(textOf(exitAnswer)).toBe(exitReport({ monitorId: exit.monitorId, label: "dev2", status: "exited (code=0)" }));
     expectNoObservationAnswered(live, messages);
     expect((await live.stop()).leftovers).toEqual([]);
