@@ -17,6 +17,7 @@ import {
   isAssistant,
   liveProcesses,
   planPrompt,
+  stepWithTool,
   waitForEnvelope,
   waitForProcess,
   waitForReply,
@@ -190,9 +191,14 @@ test("a match while the agent is busy in a long bash call: no wake during the tu
 
   await explained(live, { srv: sessionID }, async () => {
     const messages = await live.messages(sessionID);
+    // The line came while bash ran; the wake waited for the whole turn (the slow step and the
+    // plan's final answer, never replaced by a REPORT), then one turn answered it.
+    const slow = stepWithTool(messages, "bash");
+    expect(slow?.parts.find((p) => p.type === "tool" && p.tool === "bash")?.state?.status).toBe("completed");
+    expect(wake.message.info.time.created).toBeGreaterThan(slow?.info.time.completed ?? Number.POSITIVE_INFINITY);
+    expect(after(messages, slow?.info.id ?? "").filter(isAssistant).map((m) => textOf(m))).toEqual(["Slow work done.", textOf(report)]);
     const said = messages.find((m) => isAssistant(m) && textOf(m) === "Slow work done.");
     const turnEnd = said?.info.time.completed ?? Number.NaN;
-    // The line came while bash ran; the wake waited for the whole turn, then one turn answered it.
     expect(wake.message.info.time.created).toBeGreaterThanOrEqual(turnEnd);
     expect(after(messages, said?.info.id ?? "").map((m) => m.info.id)).toEqual([wake.message.info.id, report.info.id]);
     expect(report.info.parentID).toBe(wake.message.info.id);
