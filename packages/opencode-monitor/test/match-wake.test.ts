@@ -174,6 +174,7 @@ describe("match wake: interval, limit and session cap", () => {
     await advance(5_000) // 8 s after the first wake
     expect(wakes()).toHaveLength(1)
     expect(api.sent).toHaveLength(1) // the plain batch 3 waits with them, keeping line order
+    expect(api.logs.find((l) => l.message === "match wake waits")?.extra).toMatchObject({ reason: "wake_min_interval_ms" })
     await advance(2_100)
     expect(wakes()).toHaveLength(2)
     expect(wakes()[1]?.at).toBe((wakes()[0]?.at ?? 0) + 10_000)

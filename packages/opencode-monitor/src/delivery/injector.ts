@@ -2,7 +2,7 @@ import type { DropCounts, OutputBatch } from "../pipeline/batcher"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { formatMonitorBatch } from "./envelope"
 import { evaluateGates, type Identity, latestUserIdentity } from "./gates"
-import { type MatchWakeOptions, MatchWakePolicy, mergePending, type WakeReason } from "./match-wake"
+import { type MatchWakeOptions, MatchWakePolicy, queueMatchWake, settleMatchWake, type WakeReason } from "./match-wake"
 import { DeliveryError, type SessionApi } from "./session-api"
 import type { Route } from "./session-source"
 
@@ -67,8 +67,8 @@ export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${bat
 
 /**
  * True only when a ceiling is configured, the delivery is a wake (a terminal batch, or a match
- * wake), and it has been queued, counting from its first queue time (for a match wake that had
- * to wait for wake_min_interval_ms, from when it could first go), for at least the ceiling.
+ * wake), and it has been queued, counting from its first queue time (for a match wake told to
+ * wait for wake_min_interval_ms, from the end of that wait), for at least the ceiling.
  */
 export function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
@@ -115,86 +115,38 @@ export class MonitorOutputInjector {
       matchWake: undefined,
       notBefore: 0,
     }
-    if (!this.queueMatchWake(queue, delivery)) {
+    const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, bounds) // issue 18
+    if (withMatchWake) queue.deliveries = withMatchWake
+    else {
       queue.deliveries.push(delivery)
       if (batch.stillRunning) this.coalesce(queue, batch.monitorId)
     }
     void this.pump(route.sessionID)
   }
 
-  // --- match wake (issue 18) ---------------------------------------------------------------
-  /**
-   * Queues a batch that takes part in a match wake; false when it is an ordinary delivery. A
-   * candidate, or any running batch of a monitor that has a candidate waiting, absorbs the
-   * monitor's waiting running batches (matches coalesce into the next wake, in line order). A
-   * terminal batch absorbs a waiting candidate: the exit wake carries its matching lines.
-   */
-  private queueMatchWake(queue: SessionQueue, delivery: Delivery): boolean {
-    const { batch } = delivery
-    const candidate = (d: Delivery) => d.wake && d.batch.stillRunning
-    if (candidate(delivery) && (!this.matchWakes || this.matchWakes.exhausted(batch.monitorId, delivery.wakeLimit))) {
-      // Past wake_limit a match is a plain observation; a subagent's root session gets none.
-      if (delivery.subagentSessionID !== undefined) return true
-      delivery.wake = false
-    }
-    const waiting = queue.deliveries.filter((d) => d.batch.monitorId === batch.monitorId && d.batch.stillRunning && d.attempts === 0)
-    const absorbs = batch.stillRunning ? candidate(delivery) || waiting.some(candidate) : waiting.some(candidate)
-    if (!absorbs) return false
-    const absorbed = batch.stillRunning ? waiting : waiting.filter(candidate)
-    const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
-    const at = batch.stillRunning && absorbed[0] ? queue.deliveries.indexOf(absorbed[0]) : -1
-    for (const older of [...absorbed].reverse()) {
-      const merged = mergePending(older, delivery, bounds)
-      delivery.batch = merged.batch
-      delivery.dropped = merged.dropped
-      delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
-      delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
-      if (batch.stillRunning) delivery.wake ||= older.wake
-    }
-    queue.deliveries = queue.deliveries.filter((d) => !absorbed.includes(d))
-    if (at >= 0) queue.deliveries.splice(Math.min(at, queue.deliveries.length), 0, delivery)
-    else queue.deliveries.push(delivery)
-    return true
-  }
-
-  /**
-   * The first delivery that may go now, with the session's gates open. A candidate is decided
-   * here: it wakes, waits (its notBefore is set and the next delivery is tried), or becomes an
-   * observation — none at all for a subagent's root session.
-   */
+  // --- match wake (issue 18): thin hooks; the logic is in match-wake.ts ---------------------
+  /** The first delivery that may go now, with the session's gates open (a waiting match wake is skipped). */
   private nextToSend(queue: SessionQueue, now: number): Delivery | undefined {
-    for (const d of [...queue.deliveries]) {
-      if (d.notBefore > now) continue
-      if (this.decideMatchWake(queue, d) !== "skip") return d
-    }
-    return undefined
+    return queue.deliveries.find((d) => d.notBefore <= now && this.settleMatchWake(queue, d) !== "skip")
   }
 
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
   private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
-    for (const d of [...queue.deliveries]) {
-      if (shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.decideMatchWake(queue, d) === "wake") return d
-    }
-    return undefined
+    return queue.deliveries.find(
+      (d) => shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.settleMatchWake(queue, d) === "wake",
+    )
   }
 
-  /** "wake" or "observe": send it as that; "skip": it waits, or it is gone from the queue. */
-  private decideMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
-    if (!d.wake || !d.batch.stillRunning || d.matchWake || d.attempts > 0) return d.wake ? "wake" : "observe"
-    const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
-    if (decision.kind === "wake") {
-      d.matchWake = decision.reason
-      return "wake"
+  private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
+    const { outcome, why } = settleMatchWake(d, this.matchWakes)
+    if (outcome === "wait") {
+      this.deps.api.log("info", "match wake waits", { ...this.logFields(d, false), reason: why, notBefore: d.notBefore })
+    } else if (outcome === "drop") {
+      // A new array: the caller's find() goes on over the old one.
+      queue.deliveries = queue.deliveries.filter((x) => x !== d)
     }
-    if (decision.kind === "wait") {
-      d.notBefore = decision.until
-      this.deps.api.log("info", "match wake waits", { ...this.logFields(d, false), reason: decision.why, notBefore: decision.until })
-      return "skip"
-    }
-    d.wake = false
-    if (d.subagentSessionID === undefined) return "observe"
-    queue.deliveries = queue.deliveries.filter((x) => x !== d)
-    return "skip"
+    return outcome === "wake" || outcome === "observe" ? outcome : "skip"
   }
 
   /** Time until the earliest waiting match wake may go. */

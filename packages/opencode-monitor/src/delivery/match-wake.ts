@@ -81,6 +81,81 @@ export function wakeSeqs(lines: readonly MonitorLine[]): number[] {
 /** A batch and the drops counted against it so far (the injector's delivery holds both). */
 export type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
 
+/** The fields of the injector's Delivery that match wakes read and write. */
+export type MatchWakeDelivery = PendingBatch & {
+  sessionID: string
+  /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
+  wake: boolean
+  subagentSessionID: string | undefined
+  attempts: number
+  firstQueuedAt: number
+  wakeLimit: number
+  matchWake: WakeReason | undefined
+  notBefore: number
+}
+
+const isCandidate = (d: MatchWakeDelivery) => d.wake && d.batch.stillRunning
+
+/**
+ * Queues a delivery that takes part in a match wake and returns the session's new queue;
+ * undefined when it is an ordinary delivery. A candidate, or any running batch of a monitor that
+ * has a candidate waiting, absorbs that monitor's waiting running batches, so matches coalesce
+ * into the next wake with every line in order. A terminal batch absorbs a waiting candidate: the
+ * exit wake carries its lines. Past `wake_limit` a match is a plain observation, and a subagent's
+ * root session gets none of it.
+ */
+export function queueMatchWake<D extends MatchWakeDelivery>(
+  queue: readonly D[],
+  delivery: D,
+  policy: MatchWakePolicy | undefined,
+  bounds: { maxLines: number; maxBytes: number },
+): D[] | undefined {
+  const { batch } = delivery
+  if (isCandidate(delivery) && (!policy || policy.exhausted(batch.monitorId, delivery.wakeLimit))) {
+    if (delivery.subagentSessionID !== undefined) return [...queue]
+    delivery.wake = false
+  }
+  const waiting = queue.filter((d) => d.batch.monitorId === batch.monitorId && d.batch.stillRunning && d.attempts === 0)
+  const absorbed = batch.stillRunning ? (isCandidate(delivery) || waiting.some(isCandidate) ? waiting : []) : waiting.filter(isCandidate)
+  if (absorbed.length === 0 && !isCandidate(delivery)) return undefined
+  for (const older of [...absorbed].reverse()) {
+    const merged = mergePending(older, delivery, bounds)
+    delivery.batch = merged.batch
+    delivery.dropped = merged.dropped
+    delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
+    delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
+    if (batch.stillRunning) delivery.wake ||= older.wake
+  }
+  // A running batch takes the place of the oldest one it absorbed; a terminal batch goes last.
+  const at = batch.stillRunning && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
+  const rest = queue.filter((d) => !absorbed.includes(d))
+  return [...rest.slice(0, at), delivery, ...rest.slice(at)]
+}
+
+/**
+ * Decides, with the session's gates open (or its ceiling reached), what a delivery is: a wake, an
+ * observation, one that must wait (its notBefore is set; `why` names the option), or one to drop
+ * (a subagent's match past the limit, meant for the root session). Anything but an undecided
+ * candidate keeps what it is.
+ */
+export function settleMatchWake(
+  d: MatchWakeDelivery,
+  policy: MatchWakePolicy | undefined,
+): { outcome: "wake" | "observe" | "wait" | "drop"; why?: string } {
+  if (!isCandidate(d) || d.matchWake || d.attempts > 0) return { outcome: d.wake ? "wake" : "observe" }
+  const decision = policy?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+  if (decision.kind === "wake") {
+    d.matchWake = decision.reason
+    return { outcome: "wake" }
+  }
+  if (decision.kind === "wait") {
+    d.notBefore = decision.until
+    return { outcome: "wait", why: decision.why }
+  }
+  d.wake = false
+  return { outcome: d.subagentSessionID === undefined ? "observe" : "drop" }
+}
+
 /**
  * Two waiting batches of one monitor become one: the newer batch (its key and number) carries
  * the older lines first. Over the bounds, lines give way oldest first among those that did not
