@@ -47,7 +47,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         api.toast(
           "error",
           "opencode-monitor: wake not delivered",
-          `${delivery.label} (${delivery.batch.monitorId}) ended but the session could not be told: ${delivery.lastError ?? "unknown error"}`,
+          `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"} but the session could not be told: ${delivery.lastError ?? "unknown error"}`,
         ),
     },
   )

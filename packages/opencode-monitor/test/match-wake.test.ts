@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import { MatchWakePolicy } from "../src/delivery/match-wake"
 import type { Route } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter } from "../src/pipeline/filter"
@@ -272,6 +273,20 @@ describe("match wake: interval, limit and session cap", () => {
     send(match(1))
     await settle()
     expect(api.sent.map((p) => p.noReply)).toEqual([true])
+  })
+})
+
+describe("MatchWakePolicy: state is per monitor and per session, and goes with them", () => {
+  test("a monitor's count goes when it ends or its session is deleted", () => {
+    const scheduler = new FakeScheduler()
+    const policy = new MatchWakePolicy({ minIntervalMs: 1_000, perSessionPerMinute: 6 }, scheduler)
+    expect(policy.decide(S, match(1, { monitorId: "mon_a" }), 1).kind).toBe("wake")
+    expect(policy.decide(S, match(1, { monitorId: "mon_b" }), 1).kind).toBe("wake")
+    expect([policy.exhausted("mon_a", 1), policy.exhausted("mon_b", 1)]).toEqual([true, true])
+    policy.forgetMonitor("mon_a")
+    expect([policy.exhausted("mon_a", 1), policy.exhausted("mon_b", 1)]).toEqual([false, true])
+    policy.forgetSession(S)
+    expect(policy.exhausted("mon_b", 1)).toBe(false)
   })
 })
 

@@ -26,7 +26,7 @@ export type MatchWakeDecision =
 const MINUTE_MS = 60_000
 
 export class MatchWakePolicy {
-  private readonly monitors = new Map<string, { count: number; lastAt: number }>()
+  private readonly monitors = new Map<string, { count: number; lastAt: number; sessionID: string }>()
   private readonly sessions = new Map<string, number[]>()
 
   constructor(
@@ -57,7 +57,7 @@ export class MatchWakePolicy {
       return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
     }
     const count = (monitor?.count ?? 0) + 1
-    this.monitors.set(monitorId, { count, lastAt: now })
+    this.monitors.set(monitorId, { count, lastAt: now, sessionID })
     recent.push(now)
     return { kind: "wake", reason: { ordinal: count, limit, seqs: wakeSeqs(batch.lines) } }
   }
@@ -67,8 +67,10 @@ export class MatchWakePolicy {
     this.monitors.delete(monitorId)
   }
 
+  /** The session is gone: its cap and the monitors that woke it (no exit wake will follow). */
   forgetSession(sessionID: string): void {
     this.sessions.delete(sessionID)
+    for (const [monitorId, monitor] of this.monitors) if (monitor.sessionID === sessionID) this.monitors.delete(monitorId)
   }
 }
 
