@@ -1,7 +1,8 @@
 /**
  * Builds what the npm package ships (npm `prepack` runs it; `npm run build` too):
- * `dist/index.js`, one file with zod bundled, plus one lazily imported chunk for re2js, so opencode's
- * install (scripts off) needs no dependencies of ours and the plugin loads as it does from source.
+ * `dist/index.js`, one file with zod bundled, plus lazily imported chunks (re2js; web-tree-sitter with
+ * its wasm beside it, once the shell parser uses it), so opencode's install (scripts off) needs no
+ * dependencies of ours and the plugin loads as it does from source.
  * It also copies the bash grammar into `grammar/` when `tree-sitter-bash` is installed, so the
  * tarball carries the 1.4 MB wasm file instead of depending on the 20 MB package.
  * And it writes the package README from the repository README's user-facing sections, so the
@@ -25,8 +26,10 @@ const PACKAGE_README_SECTIONS = [
 const distDir = join(packageDir, "dist")
 const grammarDir = join(packageDir, "grammar")
 const GRAMMAR_FILE = "tree-sitter-bash.wasm"
-// Runtime dependencies that stay files of their own: they load their wasm from their own directory.
-const EXTERNAL = ["web-tree-sitter", "tree-sitter-bash"]
+// Never bundled: the grammar is shipped as a file in grammar/ (copyGrammar), not as the package.
+const EXTERNAL = ["tree-sitter-bash"]
+// web-tree-sitter is bundled; its code loads this file from beside the chunk it lands in.
+const PARSER_WASM = "tree-sitter.wasm"
 
 async function bundle(): Promise<void> {
   rmSync(distDir, { recursive: true, force: true })
@@ -44,7 +47,18 @@ async function bundle(): Promise<void> {
     for (const log of result.logs) console.error(log)
     throw new Error("bun build failed: see the messages above")
   }
-  for (const output of result.outputs) console.log(`built ${relative(packageDir, output.path)} (${output.size} bytes)`)
+  for (const output of result.outputs) {
+    console.log(`built ${relative(packageDir, output.path)} (${output.size} bytes)`)
+    if ((await Bun.file(output.path).text()).includes(`"${PARSER_WASM}"`)) copyParserWasm(dirname(output.path))
+  }
+}
+
+/** The bundled web-tree-sitter looks for its runtime wasm next to its own chunk. */
+function copyParserWasm(chunkDir: string): void {
+  const source = findInNodeModules(join("web-tree-sitter", PARSER_WASM))
+  if (!source) throw new Error(`a chunk loads ${PARSER_WASM}, but web-tree-sitter is not installed: run npm install`)
+  copyFileSync(source, join(chunkDir, PARSER_WASM))
+  console.log(`parser: copied ${source} to ${relative(packageDir, join(chunkDir, PARSER_WASM))}`)
 }
 
 /** The first `node_modules/<relative>` found walking up from the package dir (workspaces hoist). */
