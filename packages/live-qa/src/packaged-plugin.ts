@@ -9,6 +9,7 @@ import { type BusEvent, readEvents } from "./event-stream.ts";
 import type { JsonObject } from "./isolated-env.ts";
 import { exitReport, QA_PROMPT } from "./monitor-agent.ts";
 import type { MonitorQA } from "./monitor-qa.ts";
+import type { OpencodeServer } from "./opencode-server.ts";
 import { waitForEnvelope, waitForReply } from "./scenario.ts";
 import { waitFor } from "./wait.ts";
 
@@ -31,6 +32,21 @@ export function readmeInstallEntry(readme = readFileSync(README_PATH, "utf8")): 
   if (Array.isArray(entry) && typeof entry[0] === "string") return [entry[0], (entry[1] ?? {}) as JsonObject];
   throw new Error(`the README's install line has no plugin entry: ${JSON.stringify(config)}`);
 }
+
+/**
+ * The first request to the project, with room for opencode to install and load its plugins before
+ * it answers (a loaded machine needs seconds); returns the tool ids the server then offers.
+ */
+export async function firstProjectRequest(server: OpencodeServer, timeoutMs = 120_000): Promise<string[]> {
+  const response = await fetch(`${server.url}/experimental/tool/ids?directory=${encodeURIComponent(server.directory)}`, {
+    headers: { "x-opencode-directory": encodeURIComponent(server.directory) },
+    signal: AbortSignal.timeout(timeoutMs),
+  });
+  if (!response.ok) throw new Error(`GET /experimental/tool/ids answered ${response.status}: ${await response.text()}`);
+  return (await response.json()) as string[];
+}
+
+export const monitorTools = (ids: string[]) => ids.filter((id) => id.startsWith("monitor_")).sort();
 
 export interface GlobalEvents {
   events: BusEvent[];

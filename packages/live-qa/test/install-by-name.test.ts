@@ -14,10 +14,12 @@ import { type LocalRegistry, packPlugin, startLocalRegistry } from "../src/local
 import { type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts";
 import {
   expectTerminalWakeReport,
+  firstProjectRequest,
   footprint,
   type GlobalEvents,
   installBlock,
   installedPackage,
+  monitorTools,
   readmeInstallEntry,
   watchGlobalEvents,
 } from "../src/packaged-plugin.ts";
@@ -48,6 +50,7 @@ test("by name: the README's install line installs the published package and the 
   expect(spec).toBe("opencode-monitor");
 
   const npmrc = registry.npmrc();
+  let toolIds: string[] = [];
   qa = await startMonitorQA({
     pluginSpec: spec,
     pluginOptions,
@@ -55,8 +58,11 @@ test("by name: the README's install line installs the published package and the 
     prepare: (dirs) => writeFileSync(join(dirs.home, ".npmrc"), npmrc),
     onServer: async (server) => {
       global = await watchGlobalEvents(server.url);
+      toolIds = await firstProjectRequest(server);
     },
   });
+  if (!toolIds.includes("monitor_start")) console.error(`global events: ${JSON.stringify(global?.events)}`);
+  expect(monitorTools(toolIds)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"]);
 
   const report = await expectTerminalWakeReport(qa);
   expect(report).toContain("exited (code=7)");

@@ -11,7 +11,13 @@ import { join } from "node:path";
 import { freePort } from "../src/free-port.ts";
 import { packPlugin } from "../src/local-registry.ts";
 import { type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts";
-import { expectTerminalWakeReport, installedPackage, readmeInstallEntry } from "../src/packaged-plugin.ts";
+import {
+  expectTerminalWakeReport,
+  firstProjectRequest,
+  installedPackage,
+  monitorTools,
+  readmeInstallEntry,
+} from "../src/packaged-plugin.ts";
 
 let qa: MonitorQA | undefined;
 let packDir: string | undefined;
@@ -27,11 +33,16 @@ test("from a tarball: opencode installs opencode-monitor@file:<tgz> with no regi
   const [, pluginOptions] = readmeInstallEntry();
   // Nothing listens there: any registry request would fail.
   const closedRegistry = `http://127.0.0.1:${await freePort()}/`;
+  let toolIds: string[] = [];
   qa = await startMonitorQA({
     pluginSpec: `opencode-monitor@file:${tarball}`,
     pluginOptions,
     prepare: (dirs) => writeFileSync(join(dirs.home, ".npmrc"), `registry=${closedRegistry}\n`),
+    onServer: async (server) => {
+      toolIds = await firstProjectRequest(server);
+    },
   });
+  expect(monitorTools(toolIds)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"]);
 
   const report = await expectTerminalWakeReport(qa);
   expect(report).toContain("exited (code=7)");
