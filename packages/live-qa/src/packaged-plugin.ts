@@ -41,6 +41,10 @@ export async function firstProjectRequest(server: OpencodeServer, timeoutMs = 12
   const response = await fetch(`${server.url}/experimental/tool/ids?directory=${encodeURIComponent(server.directory)}`, {
     headers: { "x-opencode-directory": encodeURIComponent(server.directory) },
     signal: AbortSignal.timeout(timeoutMs),
+  }).catch((error: unknown) => {
+    throw new Error(
+      `the first request to the project got no answer within ${timeoutMs} ms (${error}): opencode waits for its plugin installs, so look for a registry it cannot reach`,
+    );
   });
   if (!response.ok) throw new Error(`GET /experimental/tool/ids answered ${response.status}: ${await response.text()}`);
   return (await response.json()) as string[];
