@@ -85,7 +85,7 @@ try {
     const ref = process.argv[base + 1] ?? ""
     lines.push(row(`before (${ref})`, await installFootprint(packAt(ref, join(work, "base")))))
   }
-  lines.push(row("this tree", await installFootprint(packPlugin(join(work, "head")))))
+  lines.push(row("this tree", await installFootprint(await packPlugin(join(work, "head")))))
   console.log(lines.join("\n"))
   const load = loadCost()
   const show = (c: LoadCost) => `median ${c.median.toFixed(1)} ms, fastest ${c.min.toFixed(1)} ms`

@@ -3,13 +3,13 @@
  * dist/), published to a throwaway verdaccio on 127.0.0.1 with no uplinks (nothing reaches the
  * internet), and an npm config that points an isolated opencode at that registry.
  */
-import { mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs";
+import { closeSync, mkdirSync, mkdtempSync, openSync, readdirSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { freePort } from "./free-port.ts";
 import { findUp } from "./isolated-env.ts";
 import { type GroupProcess, killGroup, spawnGroup } from "./process-group.ts";
-import { waitFor } from "./wait.ts";
+import { sleep, waitFor } from "./wait.ts";
 
 export const PLUGIN_PACKAGE_DIR = resolve(import.meta.dir, "../../opencode-monitor");
 
@@ -26,13 +26,43 @@ function run(cmd: string[], cwd: string, env: Record<string, string>): string {
   return result.stdout.toString();
 }
 
+const PACK_LOCK = join(tmpdir(), `opencode-monitor-pack-${Bun.hash(PLUGIN_PACKAGE_DIR).toString(16)}.lock`);
+const PACK_LOCK_STALE_MS = 120_000;
+
+/**
+ * One `npm pack` of the package at a time across processes: its prepack rebuilds dist/ in place,
+ * and live test files run in parallel. A lock left by a killed process is taken over once stale.
+ */
+async function withPackLock<T>(body: () => T): Promise<T> {
+  const deadline = Date.now() + 3 * PACK_LOCK_STALE_MS;
+  for (;;) {
+    try {
+      closeSync(openSync(PACK_LOCK, "wx"));
+      break;
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EEXIST") throw error;
+      const age = Date.now() - (statSync(PACK_LOCK, { throwIfNoEntry: false })?.mtimeMs ?? Date.now());
+      if (age > PACK_LOCK_STALE_MS) rmSync(PACK_LOCK, { force: true });
+      if (Date.now() > deadline) throw new Error(`another npm pack of opencode-monitor held ${PACK_LOCK} too long`);
+      await sleep(200);
+    }
+  }
+  try {
+    return body();
+  } finally {
+    rmSync(PACK_LOCK, { force: true });
+  }
+}
+
 /** `npm pack` of the plugin package into `destination`, exactly as a publish would build it; returns the .tgz path. */
-export function packPlugin(destination: string): string {
+export function packPlugin(destination: string): Promise<string> {
   mkdirSync(destination, { recursive: true });
-  run(["npm", "pack", "--pack-destination", destination], PLUGIN_PACKAGE_DIR, npmEnv(destination));
-  const tarball = readdirSync(destination).find((name) => /^opencode-monitor-.*\.tgz$/.test(name));
-  if (!tarball) throw new Error(`npm pack wrote no opencode-monitor-*.tgz into ${destination}`);
-  return join(destination, tarball);
+  return withPackLock(() => {
+    run(["npm", "pack", "--pack-destination", destination], PLUGIN_PACKAGE_DIR, npmEnv(destination));
+    const tarball = readdirSync(destination).find((name) => /^opencode-monitor-.*\.tgz$/.test(name));
+    if (!tarball) throw new Error(`npm pack wrote no opencode-monitor-*.tgz into ${destination}`);
+    return join(destination, tarball);
+  });
 }
 
 export interface LocalRegistry {

@@ -43,7 +43,7 @@ afterEach(async () => {
 
 test("by name: the README's install line installs the published package and the session wakes on exit", async () => {
   packDir = mkdtempSync(join(tmpdir(), "oc-pack-"));
-  const tarball = packPlugin(packDir);
+  const tarball = await packPlugin(packDir);
   registry = await startLocalRegistry();
   registry.publish(tarball);
   const [spec, pluginOptions] = readmeInstallEntry();

@@ -29,7 +29,7 @@ afterEach(async () => {
 
 test("from a tarball: opencode installs opencode-monitor@file:<tgz> with no registry and the session wakes on exit", async () => {
   packDir = mkdtempSync(join(tmpdir(), "oc-pack-"));
-  const tarball = packPlugin(packDir);
+  const tarball = await packPlugin(packDir);
   const [, pluginOptions] = readmeInstallEntry();
   // Nothing listens there: any registry request would fail.
   const closedRegistry = `http://127.0.0.1:${await freePort()}/`;

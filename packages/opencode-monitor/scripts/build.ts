@@ -9,7 +9,7 @@
  * two never drift (the repository README is the one source).
  * The source path (`src/index.ts`) stays the development entry; nothing here is needed to run it.
  */
-import { copyFileSync, existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { dirname, join, relative } from "node:path"
 
 const packageDir = join(import.meta.dir, "..")
@@ -32,7 +32,9 @@ const EXTERNAL = ["tree-sitter-bash"]
 const PARSER_WASM = "tree-sitter.wasm"
 
 async function bundle(): Promise<void> {
-  rmSync(distDir, { recursive: true, force: true })
+  // Files are overwritten in place and only stale ones removed afterwards: removing dist/ first
+  // would make the folder vanish for a moment under a test runner scanning the tree in parallel.
+  const before = listFiles(distDir)
   const result = await Bun.build({
     entrypoints: [join(packageDir, "src/index.ts")],
     outdir: distDir,
@@ -47,18 +49,30 @@ async function bundle(): Promise<void> {
     for (const log of result.logs) console.error(log)
     throw new Error("bun build failed: see the messages above")
   }
+  const written = new Set<string>()
   for (const output of result.outputs) {
     console.log(`built ${relative(packageDir, output.path)} (${output.size} bytes)`)
-    if ((await Bun.file(output.path).text()).includes(`"${PARSER_WASM}"`)) copyParserWasm(dirname(output.path))
+    written.add(output.path)
+    if ((await Bun.file(output.path).text()).includes(`"${PARSER_WASM}"`)) written.add(copyParserWasm(dirname(output.path)))
   }
+  for (const stale of before.filter((path) => !written.has(path))) rmSync(stale)
+}
+
+function listFiles(dir: string): string[] {
+  if (!existsSync(dir)) return []
+  return readdirSync(dir, { recursive: true, withFileTypes: true })
+    .filter((entry) => entry.isFile())
+    .map((entry) => join(entry.parentPath, entry.name))
 }
 
 /** The bundled web-tree-sitter looks for its runtime wasm next to its own chunk. */
-function copyParserWasm(chunkDir: string): void {
+function copyParserWasm(chunkDir: string): string {
   const source = findInNodeModules(join("web-tree-sitter", PARSER_WASM))
   if (!source) throw new Error(`a chunk loads ${PARSER_WASM}, but web-tree-sitter is not installed: run npm install`)
-  copyFileSync(source, join(chunkDir, PARSER_WASM))
-  console.log(`parser: copied ${source} to ${relative(packageDir, join(chunkDir, PARSER_WASM))}`)
+  const target = join(chunkDir, PARSER_WASM)
+  copyFileSync(source, target)
+  console.log(`parser: copied ${source} to ${relative(packageDir, target)}`)
+  return target
 }
 
 /** The first `node_modules/<relative>` found walking up from the package dir (workspaces hoist). */
