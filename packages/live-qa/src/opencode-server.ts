@@ -18,7 +18,7 @@ import { type GroupProcess, type KillReport, type LogLine, killGroup, spawnGroup
 
 export type { LogLine } from "./process-group.ts";
 
-/** A local plugin file (absolute path), optionally with its options object. */
+/** A plugin spec (a local file's absolute path, or an npm spec like `name@file:/x.tgz`), optionally with its options object. */
 export type PluginSpec = string | [string, JsonObject];
 
 export interface StartOpencodeOptions {
@@ -34,6 +34,8 @@ export interface StartOpencodeOptions {
   logLevel?: "DEBUG" | "INFO" | "WARN" | "ERROR";
   /** Max wait for the "listening" line. */
   startTimeoutMs?: number;
+  /** Runs after the isolated dirs exist and before the server starts (e.g. to write `home/.npmrc`). */
+  prepare?: (dirs: IsolatedDirs) => void;
   /** Keep the temp dirs after stop() (debugging). Also LIVE_QA_KEEP=1. */
   keepTemp?: boolean;
 }
@@ -142,6 +144,7 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
   const dirs = createIsolatedDirs();
   const keep = opts.keepTemp === true || process.env.LIVE_QA_KEEP === "1";
   writeFileSync(dirs.configFile, `${JSON.stringify(buildConfig(opts), null, 2)}\n`);
+  opts.prepare?.(dirs);
   const port = await freePort();
   const cmd = [
     opencodeBinary(),
