@@ -5,6 +5,8 @@ import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import { realScheduler, type Scheduler } from "./scheduler"
+import { projectStateDir } from "./state/format"
+import { watchStopRequests } from "./state/stop-requests"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
 
@@ -12,6 +14,8 @@ export type HookDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
+  /** The project directory: when set, stop requests from the TUI part are taken from its state folder. */
+  directory?: string
 }
 
 export type MonitorPluginInstance = {
@@ -57,6 +61,12 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     onBatch(batch, monitor) {
       const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
       for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
+        // A person stopped it from the TUI: the agent learns it as an observation in its own
+        // session (Status: stopped (by the person at the screen)), and nobody is woken.
+        if (monitor.stoppedBy === "person") {
+          if (route.sessionID === monitor.sessionID) injector.enqueue(batch, { ...route, wake: false }, monitor.label)
+          continue
+        }
         injector.enqueue(batch, route, monitor.label)
       }
     },
@@ -72,6 +82,20 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   })
 
   const stopOnSignal = installSignalHandlers(manager)
+  const stopWatching = deps.directory
+    ? watchStopRequests(projectStateDir(deps.directory, deps.env), {
+        serverPid: process.pid,
+        stop(sessionID, monitorId) {
+          if (manager.get(sessionID, monitorId)?.status.kind !== "running") return false
+          api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
+          manager.stop(sessionID, monitorId, "person").catch((error) =>
+            api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+          )
+          return true
+        },
+        onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
+      })
+    : () => {}
 
   const hooks: Hooks = {
     tool: createMonitorTools({
@@ -116,6 +140,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
 
     async dispose() {
       stopOnSignal()
+      stopWatching()
       injector.dispose()
       await manager.shutdown()
     },

@@ -12,7 +12,8 @@ import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { MonitorStatus } from "./status"
 
-export type StopReason = "agent" | "session" | "shutdown"
+/** "person": stopped from the TUI; its terminal batch is still delivered, as an observation. */
+export type StopReason = "agent" | "person" | "session" | "shutdown"
 
 /** What callers may see of a monitor: never the raw command. */
 export type MonitorInfo = {
@@ -224,7 +225,9 @@ export class MonitorManager {
 
     info.status = statusOf(exit, monitor, sentSignal)
     info.endedAt = this.scheduler.now()
-    if (info.stoppedBy) pipeline.close()
+    // The agent (or the session's end) asked for the stop and needs no news of it; a person's stop
+    // is news to the agent, so its terminal batch goes out (hooks.ts delivers it without a wake).
+    if (info.stoppedBy && info.stoppedBy !== "person") pipeline.close()
     else pipeline.finish(info.status)
     this.retainExited(info.sessionID)
     this.deps.onEnded?.(info)
@@ -242,6 +245,7 @@ export class MonitorManager {
 
 function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
   if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
+  if (monitor.info.stoppedBy === "person") return { kind: "stopped", signal: exit.signal ?? sentSignal, byPerson: true }
   if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown" }
   return { kind: "exited", code: exit.code }

@@ -3,7 +3,7 @@ export type MonitorStatus =
   | { kind: "exited"; code: number }
   | { kind: "signaled"; signal: string }
   | { kind: "timed_out"; afterMs: number; signal: string | null }
-  | { kind: "stopped"; signal: string | null }
+  | { kind: "stopped"; signal: string | null; byPerson?: true }
 
 /** The `Status:` text of an envelope, also used in tool results and toasts. */
 export function formatStatus(status: MonitorStatus): string {
@@ -17,6 +17,6 @@ export function formatStatus(status: MonitorStatus): string {
     case "timed_out":
       return `timed out after ${status.afterMs} ms (signal=${status.signal ?? "none"})`
     case "stopped":
-      return "stopped"
+      return status.byPerson ? "stopped (by the person at the screen)" : "stopped"
   }
 }

@@ -1,0 +1,136 @@
+import { randomBytes } from "node:crypto"
+import { type FSWatcher, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { stopRequestDir } from "./format"
+
+/**
+ * A person's stop from the TUI (SPEC §11): the TUI drops a small file into
+ * `stopRequestDir(projectStateDir(directory))`, addressed to the server process that owns the
+ * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
+ * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
+ */
+export const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
+
+export type StopRequest = {
+  format: typeof STOP_REQUEST_FORMAT
+  /** The pid of the server whose state file lists the monitor. */
+  serverPid: number
+  sessionID: string
+  monitorId: string
+  requestedAt: number
+}
+
+/** A request nobody took (its server is gone) is removed by any server after this long. */
+export const STOP_REQUEST_STALE_MS = 60_000
+
+/** Writes a stop request; returns its path. Throws only on a real I/O error (the TUI shows it). */
+export function writeStopRequest(
+  projectDir: string,
+  request: Omit<StopRequest, "format" | "requestedAt">,
+  now = Date.now(),
+): string {
+  const dir = stopRequestDir(projectDir)
+  mkdirSync(dir, { recursive: true })
+  const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
+  const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
+  const path = join(dir, name)
+  writeFileSync(`${path}.tmp`, JSON.stringify(body))
+  renameSync(`${path}.tmp`, path)
+  return path
+}
+
+export function parseStopRequest(text: string): StopRequest | undefined {
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof raw !== "object" || raw === null) return undefined
+  const r = raw as Record<string, unknown>
+  if (r.format !== STOP_REQUEST_FORMAT) return undefined
+  if (!Number.isInteger(r.serverPid) || !Number.isInteger(r.requestedAt)) return undefined
+  if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
+  return {
+    format: STOP_REQUEST_FORMAT,
+    serverPid: r.serverPid as number,
+    sessionID: r.sessionID,
+    monitorId: r.monitorId,
+    requestedAt: r.requestedAt as number,
+  }
+}
+
+export type StopRequestHandler = {
+  /** This server's pid: requests addressed to another server are left to it. */
+  serverPid: number
+  /** Stops the monitor when this server owns it (a running monitor of that session); false otherwise. */
+  stop: (sessionID: string, monitorId: string) => boolean
+  now?: () => number
+  onError?: (message: string) => void
+}
+
+/**
+ * One pass over the folder: takes the requests addressed to this server (owned or not, each is
+ * removed once read), drops unreadable ones and stale ones of any server. Never throws.
+ */
+export function scanStopRequests(projectDir: string, handler: StopRequestHandler): number {
+  const dir = stopRequestDir(projectDir)
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return 0
+  }
+  const now = handler.now?.() ?? Date.now()
+  let stopped = 0
+  for (const name of names) {
+    const path = join(dir, name)
+    try {
+      if (!name.endsWith(".json")) {
+        // A temp file left by a writer that died mid-write.
+        if (name.endsWith(".tmp") && now - statSync(path).mtimeMs > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
+        continue
+      }
+      const request = parseStopRequest(readFileSync(path, "utf8"))
+      if (!request) {
+        rmSync(path, { force: true })
+        continue
+      }
+      if (request.serverPid !== handler.serverPid) {
+        if (now - request.requestedAt > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
+        continue
+      }
+      rmSync(path, { force: true })
+      if (handler.stop(request.sessionID, request.monitorId)) stopped += 1
+    } catch (error) {
+      handler.onError?.(`stop request ${name}: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+  return stopped
+}
+
+/**
+ * Watches the folder (fs.watch, with a slow poll as a safety net for missed events) and scans on
+ * every change. Returns the function that stops watching.
+ */
+export function watchStopRequests(projectDir: string, handler: StopRequestHandler, pollMs = 1_000): () => void {
+  const dir = stopRequestDir(projectDir)
+  let watcher: FSWatcher | undefined
+  const scan = () => {
+    scanStopRequests(projectDir, handler)
+  }
+  try {
+    mkdirSync(dir, { recursive: true })
+    watcher = watch(dir, scan)
+    watcher.on("error", () => watcher?.close())
+  } catch (error) {
+    handler.onError?.(`cannot watch ${dir}: ${error instanceof Error ? error.message : String(error)}`)
+  }
+  const timer = setInterval(scan, pollMs)
+  timer.unref?.()
+  scan()
+  return () => {
+    clearInterval(timer)
+    watcher?.close()
+  }
+}
