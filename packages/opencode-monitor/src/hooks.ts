@@ -5,6 +5,8 @@ import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import { realScheduler, type Scheduler } from "./scheduler"
+import { STATE_LAST_LINES } from "./state/format"
+import { MonitorStateWriter } from "./state/writer"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
 
@@ -12,6 +14,8 @@ export type HookDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
+  /** The plugin instance's project directory; without it no state record is kept. */
+  directory?: string
 }
 
 export type MonitorPluginInstance = {
@@ -51,9 +55,11 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
+  let writer: MonitorStateWriter | undefined
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
+    onStarted: () => writer?.changed(),
     onBatch(batch, monitor) {
       const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
       for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
@@ -68,8 +74,18 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         stoppedBy: monitor.stoppedBy,
       })
       notifyEnded(api, monitor)
+      writer?.changed()
     },
   })
+  if (deps.directory) {
+    writer = new MonitorStateWriter({
+      directory: deps.directory,
+      source: () => manager.snapshot(STATE_LAST_LINES),
+      scheduler,
+      log: (level, message, extra) => api.log(level, message, extra),
+      env: deps.env,
+    })
+  }
 
   const stopOnSignal = installSignalHandlers(manager)
 
@@ -118,6 +134,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       stopOnSignal()
       injector.dispose()
       await manager.shutdown()
+      writer?.dispose()
     },
   }
   return { hooks, manager, injector }

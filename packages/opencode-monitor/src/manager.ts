@@ -10,6 +10,7 @@ import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } fro
 import { findMissingProgram } from "./process/program-check"
 import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
+import type { MonitorSnapshot } from "./state/writer"
 import type { MonitorStatus } from "./status"
 
 export type StopReason = "agent" | "session" | "shutdown"
@@ -40,6 +41,7 @@ export type StartRequest = {
 export type ManagerDeps = {
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
   onEnded?: (monitor: MonitorInfo) => void
+  onStarted?: (monitor: MonitorInfo) => void
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
 }
@@ -132,6 +134,7 @@ export class MonitorManager {
     const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, done: Promise.resolve() }
     this.monitors.set(id, monitor)
     monitor.done = this.supervise(monitor)
+    this.deps.onStarted?.(info)
     return info
   }
 
@@ -185,6 +188,15 @@ export class MonitorManager {
       monitor.info.stoppedBy ??= "shutdown"
       monitor.process.signalGroupNow()
     }
+  }
+
+  /** Every monitor with its group leader's pid and its last retained lines (for the state record). */
+  snapshot(lastLines: number): MonitorSnapshot[] {
+    return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
+      info,
+      pid: process.pid,
+      lastLines: pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - lastLines), limit: lastLines }),
+    }))
   }
 
   private running(sessionID: string): Monitor[] {
