@@ -5,8 +5,9 @@ import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import { realScheduler, type Scheduler } from "./scheduler"
-import { projectStateDir } from "./state/format"
+import { projectStateDir, STATE_LAST_LINES } from "./state/format"
 import { watchStopRequests } from "./state/stop-requests"
+import { MonitorStateWriter } from "./state/writer"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
 
@@ -14,7 +15,10 @@ export type HookDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
-  /** The project directory: when set, stop requests from the TUI part are taken from its state folder. */
+  /**
+   * The plugin instance's project directory; without it no state record is kept and no stop
+   * request from the TUI part is taken.
+   */
   directory?: string
 }
 
@@ -55,9 +59,11 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
+  let writer: MonitorStateWriter | undefined
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
+    onStarted: () => writer?.changed(),
     onBatch(batch, monitor) {
       const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
       for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
@@ -78,8 +84,18 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         stoppedBy: monitor.stoppedBy,
       })
       notifyEnded(api, monitor)
+      writer?.changed()
     },
   })
+  if (deps.directory) {
+    writer = new MonitorStateWriter({
+      directory: deps.directory,
+      source: () => manager.snapshot(STATE_LAST_LINES),
+      scheduler,
+      log: (level, message, extra) => api.log(level, message, extra),
+      env: deps.env,
+    })
+  }
 
   const stopOnSignal = installSignalHandlers(manager)
   const stopWatching = deps.directory
@@ -143,6 +159,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       stopWatching()
       injector.dispose()
       await manager.shutdown()
+      writer?.dispose()
     },
   }
   return { hooks, manager, injector }

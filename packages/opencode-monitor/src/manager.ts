@@ -10,6 +10,7 @@ import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } fro
 import { findMissingProgram } from "./process/program-check"
 import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
+import type { MonitorSnapshot } from "./state/writer"
 import type { MonitorStatus } from "./status"
 
 /** "person": stopped from the TUI; its terminal batch is still delivered, as an observation. */
@@ -41,6 +42,7 @@ export type StartRequest = {
 export type ManagerDeps = {
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
   onEnded?: (monitor: MonitorInfo) => void
+  onStarted?: (monitor: MonitorInfo) => void
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
 }
@@ -133,6 +135,7 @@ export class MonitorManager {
     const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, done: Promise.resolve() }
     this.monitors.set(id, monitor)
     monitor.done = this.supervise(monitor)
+    this.deps.onStarted?.(info)
     return info
   }
 
@@ -186,6 +189,15 @@ export class MonitorManager {
       monitor.info.stoppedBy ??= "shutdown"
       monitor.process.signalGroupNow()
     }
+  }
+
+  /** Every monitor with its group leader's pid and its last retained lines (for the state record). */
+  snapshot(lastLines: number): MonitorSnapshot[] {
+    return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
+      info,
+      pid: process.pid,
+      lastLines: pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - lastLines), limit: lastLines }),
+    }))
   }
 
   private running(sessionID: string): Monitor[] {

@@ -4,6 +4,8 @@ export type MonitorStatus =
   | { kind: "signaled"; signal: string }
   | { kind: "timed_out"; afterMs: number; signal: string | null }
   | { kind: "stopped"; signal: string | null; byPerson?: true }
+  /** The server that ran it stopped while it ran (reported by the next server, SPEC §12). */
+  | { kind: "lost"; survivorPid: number | undefined }
 
 /** The `Status:` text of an envelope, also used in tool results and toasts. */
 export function formatStatus(status: MonitorStatus): string {
@@ -18,5 +20,9 @@ export function formatStatus(status: MonitorStatus): string {
       return `timed out after ${status.afterMs} ms (signal=${status.signal ?? "none"})`
     case "stopped":
       return status.byPerson ? "stopped (by the person at the screen)" : "stopped"
+    case "lost":
+      return status.survivorPid === undefined
+        ? "lost (the opencode server stopped while it ran)"
+        : `lost (the opencode server stopped while it ran; its process ${status.survivorPid} is still running and could not be stopped)`
   }
 }
