@@ -110,26 +110,33 @@ export function scanStopRequests(projectDir: string, handler: StopRequestHandler
 }
 
 /**
- * Watches the folder (fs.watch, with a slow poll as a safety net for missed events) and scans on
- * every change. Returns the function that stops watching.
+ * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
+ * it first) and scans on every change. Creates nothing. Returns the function that stops watching.
  */
 export function watchStopRequests(projectDir: string, handler: StopRequestHandler, pollMs = 1_000): () => void {
   const dir = stopRequestDir(projectDir)
   let watcher: FSWatcher | undefined
+  let closed = false
   const scan = () => {
+    if (closed) return
+    if (!watcher) {
+      try {
+        watcher = watch(dir, scan)
+        watcher.on("error", () => {
+          watcher?.close()
+          watcher = undefined
+        })
+      } catch {
+        // Not there yet: the poll looks again.
+      }
+    }
     scanStopRequests(projectDir, handler)
-  }
-  try {
-    mkdirSync(dir, { recursive: true })
-    watcher = watch(dir, scan)
-    watcher.on("error", () => watcher?.close())
-  } catch (error) {
-    handler.onError?.(`cannot watch ${dir}: ${error instanceof Error ? error.message : String(error)}`)
   }
   const timer = setInterval(scan, pollMs)
   timer.unref?.()
   scan()
   return () => {
+    closed = true
     clearInterval(timer)
     watcher?.close()
   }

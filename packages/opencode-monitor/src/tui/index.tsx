@@ -4,8 +4,8 @@ import { createMemo, createSignal, For, Show } from "solid-js"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
-import { type LocalSnapshot, readLocalState } from "./local-state"
-import { type MonitorView, ordered, type Row, SIDEBAR_DEFAULTS, sidebarRows, type Tone, dialogOption, detailRows } from "./view"
+import { type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
+import { type MonitorView, ordered, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows, type Tone, dialogOption, detailRows } from "./view"
 
 /**
  * The TUI part of opencode-monitor (SPEC §11): the session's monitors in the sidebar and a
@@ -14,9 +14,8 @@ import { type MonitorView, ordered, type Row, SIDEBAR_DEFAULTS, sidebarRows, typ
  * writes one (a TUI attached to a remote server). Nothing here may throw onto the screen.
  */
 const ID = "opencode-monitor"
-const REFRESH_MS = 400
+const REFRESH_MS = 250
 const DETAIL_WIDTH = 100
-const REMOTE_NOTE = "from the session's messages; stop not available"
 
 type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
 
@@ -43,8 +42,10 @@ const tui: TuiPlugin = async (api) => {
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>(empty)
   const [now, setNow] = createSignal(Date.now())
   let lastText = ""
+  const seen = new Map<string, MonitorView>()
   const refresh = () => {
-    const next = projectDir ? safely(() => readLocalState(projectDir), empty) : empty
+    const read = projectDir ? safely(() => readLocalState(projectDir), empty) : empty
+    const next = { ...read, monitors: safely(() => withRemembered(seen, read.monitors), read.monitors) }
     const text = safely(() => JSON.stringify(next), "")
     if (text !== lastText) {
       lastText = text

@@ -70,6 +70,24 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
   return snapshot
 }
 
+/**
+ * The state file drops an ended monitor after a while; the TUI keeps the ones it saw, so the
+ * sidebar can still count them. `memory` is the TUI's own map; at most `max` are kept.
+ */
+export function withRemembered(memory: Map<string, MonitorView>, current: readonly MonitorView[], max = 200): MonitorView[] {
+  const present = new Set(current.map((m) => m.id))
+  for (const monitor of current) {
+    if (monitor.statusKind === "running") continue
+    memory.delete(monitor.id) // re-inserted last: the newest stay when the map is trimmed
+    memory.set(monitor.id, monitor)
+  }
+  for (const id of memory.keys()) {
+    if (memory.size <= max) break
+    memory.delete(id)
+  }
+  return [...current, ...[...memory.values()].filter((m) => !present.has(m.id)).map((m) => ({ ...m, serverPid: undefined }))]
+}
+
 /** Is the process alive and, when its start time is known, still the same process (not a reused pid)? */
 export function isServerAlive(pid: number, pidStartTime: string | undefined): boolean {
   try {

@@ -20,7 +20,10 @@ export type SidebarOptions = {
 }
 
 /** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
-export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 5 * 60_000, maxEnded: 3 }
+/** Shown under monitors read from the session's messages (no local state file: a remote server). */
+export const REMOTE_NOTE = "(from messages; stop unavailable)"
+
+export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 60_000, maxEnded: 3 }
 
 /** The short status: `running 12s`, `exited (code=3)`, `timed out`, `stopped`, `lost`. */
 export function shortStatus(monitor: MonitorView, now: number): string {
