@@ -6,6 +6,8 @@
  */
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
+import { createOpencodeClient, type OpencodeClient } from "@opencode-ai/sdk";
+import { freePort } from "./free-port.ts";
 import { createIsolatedDirs, type IsolatedDirs, isolatedEnv, opencodeBinary, removeIsolatedDirs } from "./isolated-env.ts";
 import { buildConfig, type PluginSpec } from "./opencode-server.ts";
 import { descendants, type PsEntry, psAll } from "./process-group.ts";
@@ -20,12 +22,17 @@ export interface StartTuiOptions {
   permission?: Record<string, unknown>;
   width?: number;
   height?: number;
+  /** More `opencode` arguments (e.g. `--prompt <text>`). */
+  args?: string[];
 }
 
 export interface TuiDriver {
   dirs: IsolatedDirs;
   /** The opencode process (the pane's command). */
   pid: number;
+  /** Its in-process server, listening on a free port (for reading the session's messages). */
+  url: string;
+  client: OpencodeClient;
   /** The screen as text, one string (rows joined by \n). */
   capture(): string;
   /** tmux send-keys arguments, e.g. ("hello", "Enter") or ("C-p"). */
@@ -57,6 +64,7 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
     if (result.exitCode !== 0) throw new Error(`tmux ${args[0]} failed: ${result.stderr.toString()}`);
     return result.stdout.toString();
   };
+  const port = await freePort();
   const envArgs = Object.entries(env).flatMap(([key, value]) => ["-e", `${key}=${value}`]);
   tmux(
     "new-session",
@@ -70,15 +78,21 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
     dirs.project,
     opencodeBinary(),
     dirs.project,
+    "--port",
+    String(port),
+    ...(opts.args ?? []),
   );
   tmux("set-option", "-g", "remain-on-exit", "on");
   const pid = Number(tmux("display-message", "-p", "#{pane_pid}").trim());
 
   const capture = () => tmux("capture-pane", "-p", "-J");
   let stopped = false;
+  const url = `http://127.0.0.1:${port}`;
   return {
     dirs,
     pid,
+    url,
+    client: createOpencodeClient({ baseUrl: url, directory: dirs.project }),
     capture,
     keys: (...keys) => {
       tmux("send-keys", ...keys);

@@ -101,13 +101,13 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   const stopWatching = deps.directory
     ? watchStopRequests(projectStateDir(deps.directory, deps.env), {
         serverPid: process.pid,
+        owns: (sessionID, monitorId) => manager.get(sessionID, monitorId) !== undefined,
         stop(sessionID, monitorId) {
-          if (manager.get(sessionID, monitorId)?.status.kind !== "running") return false
+          if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
           api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
           manager.stop(sessionID, monitorId, "person").catch((error) =>
             api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
           )
-          return true
         },
         onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
       })

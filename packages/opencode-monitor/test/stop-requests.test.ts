@@ -33,9 +33,9 @@ function recorder(serverPid: number, owned: string[] = [], now = () => 1_000_000
     handler: {
       serverPid,
       now,
+      owns: (_sessionID: string, monitorId: string) => owned.includes(monitorId),
       stop(sessionID: string, monitorId: string) {
         calls.push(`${sessionID}/${monitorId}`)
-        return owned.includes(monitorId)
       },
     },
   }
@@ -68,11 +68,25 @@ describe("stop requests between the TUI part and the server part", () => {
     expect(readdirSync(stopRequestDir(dir))).toEqual([])
   })
 
-  test("a request for a monitor the server does not own is ignored (and not kept)", () => {
+  test("a request for a monitor this instance does not run is left for the instance that does", () => {
     const dir = tempDir()
-    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_elsewhere" }, 1_000_000)
-    const seven = recorder(7, [])
-    expect(scanStopRequests(dir, seven.handler)).toBe(0)
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_b" }, 1_000_000)
+    const first = recorder(7, ["mon_a"])
+    expect(scanStopRequests(dir, first.handler)).toBe(0)
+    expect(first.calls).toEqual([])
+    expect(readdirSync(stopRequestDir(dir))).toHaveLength(1)
+    const second = recorder(7, ["mon_b"])
+    expect(scanStopRequests(dir, second.handler)).toBe(1)
+    expect(second.calls).toEqual(["ses_1/mon_b"])
+    expect(readdirSync(stopRequestDir(dir))).toEqual([])
+  })
+
+  test("a request nobody owns is ignored, and removed once stale", () => {
+    const dir = tempDir()
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_gone" }, 1_000_000)
+    expect(scanStopRequests(dir, recorder(7, []).handler)).toBe(0)
+    expect(readdirSync(stopRequestDir(dir))).toHaveLength(1)
+    expect(scanStopRequests(dir, recorder(7, [], () => 1_000_000 + STOP_REQUEST_STALE_MS + 1).handler)).toBe(0)
     expect(readdirSync(stopRequestDir(dir))).toEqual([])
   })
 
@@ -146,6 +160,24 @@ describe("a stop from the TUI is a person's stop", () => {
       expect(api.sent.every((p) => p.noReply)).toBe(true)
     } finally {
       await instance.hooks.dispose?.()
+    }
+  }, 30_000)
+
+  test("two plugin instances for one directory in one process: the one running the monitor stops it", async () => {
+    const root = tempDir()
+    const env = { ...process.env, XDG_STATE_HOME: root }
+    const api = new FakeSessionApi(Date.now)
+    const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
+    const idle = createMonitorPlugin(config, { api, directory: root, env })
+    const busy = createMonitorPlugin(config, { api, directory: root, env })
+    try {
+      const started = await busy.manager.start({ sessionID: "ses_1", directory: root, command: "sleep 30", label: "long" })
+      writeStopRequest(projectStateDir(root, env), { serverPid: process.pid, sessionID: "ses_1", monitorId: started.id })
+      expect(await waitFor(() => busy.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
+      expect(busy.manager.get("ses_1", started.id)?.stoppedBy).toBe("person")
+    } finally {
+      await idle.hooks.dispose?.()
+      await busy.hooks.dispose?.()
     }
   }, 30_000)
 

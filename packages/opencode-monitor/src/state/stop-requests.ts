@@ -63,15 +63,20 @@ export function parseStopRequest(text: string): StopRequest | undefined {
 export type StopRequestHandler = {
   /** This server's pid: requests addressed to another server are left to it. */
   serverPid: number
-  /** Stops the monitor when this server owns it (a running monitor of that session); false otherwise. */
-  stop: (sessionID: string, monitorId: string) => boolean
+  /**
+   * Does this plugin instance run that monitor of that session? One server process may hold several
+   * instances for one directory (opencode 1.18 creates two), so a request is left for its owner.
+   */
+  owns: (sessionID: string, monitorId: string) => boolean
+  /** Stops a monitor `owns` accepted. */
+  stop: (sessionID: string, monitorId: string) => void
   now?: () => number
   onError?: (message: string) => void
 }
 
 /**
- * One pass over the folder: takes the requests addressed to this server (owned or not, each is
- * removed once read), drops unreadable ones and stale ones of any server. Never throws.
+ * One pass over the folder: takes (and removes) the requests for monitors this instance runs,
+ * drops unreadable ones and stale ones nobody took. Never throws.
  */
 export function scanStopRequests(projectDir: string, handler: StopRequestHandler): number {
   const dir = stopRequestDir(projectDir)
@@ -96,12 +101,14 @@ export function scanStopRequests(projectDir: string, handler: StopRequestHandler
         rmSync(path, { force: true })
         continue
       }
-      if (request.serverPid !== handler.serverPid) {
+      if (request.serverPid !== handler.serverPid || !handler.owns(request.sessionID, request.monitorId)) {
+        // Not ours: another server or instance takes it; nobody did in a minute, so nobody will.
         if (now - request.requestedAt > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
         continue
       }
       rmSync(path, { force: true })
-      if (handler.stop(request.sessionID, request.monitorId)) stopped += 1
+      handler.stop(request.sessionID, request.monitorId)
+      stopped += 1
     } catch (error) {
       handler.onError?.(`stop request ${name}: ${error instanceof Error ? error.message : String(error)}`)
     }

@@ -15,6 +15,8 @@ import { type MonitorView, ordered, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sid
  */
 const ID = "opencode-monitor"
 const REFRESH_MS = 250
+/** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
+const FALLBACK_GRACE_MS = 2_000
 const DETAIL_WIDTH = 100
 
 type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
@@ -64,7 +66,11 @@ const tui: TuiPlugin = async (api) => {
         if (snap.liveServers.length > 0 || snap.monitors.some((m) => m.sessionID === sessionID)) {
           return { monitors: snap.monitors.filter((m) => m.sessionID === sessionID), local: true, notes: snap.notes }
         }
-        return { monitors: monitorsFromMessages(sessionID, messageParts(api, sessionID), now()), local: false, notes: snap.notes }
+        // A local server writes its record within a second of a start; until then (or for a remote
+        // server, for good) the session's messages are all there is.
+        const fromMessages = monitorsFromMessages(sessionID, messageParts(api, sessionID), now())
+        const settled = fromMessages.filter((m) => now() - m.startedAt >= FALLBACK_GRACE_MS)
+        return { monitors: settled, local: false, notes: snap.notes }
       },
       { monitors: [], local: false, notes: [] },
     )
