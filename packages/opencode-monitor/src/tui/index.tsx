@@ -1,5 +1,6 @@
 /** @jsxImportSource @opentui/solid */
 import type { TuiPlugin, TuiPluginApi, TuiPluginModule } from "@opencode-ai/plugin/tui"
+import { type FSWatcher, watch } from "node:fs"
 import { createMemo, createSignal, For, Show } from "solid-js"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
@@ -55,9 +56,30 @@ const tui: TuiPlugin = async (api) => {
     }
     setNow(Date.now())
   }
+  // The poll keeps the elapsed times ticking and finds the folder once it exists; the watch makes
+  // a new record show at once (the server writes at most ~4 times a second).
+  let watcher: FSWatcher | undefined
+  const watchFolder = () => {
+    if (watcher || !projectDir) return
+    try {
+      watcher = watch(projectDir, () => refresh())
+      watcher.on("error", () => {
+        watcher?.close()
+        watcher = undefined
+      })
+    } catch {
+      // Not there yet.
+    }
+  }
   refresh()
-  const timer = setInterval(refresh, REFRESH_MS)
-  api.lifecycle.onDispose(() => clearInterval(timer))
+  const timer = setInterval(() => {
+    watchFolder()
+    refresh()
+  }, REFRESH_MS)
+  api.lifecycle.onDispose(() => {
+    clearInterval(timer)
+    watcher?.close()
+  })
 
   const forSession = (sessionID: string): SessionMonitors =>
     safely(
