@@ -24,13 +24,18 @@ export interface StartTuiOptions {
   height?: number;
   /** More `opencode` arguments (e.g. `--prompt <text>`). */
   args?: string[];
+  /**
+   * Attach to this running server (`opencode attach <url> --session <id>`) instead of starting one:
+   * the TUI's own HOME/XDG dirs then differ from the server's, as on another machine.
+   */
+  attach?: { url: string; directory: string; sessionID: string };
 }
 
 export interface TuiDriver {
   dirs: IsolatedDirs;
   /** The opencode process (the pane's command). */
   pid: number;
-  /** Its in-process server, listening on a free port (for reading the session's messages). */
+  /** Its server (in-process on a free port, or the attached one), for reading the session's messages. */
   url: string;
   client: OpencodeClient;
   /** The screen as text, one string (rows joined by \n). */
@@ -77,9 +82,9 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
     "-c",
     dirs.project,
     opencodeBinary(),
-    dirs.project,
-    "--port",
-    String(port),
+    ...(opts.attach
+      ? ["attach", opts.attach.url, "--dir", opts.attach.directory, "--session", opts.attach.sessionID]
+      : [dirs.project, "--port", String(port)]),
     ...(opts.args ?? []),
   );
   tmux("set-option", "-g", "remain-on-exit", "on");
@@ -87,12 +92,12 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
 
   const capture = () => tmux("capture-pane", "-p", "-J");
   let stopped = false;
-  const url = `http://127.0.0.1:${port}`;
+  const url = opts.attach?.url ?? `http://127.0.0.1:${port}`;
   return {
     dirs,
     pid,
     url,
-    client: createOpencodeClient({ baseUrl: url, directory: dirs.project }),
+    client: createOpencodeClient({ baseUrl: url, directory: opts.attach?.directory ?? dirs.project }),
     capture,
     keys: (...keys) => {
       tmux("send-keys", ...keys);
