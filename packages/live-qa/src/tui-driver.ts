@@ -5,7 +5,7 @@
  * part). Each driver uses its own tmux server socket, so parallel tests never share a session.
  */
 import { writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { createOpencodeClient, type OpencodeClient } from "@opencode-ai/sdk";
 import { freePort } from "./free-port.ts";
 import { createIsolatedDirs, type IsolatedDirs, isolatedEnv, opencodeBinary, removeIsolatedDirs } from "./isolated-env.ts";
@@ -49,6 +49,30 @@ export interface TuiDriver {
   /** Processes below opencode right now. */
   children(): PsEntry[];
   stop(): Promise<void>;
+}
+
+/** The local TUI part of opencode-monitor (listed in tui.json by the live tests). */
+export const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.tsx");
+
+// On a 160-column screen the session sidebar starts at about column 116.
+const SIDEBAR_FROM = 116;
+
+/** The right-hand sidebar column of a captured screen, empty rows dropped. */
+export function sidebarOf(screen: string): string {
+  return screen
+    .split("\n")
+    .map((row) => row.slice(SIDEBAR_FROM).trimEnd())
+    .filter((row) => row.trim() !== "")
+    .join("\n");
+}
+
+/** ctrl+p, type "Monitors", Enter: the opencode-monitor dialog opens. */
+export async function openMonitorsDialog(driver: TuiDriver): Promise<void> {
+  driver.keys("C-p");
+  await driver.waitForScreen((screen) => screen.includes("Commands"), 30_000, "the command palette");
+  driver.type("Monitors");
+  await driver.waitForScreen((screen) => /Monitors\s+Background monitors/.test(screen), 30_000, "the Monitors command");
+  driver.keys("Enter");
 }
 
 export function hasTmux(): boolean {

@@ -4,18 +4,15 @@
  * session's messages show, say so, and offer no stop. Needs tmux. Takes ≈ 30–90 s.
  */
 import { afterAll, expect, test } from "bun:test";
-import { resolve } from "node:path";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { hasTmux, startTui, type TuiDriver } from "../src/tui-driver.ts";
+import { hasTmux, openMonitorsDialog, sidebarOf, startTui, TUI_PLUGIN_PATH, type TuiDriver } from "../src/tui-driver.ts";
 
-const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.tsx");
 const BUILD = "sh -c 'echo REMOTE_LINE_1; sleep 2; echo REMOTE_LINE_2; sleep 4; exit 3'";
 const PROMPT = [
   "Build it.",
   `STEP monitor_start ${JSON.stringify({ command: BUILD, label: "remote-build" })}`,
   "SAY Started the build.",
 ].join("\n");
-const SIDEBAR_FROM = 116;
 
 let qa: MonitorQA | undefined;
 let tui: TuiDriver | undefined;
@@ -23,12 +20,6 @@ afterAll(async () => {
   await tui?.stop();
   await qa?.stop();
 });
-
-const sidebarOf = (screen: string) =>
-  screen
-    .split("\n")
-    .map((row) => row.slice(SIDEBAR_FROM).trimEnd())
-    .join("\n");
 
 test("attached to a server it cannot see the state of, the TUI shows the monitors from the messages, without stop", async () => {
   expect(hasTmux(), "tmux is missing: apt-get install -y tmux").toBe(true);
@@ -58,11 +49,7 @@ test("attached to a server it cannot see the state of, the TUI shows the monitor
   expect(sidebarOf(ended)).toMatch(/2 lines › REMOTE_LINE_2/);
 
   // The dialog lists it and says stop is not available; there is no Stop action.
-  driver.keys("C-p");
-  await driver.waitForScreen((screen) => screen.includes("Commands"), 30_000, "the command palette");
-  driver.type("Monitors");
-  await driver.waitForScreen((screen) => /Monitors\s+Background monitors/.test(screen), 30_000, "the Monitors command");
-  driver.keys("Enter");
+  await openMonitorsDialog(driver);
   const list = await driver.waitForScreen(
     (screen) => /remote-build\s+exited \(code=3\)/.test(screen) && screen.includes("(from messages; stop unavailable)"),
     30_000,

@@ -10,16 +10,15 @@
  */
 import { afterAll, expect, test } from "bun:test";
 import { mkdirSync, writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { envelopesIn, monitorAgent } from "../src/monitor-agent.ts";
 import { PLUGIN_PATH } from "../src/monitor-qa.ts";
 import { psAll } from "../src/process-group.ts";
 import { type ScriptedModel, startScriptedModel } from "../src/scripted-model.ts";
 import { getMessages, textOf } from "../src/timeline.ts";
-import { hasTmux, startTui, type TuiDriver } from "../src/tui-driver.ts";
+import { hasTmux, openMonitorsDialog, sidebarOf, startTui, TUI_PLUGIN_PATH, type TuiDriver } from "../src/tui-driver.ts";
 import { sleep, waitFor } from "../src/wait.ts";
 
-const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.tsx");
 const MARKER = `omo_tui_server_${process.pid}_${Math.random().toString(36).slice(2, 8)}`;
 const BUILD = "sh -c 'echo TUI_LINE_1; sleep 1; echo TUI_LINE_2; sleep 1; echo TUI_LINE_3; sleep 1; exit 3'";
 const SERVER = `sh -c 'while :; do echo tick; sleep 1; done' ${MARKER}`;
@@ -29,8 +28,6 @@ const PROMPT = [
   `STEP monitor_start ${JSON.stringify({ command: SERVER, label: "qa-server" })}`,
   "SAY Started the build and the dev server.",
 ].join("\n");
-// The sidebar is the right-hand column of a 160-column screen.
-const SIDEBAR_FROM = 116;
 
 let model: ScriptedModel | undefined;
 let tui: TuiDriver | undefined;
@@ -38,13 +35,6 @@ afterAll(async () => {
   await tui?.stop();
   await model?.stop();
 });
-
-const sidebarOf = (screen: string) =>
-  screen
-    .split("\n")
-    .map((row) => row.slice(SIDEBAR_FROM).trimEnd())
-    .filter((row) => row.trim() !== "")
-    .join("\n");
 
 /** The sidebar rows of one monitor: its status row and the row under it (lines seen › last line). */
 function monitorRows(sidebar: string, label: string): { status: string; detail: string } | undefined {
@@ -142,11 +132,7 @@ test("the person sees monitors in the sidebar and stops one from the Monitors di
   const requestsBeforeStop = model.scripted().length;
 
   // 2. The palette command opens the dialog; the person stops the dev server from it.
-  driver.keys("C-p");
-  await driver.waitForScreen((screen) => screen.includes("Commands"), 30_000, "the command palette");
-  driver.type("Monitors");
-  await driver.waitForScreen((screen) => /Monitors\s+Background monitors/.test(screen), 30_000, "the Monitors command");
-  driver.keys("Enter");
+  await openMonitorsDialog(driver);
   const list = await driver.waitForScreen(
     (screen) => /qa-server\s+running/.test(screen) && /qa-build\s+exited \(code=3\)/.test(screen),
     30_000,
