@@ -1,11 +1,14 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
+import { latestUserIdentity } from "./delivery/gates"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
+import type { OutputBatch } from "./pipeline/batcher"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { STATE_LAST_LINES } from "./state/format"
+import { recoverLostMonitors } from "./state/recovery"
 import { MonitorStateWriter } from "./state/writer"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
@@ -55,16 +58,18 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
-  let writer: MonitorStateWriter | undefined
+  /** Routes a batch by its session's source; returns the sessions it was queued for. */
+  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string, source: SessionSource): string[] => {
+    const routes = routeBatch(source, sessionID, batch, config.subagent_wake)
+    for (const route of routes) injector.enqueue(batch, route, label)
+    return routes.map((route) => route.sessionID)
+  }
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
     onStarted: () => writer?.changed(),
     onBatch(batch, monitor) {
-      const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
-      for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
-        injector.enqueue(batch, route, monitor.label)
-      }
+      enqueueRouted(batch, monitor.sessionID, monitor.label, sources.get(monitor.sessionID) ?? { kind: "primary" })
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -77,15 +82,9 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       writer?.changed()
     },
   })
-  if (deps.directory) {
-    writer = new MonitorStateWriter({
-      directory: deps.directory,
-      source: () => manager.snapshot(STATE_LAST_LINES),
-      scheduler,
-      log: (level, message, extra) => api.log(level, message, extra),
-      env: deps.env,
-    })
-  }
+  const writer = deps.directory
+    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, injector, enqueueRouted })
+    : undefined
 
   const stopOnSignal = installSignalHandlers(manager)
 
@@ -138,6 +137,56 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   }
   return { hooks, manager, injector }
+}
+
+type StateRecordDeps = HookDeps & {
+  directory: string
+  scheduler: Scheduler
+  manager: MonitorManager
+  injector: MonitorOutputInjector
+  enqueueRouted: (batch: OutputBatch, sessionID: string, label: string, source: SessionSource) => string[]
+}
+
+/**
+ * The on-disk record of this server's monitors (SPEC §11, §12), and the report of the monitors a
+ * dead server of this project left behind, which runs once as the plugin loads.
+ */
+function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorStateWriter {
+  const { api, scheduler, manager, injector } = deps
+  const writer = new MonitorStateWriter({
+    directory: deps.directory,
+    source: () => manager.snapshot(STATE_LAST_LINES),
+    scheduler,
+    log: (level, message, extra) => api.log(level, message, extra),
+    env: deps.env,
+  })
+  // Not awaited: the plugin must load at once; the notices go through the normal gates.
+  const lostRoutes = new Map<string, string[]>()
+  recoverLostMonitors({
+    directory: deps.directory,
+    env: deps.env,
+    api,
+    killGraceMs: config.kill_grace_ms,
+    async deliver(batch, label, sessionID, history) {
+      const agent = latestUserIdentity(history)?.agent
+      const source = await classifySession(api, sessionID, agent, config.automation_agents)
+      lostRoutes.set(batch.monitorId, deps.enqueueRouted(batch, sessionID, label, source))
+    },
+    async whenDelivered(monitorIds) {
+      const queued = (id: string) => (lostRoutes.get(id) ?? []).some((s) => injector.pending(s).some((d) => d.batch.monitorId === id))
+      await waitFor(scheduler, config.pending_retry_ms, () => !monitorIds.some(queued))
+      for (const id of monitorIds) lostRoutes.delete(id)
+    },
+  }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
+  return writer
+}
+
+/** Resolves once `done()` holds, checking every `everyMs` on the injected clock. */
+function waitFor(scheduler: Scheduler, everyMs: number, done: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => (done() ? resolve() : scheduler.setTimeout(check, everyMs))
+    check()
+  })
 }
 
 function notifyEnded(api: SessionApi, monitor: MonitorInfo): void {

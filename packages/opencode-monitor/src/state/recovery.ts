@@ -1,0 +1,195 @@
+import { readdirSync, readFileSync, renameSync, rmSync } from "node:fs"
+import { join } from "node:path"
+import type { SessionApi, SessionMessage } from "../delivery/session-api"
+import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import { MonitorLine } from "../pipeline/line"
+import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
+import { signalGroup, waitUntil } from "../process/process-group"
+import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
+
+type Owner = { pid: number; pidStartTime: string | undefined }
+
+export type RecoveryDeps = {
+  directory: string
+  api: Pick<SessionApi, "recentMessages" | "sessionExists" | "log">
+  /** Hands the `lost` terminal batch to delivery (routing, gates, agent and model as for any wake). */
+  deliver: (batch: OutputBatch, label: string, sessionID: string, history: readonly SessionMessage[]) => Promise<void>
+  /** Resolves once these monitors' wakes have left the delivery queues (sent or given up). */
+  whenDelivered?: (monitorIds: string[]) => Promise<void>
+  killGraceMs: number
+  env?: Record<string, string | undefined>
+  /** This server process; defaults to process.pid and its /proc start time. */
+  self?: Owner
+  /** Process checks, injectable for tests; default /proc. */
+  mayStillRun?: (pid: number, startTime: string | undefined) => boolean
+  isSameLiveProcess?: (pid: number, startTime: string | undefined) => boolean
+}
+
+/** What recovery did with one monitor a dead server recorded as running. */
+export type RecoveredMonitor = {
+  id: string
+  sessionID: string
+  outcome: "reported" | "session_gone" | "already_reported"
+  survivorPid: number | undefined
+}
+
+const SERVER_FILE = /^server-(\d+)-([^.]+)\.json$/
+// A file a recovering server took over: `claimed-<pid>-<start>--<the original name>`.
+const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
+
+/**
+ * When the plugin loads (SPEC §12): every monitor that a dead server process of this project
+ * recorded as running is reported once to its session as a terminal wake with `Status: lost`.
+ * A live server's file is never touched; a dead one's is claimed by an atomic rename first, so
+ * two servers starting on the same data never both report it. Never throws: unreadable files
+ * are skipped with a log line.
+ */
+export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
+  const dir = projectStateDir(deps.directory, deps.env)
+  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return [] // No record yet: nothing ever ran here.
+  }
+  const recovered: RecoveredMonitor[] = []
+  for (const name of names.sort()) {
+    const claimed = claim(deps, dir, name, self)
+    if (!claimed) continue
+    const results: RecoveredMonitor[] = []
+    for (const entry of claimed.file.monitors) {
+      if (entry.statusKind !== "running") continue // ended cleanly (or was already reported)
+      results.push(await reportLost(deps, entry))
+    }
+    recovered.push(...results)
+    const reported = results.filter((r) => r.outcome === "reported").map((r) => r.id)
+    // Until the notices are out the claim stays: if this server dies too, the next one takes over
+    // (and finds what was already delivered in the session history).
+    if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
+    removeQuietly(claimed.path)
+  }
+  return recovered
+}
+
+/** Takes a dead server's file for this process; undefined when there is nothing to take. */
+function claim(deps: RecoveryDeps, dir: string, name: string, self: Owner): { path: string; file: ServerStateFile } | undefined {
+  const server = SERVER_FILE.exec(name)
+  const taken = CLAIMED_FILE.exec(name)
+  const match = server ?? taken
+  if (!match) {
+    // Temp files, the stop-requests folder and anything else are not records.
+    if (name.endsWith(".json")) deps.api.log("warn", "ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
+    return undefined
+  }
+  const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
+  if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
+  const alive = deps.mayStillRun ?? mayStillRun
+  // A server (or a recovering server) that may still run owns its file: never touched.
+  if (alive(owner.pid, owner.pidStartTime)) return undefined
+
+  const path = join(dir, name)
+  let text: string
+  try {
+    text = readFileSync(path, "utf8")
+  } catch {
+    return undefined // another server claimed it a moment ago
+  }
+  const parsed = parseStateFile(text)
+  if (!parsed.ok) {
+    deps.api.log("warn", "ignoring an unreadable monitor state file", { file: path, error: parsed.error })
+    return undefined
+  }
+  if (parsed.file.server.directory !== deps.directory) {
+    deps.api.log("warn", "ignoring a monitor state file of another directory", { file: path, directory: parsed.file.server.directory })
+    return undefined
+  }
+  const original = taken ? (taken[3] as string) : name
+  const claimedPath = join(dir, `claimed-${self.pid}-${self.pidStartTime ?? "unknown"}--${original}`)
+  try {
+    // Atomic: of two servers renaming the same file, exactly one succeeds.
+    renameSync(path, claimedPath)
+  } catch {
+    return undefined
+  }
+  return { path: claimedPath, file: parsed.file }
+}
+
+async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
+  const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
+  const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
+  result.survivorPid = await stopSurvivor(deps, entry)
+  if ((await deps.api.sessionExists(entry.sessionID)) === false) {
+    deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
+    return { ...result, outcome: "session_gone" }
+  }
+  let history: SessionMessage[] = []
+  try {
+    history = await deps.api.recentMessages(entry.sessionID)
+  } catch {
+    // Unknown history: report anyway (a missed notice is worse than a repeated one).
+  }
+  const seen = envelopesOf(history, entry.id)
+  if (seen.some((e) => e.status !== "running")) {
+    deps.api.log("info", "lost monitor not reported: its session already has its exit notice", fields)
+    return { ...result, outcome: "already_reported" }
+  }
+  const batch: OutputBatch = {
+    monitorId: entry.id,
+    batchSeq: Math.max(0, ...seen.map((e) => e.batch)) + 1,
+    lines: entry.lastLines.map(
+      (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
+    ),
+    stillRunning: false,
+    status: { kind: "lost", survivorPid: result.survivorPid },
+    dropped: NO_DROPS,
+  }
+  deps.api.log("info", "reporting a monitor lost when its server stopped", { ...fields, survivorPid: result.survivorPid })
+  await deps.deliver(batch, entry.label, entry.sessionID, history)
+  return { ...result, outcome: "reported" }
+}
+
+/**
+ * The watchdog should have ended the group when the server died. A leader still running is
+ * signalled only when pid and start time prove it is the recorded process; the pid is returned
+ * when it survives even SIGKILL, so the notice can name it.
+ */
+async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<number | undefined> {
+  const same = () => (deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)
+  if (!same()) return undefined
+  deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
+    monitorId: entry.id,
+    pid: entry.pid,
+  })
+  for (const [signal, waitMs] of [
+    ["SIGTERM", deps.killGraceMs],
+    ["SIGKILL", 2_000],
+  ] as const) {
+    if (same()) signalGroup(entry.pid, signal)
+    if (await waitUntil(() => !same(), waitMs)) return undefined
+  }
+  return entry.pid
+}
+
+/** This monitor's envelopes in a session history: their batch numbers and statuses. */
+function envelopesOf(history: readonly SessionMessage[], monitorId: string): { batch: number; status: string }[] {
+  const head = `monitor_id: ${monitorId}\nbatch: `
+  const out: { batch: number; status: string }[] = []
+  for (const message of history) {
+    if (message.role !== "user" || !message.synthetic) continue
+    const at = message.text.indexOf(head)
+    if (at < 0) continue
+    const rest = message.text.slice(at + head.length)
+    out.push({ batch: Number.parseInt(rest, 10) || 0, status: /\nStatus: (.*)\n/.exec(rest)?.[1] ?? "running" })
+  }
+  return out
+}
+
+function removeQuietly(path: string): void {
+  try {
+    rmSync(path, { force: true })
+  } catch {
+    // A leftover claimed file of a finished recovery is harmless: its owner (this server) is alive,
+    // and once it is gone the next server finds every entry already reported in the history.
+  }
+}
