@@ -54,21 +54,21 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
     return [] // No record yet: nothing ever ran here.
   }
   const recovered: RecoveredMonitor[] = []
+  const claimedPaths: string[] = []
   for (const name of names.sort()) {
     const claimed = claim(deps, dir, name, self)
     if (!claimed) continue
-    const results: RecoveredMonitor[] = []
+    claimedPaths.push(claimed.path)
     for (const entry of claimed.file.monitors) {
       if (entry.statusKind !== "running") continue // ended cleanly (or was already reported)
-      results.push(await reportLost(deps, entry))
+      recovered.push(await reportLost(deps, entry))
     }
-    recovered.push(...results)
-    const reported = results.filter((r) => r.outcome === "reported").map((r) => r.id)
-    // Until the notices are out the claim stays: if this server dies too, the next one takes over
-    // (and finds what was already delivered in the session history).
-    if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
-    removeQuietly(claimed.path)
   }
+  const reported = recovered.filter((r) => r.outcome === "reported").map((r) => r.id)
+  // Until the notices are out the claims stay: if this server dies too, the next one takes over
+  // (and finds what was already delivered in the session history).
+  if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
+  for (const path of claimedPaths) removeQuietly(path)
   return recovered
 }
 
