@@ -58,18 +58,24 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
-  /** Routes a batch by its session's source; returns the sessions it was queued for. */
-  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string, source: SessionSource): string[] => {
-    const routes = routeBatch(source, sessionID, batch, config.subagent_wake)
-    for (const route of routes) injector.enqueue(batch, route, label)
-    return routes.map((route) => route.sessionID)
+  const sourceOf = (sessionID: string): SessionSource => sources.get(sessionID) ?? { kind: "primary" }
+  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string) => {
+    for (const route of routeBatch(sourceOf(sessionID), sessionID, batch, config.subagent_wake)) {
+      injector.enqueue(batch, route, label)
+    }
+  }
+  /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
+  const exitNoticeQueued = ({ id, sessionID }: { id: string; sessionID: string }) => {
+    const source = sourceOf(sessionID)
+    const targets = source.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
+    return targets.some((target) => injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning))
   }
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
     onStarted: () => writer?.changed(),
     onBatch(batch, monitor) {
-      enqueueRouted(batch, monitor.sessionID, monitor.label, sources.get(monitor.sessionID) ?? { kind: "primary" })
+      enqueueRouted(batch, monitor.sessionID, monitor.label)
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -83,7 +89,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   })
   const writer = deps.directory
-    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, injector, enqueueRouted })
+    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, sources, enqueueRouted, exitNoticeQueued })
     : undefined
 
   const stopOnSignal = installSignalHandlers(manager)
@@ -143,8 +149,9 @@ type StateRecordDeps = HookDeps & {
   directory: string
   scheduler: Scheduler
   manager: MonitorManager
-  injector: MonitorOutputInjector
-  enqueueRouted: (batch: OutputBatch, sessionID: string, label: string, source: SessionSource) => string[]
+  sources: Map<string, SessionSource>
+  enqueueRouted: (batch: OutputBatch, sessionID: string, label: string) => void
+  exitNoticeQueued: (monitor: { id: string; sessionID: string }) => boolean
 }
 
 /**
@@ -152,16 +159,16 @@ type StateRecordDeps = HookDeps & {
  * dead server of this project left behind, which runs once as the plugin loads.
  */
 function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorStateWriter {
-  const { api, scheduler, manager, injector } = deps
+  const { api, scheduler, manager } = deps
   const writer = new MonitorStateWriter({
     directory: deps.directory,
     source: () => manager.snapshot(STATE_LAST_LINES),
     scheduler,
     log: (level, message, extra) => api.log(level, message, extra),
     env: deps.env,
+    wakePending: deps.exitNoticeQueued,
   })
   // Not awaited: the plugin must load at once; the notices go through the normal gates.
-  const lostRoutes = new Map<string, string[]>()
   recoverLostMonitors({
     directory: deps.directory,
     env: deps.env,
@@ -169,14 +176,13 @@ function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorS
     killGraceMs: config.kill_grace_ms,
     async deliver(batch, label, sessionID, history) {
       const agent = latestUserIdentity(history)?.agent
-      const source = await classifySession(api, sessionID, agent, config.automation_agents)
-      lostRoutes.set(batch.monitorId, deps.enqueueRouted(batch, sessionID, label, source))
+      if (!deps.sources.has(sessionID)) {
+        deps.sources.set(sessionID, await classifySession(api, sessionID, agent, config.automation_agents))
+      }
+      deps.enqueueRouted(batch, sessionID, label)
     },
-    async whenDelivered(monitorIds) {
-      const queued = (id: string) => (lostRoutes.get(id) ?? []).some((s) => injector.pending(s).some((d) => d.batch.monitorId === id))
-      await waitFor(scheduler, config.pending_retry_ms, () => !monitorIds.some(queued))
-      for (const id of monitorIds) lostRoutes.delete(id)
-    },
+    whenDelivered: (monitors) =>
+      waitFor(scheduler, config.pending_retry_ms, () => !monitors.some(deps.exitNoticeQueued)),
   }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
   return writer
 }

@@ -107,6 +107,29 @@ describe("restart recovery", () => {
     expect(delivered).toHaveLength(1)
   })
 
+  test("an exit whose notice was still queued when its server died is delivered as it ended, not as lost", async () => {
+    const { put, deps, delivered } = setup()
+    put(
+      "server-500-5.json",
+      stateFile(500, [
+        entry("mon_code", { statusKind: "exited", status: "exited (code=3)", endedAt: 1_500, wakePending: true }),
+        entry("mon_sig", { statusKind: "signaled", status: "exited (signal=SIGSEGV)", endedAt: 1_500, wakePending: true }),
+        entry("mon_cap", {
+          statusKind: "timed_out",
+          status: "timed out after 3000 ms (signal=SIGTERM)",
+          endedAt: 1_500,
+          wakePending: true,
+        }),
+      ]),
+    )
+    await recoverLostMonitors(deps())
+    expect(delivered.map((d) => [d.batch.monitorId, formatStatus(d.batch.status)])).toEqual([
+      ["mon_code", "exited (code=3)"],
+      ["mon_sig", "exited (signal=SIGSEGV)"],
+      ["mon_cap", "timed out after 3000 ms (signal=SIGTERM)"],
+    ])
+  })
+
   test("a live server's file is never touched, and this server's own file is skipped", async () => {
     const { put, deps, delivered, files, live, dir } = setup()
     put("server-500-5.json", stateFile(500, [entry("mon_a")]))

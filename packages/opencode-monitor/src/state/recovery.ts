@@ -5,6 +5,7 @@ import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
 import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
 import { signalGroup, waitUntil } from "../process/process-group"
+import { formatStatus, type MonitorStatus } from "../status"
 import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
@@ -15,7 +16,7 @@ export type RecoveryDeps = {
   /** Hands the `lost` terminal batch to delivery (routing, gates, agent and model as for any wake). */
   deliver: (batch: OutputBatch, label: string, sessionID: string, history: readonly SessionMessage[]) => Promise<void>
   /** Resolves once these monitors' wakes have left the delivery queues (sent or given up). */
-  whenDelivered?: (monitorIds: string[]) => Promise<void>
+  whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
   /** This server process; defaults to process.pid and its /proc start time. */
@@ -39,7 +40,8 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
  * When the plugin loads (SPEC §12): every monitor that a dead server process of this project
- * recorded as running is reported once to its session as a terminal wake with `Status: lost`.
+ * recorded as running is reported once to its session as a terminal wake with `Status: lost`;
+ * one that had ended but whose exit notice was still queued gets that notice, as it ended.
  * A live server's file is never touched; a dead one's is claimed by an atomic rename first, so
  * two servers starting on the same data never both report it. Never throws: unreadable files
  * are skipped with a log line.
@@ -60,11 +62,12 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
     if (!claimed) continue
     claimedPaths.push(claimed.path)
     for (const entry of claimed.file.monitors) {
-      if (entry.statusKind !== "running") continue // ended cleanly (or was already reported)
+      // Ended with its notice delivered (or stopped on request): nothing is owed.
+      if (entry.statusKind !== "running" && !entry.wakePending) continue
       recovered.push(await reportLost(deps, entry))
     }
   }
-  const reported = recovered.filter((r) => r.outcome === "reported").map((r) => r.id)
+  const reported = recovered.filter((r) => r.outcome === "reported")
   // Until the notices are out the claims stay: if this server dies too, the next one takes over
   // (and finds what was already delivered in the session history).
   if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
@@ -118,7 +121,9 @@ function claim(deps: RecoveryDeps, dir: string, name: string, self: Owner): { pa
 async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
   const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
   const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
-  result.survivorPid = await stopSurvivor(deps, entry)
+  // An exit whose notice was still queued is reported as it ended; a running one was cut off.
+  const ended = entry.statusKind === "running" ? undefined : recordedStatus(entry)
+  if (!ended) result.survivorPid = await stopSurvivor(deps, entry)
   if ((await deps.api.sessionExists(entry.sessionID)) === false) {
     deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
@@ -141,10 +146,14 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
       (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
     ),
     stillRunning: false,
-    status: { kind: "lost", survivorPid: result.survivorPid },
+    status: ended ?? { kind: "lost", survivorPid: result.survivorPid },
     dropped: NO_DROPS,
   }
-  deps.api.log("info", "reporting a monitor lost when its server stopped", { ...fields, survivorPid: result.survivorPid })
+  deps.api.log("info", ended ? "delivering an exit notice its stopped server still owed" : "reporting a monitor lost when its server stopped", {
+    ...fields,
+    status: formatStatus(batch.status),
+    survivorPid: result.survivorPid,
+  })
   await deps.deliver(batch, entry.label, entry.sessionID, history)
   return { ...result, outcome: "reported" }
 }
@@ -169,6 +178,27 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
     if (await waitUntil(() => !same(), waitMs)) return undefined
   }
   return entry.pid
+}
+
+/** The status a record says a monitor ended with, read back from its kind and text. */
+function recordedStatus(entry: MonitorStateEntry): MonitorStatus | undefined {
+  const text = entry.status
+  const code = /code=(-?\d+)/.exec(text)?.[1]
+  const signal = /signal=([A-Z0-9]+)/.exec(text)?.[1] ?? null
+  switch (entry.statusKind) {
+    case "exited":
+      return code === undefined ? undefined : { kind: "exited", code: Number(code) }
+    case "signaled":
+      return signal ? { kind: "signaled", signal } : undefined
+    case "timed_out": {
+      const afterMs = /after (\d+) ms/.exec(text)?.[1]
+      return afterMs === undefined ? undefined : { kind: "timed_out", afterMs: Number(afterMs), signal }
+    }
+    case "stopped":
+      return { kind: "stopped", signal }
+    default:
+      return undefined
+  }
 }
 
 /** This monitor's envelopes in a session history: their batch numbers and statuses. */
