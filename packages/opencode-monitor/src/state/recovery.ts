@@ -34,6 +34,7 @@ export type RecoveredMonitor = {
   survivorPid: number | undefined
 }
 
+const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
 const SERVER_FILE = /^server-(\d+)-([^.]+)\.json$/
 // A file a recovering server took over: `claimed-<pid>-<start>--<the original name>`.
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
@@ -64,6 +65,11 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
     for (const entry of claimed.file.monitors) {
       // Ended with its notice delivered (or stopped on request): nothing is owed.
       if (entry.statusKind !== "running" && !entry.wakePending) continue
+      if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
+        // The ids land in an envelope header and a request path: a record is data, not trusted.
+        deps.api.log("warn", "ignoring a malformed entry in a monitor state file", { file: claimed.path })
+        continue
+      }
       recovered.push(await reportLost(deps, entry))
     }
   }
