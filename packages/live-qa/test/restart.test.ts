@@ -29,14 +29,17 @@ const stateDir = projectStateDir(dirs.project, { XDG_STATE_HOME: dirs.state });
 const stateFiles = () => (existsSync(stateDir) ? readdirSync(stateDir).sort() : []);
 const serverLog = (live: MonitorQA) => live.server.logs.map((line) => line.text);
 
-/** Starts a server on the shared data dir and makes the one request that loads the plugin. */
+/**
+ * Starts a server on the shared data dir. Its first request, which loads the plugin, is the
+ * harness's `GET /event` right after the listening line; then the session is read once more.
+ */
 async function restart(sessionID: string): Promise<{ live: MonitorQA; requestedAt: number }> {
   const live = await startMonitorQA({ dirs, pluginOptions: PLUGIN_OPTIONS });
   qa = live;
-  const requestedAt = Date.now();
+  const listening = live.server.logs.find((line) => line.text.includes("opencode server listening"));
   const got = await live.server.client.session.get({ path: { id: sessionID } });
   expect(got.data?.id).toBe(sessionID);
-  return { live, requestedAt };
+  return { live, requestedAt: listening?.at ?? Date.now() };
 }
 
 async function crash(live: MonitorQA): Promise<void> {
@@ -115,7 +118,7 @@ test("a monitor cut off by a server crash is reported to its session once, as St
     const noticeMs = lost.message.info.time.created - second.requestedAt;
     const reportMs = (report.info.time.completed ?? 0) - second.requestedAt;
     console.log(
-      `[restart] after the request: lost envelope in the session at +${noticeMs} ms, REPORT turn completed at +${reportMs} ms ` +
+      `[restart] after the first request: lost envelope in the session at +${noticeMs} ms, REPORT turn completed at +${reportMs} ms ` +
         `(same run, for scale: the first server's prompt → monitor_start → idle took ${startTurnMs} ms)`,
     );
     console.log(`[restart] the envelope:\n${lost.text}\n[restart] the report: ${textOf(report)}`);
@@ -128,7 +131,7 @@ test("a monitor cut off by a server crash is reported to its session once, as St
     expect(info.model).toEqual({ providerID: "mock", modelID: "m" });
     expect(liveProcesses(tag, groups)).toEqual([]);
     const recoveryLines = serverLog(second.live).filter((line) =>
-      /lost monitor|reporting a monitor lost|monitor state file|sent monitor output/.test(line),
+      /lost monitor|reporting a monitor lost|monitor state|sent monitor output/.test(line),
     );
     console.log(`[restart] the second server's recovery log:\n${recoveryLines.join("\n")}`);
     const log = serverLog(second.live).join("\n");

@@ -73,6 +73,12 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
       recovered.push(await reportLost(deps, entry))
     }
   }
+  deps.api.log("info", "restart recovery looked at the monitor state folder", {
+    folder: dir,
+    files: names.length,
+    claimed: claimedPaths.length,
+    reported: recovered.filter((r) => r.outcome === "reported").length,
+  })
   const reported = recovered.filter((r) => r.outcome === "reported")
   // Until the notices are out the claims stay: if this server dies too, the next one takes over
   // (and finds what was already delivered in the session history).
