@@ -4,11 +4,10 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/hooks"
-import type { MonitorInfo } from "../src/manager"
+import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
 import { processStartTime } from "../src/process/proc-stat"
 import { parseStateFile, projectStateDir, STATE_LAST_LINES, STATE_LINE_TEXT_MAX, STATE_MAX_MONITORS } from "../src/state/format"
 import {
-  type MonitorSnapshot,
   MonitorStateWriter,
   STATE_ENDED_RETAIN_MS,
   STATE_POLL_MS,

@@ -73,12 +73,15 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
       recovered.push(await reportLost(deps, entry))
     }
   }
-  deps.api.log("info", "restart recovery looked at the monitor state folder", {
-    folder: dir,
-    files: names.length,
-    claimed: claimedPaths.length,
-    reported: recovered.filter((r) => r.outcome === "reported").length,
-  })
+  const records = names.filter((name) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)).length
+  if (records > 0) {
+    deps.api.log("info", "restart recovery looked at the monitor state folder", {
+      folder: dir,
+      files: records,
+      claimed: claimedPaths.length,
+      reported: recovered.filter((r) => r.outcome === "reported").length,
+    })
+  }
   const reported = recovered.filter((r) => r.outcome === "reported")
   // Until the notices are out the claims stay: if this server dies too, the next one takes over
   // (and finds what was already delivered in the session history).

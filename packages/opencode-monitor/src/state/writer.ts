@@ -1,7 +1,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
-import type { MonitorInfo } from "../manager"
+import type { MonitorInfo, MonitorSnapshot } from "../manager"
 import { processStartTime } from "../process/proc-stat"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { formatStatus } from "../status"
@@ -16,15 +16,6 @@ import {
   type StateLine,
   serverStateFileName,
 } from "./format"
-
-/** One monitor as the manager sees it now: never the raw command. */
-export type MonitorSnapshot = {
-  info: MonitorInfo
-  /** The process group leader. */
-  pid: number
-  /** The last retained lines, oldest first (at most STATE_LAST_LINES are kept). */
-  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
-}
 
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
