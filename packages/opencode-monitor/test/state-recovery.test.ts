@@ -8,6 +8,7 @@ import { formatMonitorBatch } from "../src/delivery/envelope"
 import { createMonitorPlugin } from "../src/hooks"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { processStartTime, readProcStat } from "../src/process/proc-stat"
+import { liveGroupMembers } from "../src/process/process-group"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
 import { formatStatus } from "../src/status"
@@ -285,8 +286,8 @@ describe("restart recovery", () => {
 })
 
 describe("a lost monitor's process", () => {
-  function sleeper(): { pid: number; startTime: string } {
-    const child = spawn("sleep", ["30"], { detached: true, stdio: "ignore" })
+  function sleeper(command = "sleep 30"): { pid: number; startTime: string } {
+    const child = spawn("sh", ["-c", command], { detached: true, stdio: "ignore" })
     child.unref()
     const pid = child.pid as number
     spawned.push(pid)
@@ -299,7 +300,8 @@ describe("a lost monitor's process", () => {
 
   test("is stopped when pid and start time prove it is the recorded one; a reused pid is never signalled", async () => {
     const { put, deps, delivered } = setup()
-    const survivor = sleeper()
+    // A leader that dies of SIGTERM, with a child in its group that ignores it: the whole group is ended.
+    const survivor = sleeper("(trap '' TERM; sleep 30) & wait")
     const stranger = sleeper()
     expect(survivor.startTime).toBeDefined()
     put(
@@ -317,6 +319,7 @@ describe("a lost monitor's process", () => {
       ["mon_reused", "reported", undefined],
     ])
     expect(alive(survivor.pid)).toBe(false)
+    expect(liveGroupMembers(survivor.pid)).toEqual([])
     expect(alive(stranger.pid)).toBe(true)
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       "lost (the opencode server stopped while it ran)",

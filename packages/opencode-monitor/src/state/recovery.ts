@@ -4,7 +4,7 @@ import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
 import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
-import { signalGroup, waitUntil } from "../process/process-group"
+import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, type MonitorStatus } from "../status"
 import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
 
@@ -175,22 +175,23 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
 
 /**
  * The watchdog should have ended the group when the server died. A leader still running is
- * signalled only when pid and start time prove it is the recorded process; the pid is returned
- * when it survives even SIGKILL, so the notice can name it.
+ * signalled only when pid and start time prove it is the recorded process; its group (which
+ * cannot change hands while it has members) is then ended like any stop. The pid is returned
+ * when something of the group survives even SIGKILL, so the notice can name it.
  */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<number | undefined> {
-  const same = () => (deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)
-  if (!same()) return undefined
+  if (!(deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)) return undefined
   deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
     monitorId: entry.id,
     pid: entry.pid,
   })
+  const groupGone = () => liveGroupMembers(entry.pid).length === 0
   for (const [signal, waitMs] of [
     ["SIGTERM", deps.killGraceMs],
     ["SIGKILL", 2_000],
   ] as const) {
-    if (same()) signalGroup(entry.pid, signal)
-    if (await waitUntil(() => !same(), waitMs)) return undefined
+    if (!groupGone()) signalGroup(entry.pid, signal)
+    if (await waitUntil(groupGone, waitMs)) return undefined
   }
   return entry.pid
 }
