@@ -3,7 +3,7 @@
  * opencode-monitor source (never the npm package), and a timeline of the bus.
  */
 import { resolve } from "node:path";
-import type { JsonObject } from "./isolated-env.ts";
+import type { IsolatedDirs, JsonObject } from "./isolated-env.ts";
 import { envelopesIn, monitorAgent } from "./monitor-agent.ts";
 import { type OpencodeServer, type StopReport, startOpencode } from "./opencode-server.ts";
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts";
@@ -21,6 +21,8 @@ export interface MonitorQAOptions {
   agentDelayMs?: number;
   /** More local plugins loaded beside opencode-monitor (benchmark probes). */
   extraPlugins?: [string, JsonObject][];
+  /** Run on the data of an earlier server (a restart); the caller removes the dirs. */
+  dirs?: IsolatedDirs;
 }
 
 export interface Envelope {
@@ -55,6 +57,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
+      dirs: options.dirs,
     });
   } catch (error) {
     await model.stop();

@@ -10,7 +10,6 @@ import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } fro
 import { findMissingProgram } from "./process/program-check"
 import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
-import type { MonitorSnapshot } from "./state/writer"
 import type { MonitorStatus } from "./status"
 
 /** "person": stopped from the TUI; its terminal batch is still delivered, as an observation. */
@@ -28,6 +27,15 @@ export type MonitorInfo = {
   status: MonitorStatus
   stoppedBy: StopReason | undefined
   counters: RingCounters
+}
+
+/** A monitor as the state record sees it: its info, group leader and last retained lines. */
+export type MonitorSnapshot = {
+  info: MonitorInfo
+  /** The process group leader. */
+  pid: number
+  /** The last retained lines, oldest first. */
+  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
 }
 
 export type StartRequest = {

@@ -4,11 +4,10 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/hooks"
-import type { MonitorInfo } from "../src/manager"
+import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
 import { processStartTime } from "../src/process/proc-stat"
 import { parseStateFile, projectStateDir, STATE_LAST_LINES, STATE_LINE_TEXT_MAX, STATE_MAX_MONITORS } from "../src/state/format"
 import {
-  type MonitorSnapshot,
   MonitorStateWriter,
   STATE_ENDED_RETAIN_MS,
   STATE_POLL_MS,
@@ -72,7 +71,7 @@ function setup() {
     lastText = text
     return writes
   }
-  return { writer, scheduler, monitors, logs, dir, read, countWrite }
+  return { writer, scheduler, monitors, logs, dir, read, countWrite, env }
 }
 
 const line = (seq: number, text: string) => ({ stream: "stdout" as const, seq, text })
@@ -168,6 +167,39 @@ describe("MonitorStateWriter", () => {
     scheduler.advance(STATE_ENDED_RETAIN_MS)
     expect(read()).toBeUndefined()
     expect(scheduler.pendingTimers).toBe(0)
+  })
+
+  test("an exit whose notice is still queued is marked wakePending, kept past the retention, and cleared once sent", () => {
+    const { scheduler, monitors, env } = setup()
+    const queued = new Set<string>()
+    const writer = new MonitorStateWriter({
+      directory: "/work/project",
+      source: () => monitors,
+      scheduler,
+      log: () => {},
+      env,
+      server: { pid: 4243, pidStartTime: "777" },
+      wakePending: ({ id }) => queued.has(id),
+    })
+    const monitor = info("mon_a")
+    monitors.push({ info: monitor, pid: 100, lastLines: [] })
+    writer.changed()
+    scheduler.advance(0)
+    monitor.status = { kind: "exited", code: 2 }
+    monitor.endedAt = scheduler.now()
+    queued.add("mon_a") // the session is busy: the exit notice waits
+    writer.changed()
+    scheduler.advance(STATE_WRITE_MIN_INTERVAL_MS)
+    const fileOf = () => {
+      const parsed = parseStateFile(readFileSync(writer.path, "utf8"))
+      return parsed.ok ? parsed.file.monitors : []
+    }
+    expect(fileOf().map((m) => [m.statusKind, m.wakePending])).toEqual([["exited", true]])
+    scheduler.advance(2 * STATE_ENDED_RETAIN_MS)
+    expect(fileOf().map((m) => m.wakePending)).toEqual([true])
+    queued.delete("mon_a") // sent
+    scheduler.advance(STATE_POLL_MS)
+    expect(existsSync(writer.path)).toBe(false)
   })
 
   test("bounded: at most STATE_MAX_MONITORS entries (running first), STATE_LAST_LINES lines, each cut to STATE_LINE_TEXT_MAX", () => {
@@ -278,6 +310,32 @@ describe("the plugin keeps the record of its real monitors", () => {
     expect(existsSync(dir) ? readdirSync(dir) : []).toEqual([])
   }, 15_000)
 })
+
+test("an exit while its session is busy is recorded as owed (wakePending) until the notice is sent", async () => {
+  const root = mkdtempSync(join(tmpdir(), "omo-state-"))
+  roots.push(root)
+  const env = { ...process.env, XDG_STATE_HOME: root }
+  const api = new FakeSessionApi(Date.now)
+  api.busy.ses_1 = "busy"
+  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), pending_retry_ms: 100 }, { api, directory: root, env })
+  const started = await instance.manager.start({ sessionID: "ses_1", directory: root, command: "echo done; exit 3" })
+  const dir = projectStateDir(root, env)
+  const entryOf = () => {
+    const name = existsSync(dir) ? readdirSync(dir).find((n) => n.startsWith("server-")) : undefined
+    const parsed = name ? parseStateFile(readFileSync(join(dir, name), "utf8")) : undefined
+    return parsed?.ok ? parsed.file.monitors.find((m) => m.id === started.id) : undefined
+  }
+  const owed = await waitForValue(() => (entryOf()?.wakePending ? entryOf() : undefined), 5_000)
+  expect(owed.status).toBe("exited (code=3)")
+  delete api.busy.ses_1
+  await waitForValue(() => (api.sent.length > 0 ? true : undefined), 5_000)
+  const settled = await waitForValue(() => {
+    const entry = entryOf()
+    return entry && !entry.wakePending ? entry : undefined
+  }, 5_000)
+  expect(settled.statusKind).toBe("exited")
+  await instance.hooks.dispose?.()
+}, 15_000)
 
 async function waitForValue<T>(get: () => T | undefined, timeoutMs: number): Promise<T> {
   const deadline = Date.now() + timeoutMs

@@ -1,7 +1,7 @@
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
-import type { MonitorInfo } from "../manager"
+import type { MonitorInfo, MonitorSnapshot } from "../manager"
 import { processStartTime } from "../process/proc-stat"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { formatStatus } from "../status"
@@ -17,15 +17,6 @@ import {
   serverStateFileName,
 } from "./format"
 
-/** One monitor as the manager sees it now: never the raw command. */
-export type MonitorSnapshot = {
-  info: MonitorInfo
-  /** The process group leader. */
-  pid: number
-  /** The last retained lines, oldest first (at most STATE_LAST_LINES are kept). */
-  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
-}
-
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
   directory: string
@@ -38,6 +29,8 @@ export type StateWriterOptions = {
   server?: { pid: number; pidStartTime: string | undefined }
   /** A leader's start time, to prove its identity later; defaults to /proc. */
   startTimeOf?: (pid: number) => string | undefined
+  /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
+  wakePending?: (monitor: { id: string; sessionID: string }) => boolean
 }
 
 /** At most ~4 writes a second, whatever the output rate. */
@@ -123,8 +116,8 @@ export class MonitorStateWriter {
       this.lastBody = body
       this.lastWriteAt = file.server.updatedAt
     }
-    // Running monitors print: look again soon. Ended ones only need to expire.
-    if (file.monitors.some((m) => m.statusKind === "running")) this.arm(STATE_POLL_MS)
+    // Running monitors print, and exit notices get sent: look again soon. Ended ones only expire.
+    if (file.monitors.some((m) => m.statusKind === "running" || m.wakePending)) this.arm(STATE_POLL_MS)
     else {
       const expiries = file.monitors.map((m) => (m.endedAt ?? 0) + STATE_ENDED_RETAIN_MS - file.server.updatedAt)
       if (expiries.length > 0) this.arm(Math.max(STATE_WRITE_MIN_INTERVAL_MS, Math.min(...expiries)))
@@ -141,7 +134,12 @@ export class MonitorStateWriter {
       this.entries.set(info.id, toEntry(info, pid, pidStartTime, lastLines))
     }
     for (const [id, entry] of this.entries) {
-      if (entry.endedAt !== undefined && now - entry.endedAt >= STATE_ENDED_RETAIN_MS) this.entries.delete(id)
+      if (entry.statusKind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
+      else delete entry.wakePending
+      // An exit notice still on its way is kept whatever its age: a restart must deliver it.
+      if (entry.endedAt !== undefined && !entry.wakePending && now - entry.endedAt >= STATE_ENDED_RETAIN_MS) {
+        this.entries.delete(id)
+      }
     }
   }
 
@@ -200,9 +198,10 @@ function toEntry(
   }
 }
 
-/** Running monitors first (oldest first), then the most recently ended ones, within the bound. */
+/** Running monitors and undelivered exits first (oldest first), then the most recently ended ones, within the bound. */
 function bounded(entries: MonitorStateEntry[]): MonitorStateEntry[] {
-  const running = entries.filter((e) => e.statusKind === "running").sort((a, b) => a.startedAt - b.startedAt)
-  const ended = entries.filter((e) => e.statusKind !== "running").sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
+  const owed = (e: MonitorStateEntry) => e.statusKind === "running" || e.wakePending === true
+  const running = entries.filter(owed).sort((a, b) => a.startedAt - b.startedAt)
+  const ended = entries.filter((e) => !owed(e)).sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
   return [...running, ...ended].slice(0, STATE_MAX_MONITORS)
 }
