@@ -14,6 +14,7 @@ import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
 import { formatStatus } from "../src/status"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { stateEntry } from "./support/state-entry"
 
 const DIRECTORY = "/work/project"
 const roots: string[] = []
@@ -27,26 +28,7 @@ afterEach(() => {
   }
 })
 
-function entry(id: string, overrides: Partial<MonitorStateEntry> = {}): MonitorStateEntry {
-  return {
-    id,
-    sessionID: "ses_1",
-    label: `label-${id}`,
-    startedAt: 1_000,
-    endedAt: undefined,
-    statusKind: "running",
-    status: "running",
-    stoppedBy: undefined,
-    pid: 999_999_999,
-    pidStartTime: "1",
-    linesSeen: 2,
-    lastLines: [
-      { stream: "stdout", seq: 1, text: "compiling" },
-      { stream: "stderr", seq: 2, text: "warning: slow" },
-    ],
-    ...overrides,
-  }
-}
+const entry = stateEntry
 
 function stateFile(pid: number, monitors: MonitorStateEntry[], directory = DIRECTORY): ServerStateFile {
   return { format: STATE_FORMAT, server: { pid, pidStartTime: "5", directory, updatedAt: 2_000 }, monitors }

@@ -6,6 +6,7 @@ import { type MonitorStateEntry, STATE_FORMAT, serverStateFileName } from "../sr
 import { type MessagePart, monitorsFromMessages } from "../src/tui/from-messages"
 import { readLocalState, withRemembered } from "../src/tui/local-state"
 import type { MonitorView } from "../src/tui/view"
+import { stateEntry } from "./support/state-entry"
 
 const roots: string[] = []
 afterEach(() => {
@@ -18,23 +19,7 @@ function tempDir(): string {
   return dir
 }
 
-function entry(id: string, overrides: Partial<MonitorStateEntry> = {}): MonitorStateEntry {
-  return {
-    id,
-    sessionID: "ses_1",
-    label: `label-${id}`,
-    startedAt: 1_000,
-    endedAt: undefined,
-    statusKind: "running",
-    status: "running",
-    stoppedBy: undefined,
-    pid: 4242,
-    pidStartTime: "99",
-    linesSeen: 1,
-    lastLines: [{ stream: "stdout", seq: 1, text: "hello" }],
-    ...overrides,
-  }
-}
+const entry = stateEntry
 
 function writeServerFile(dir: string, pid: number, monitors: MonitorStateEntry[], updatedAt = 5_000): void {
   const file = { format: STATE_FORMAT, server: { pid, pidStartTime: "1", directory: "/p", updatedAt }, monitors }
