@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,state`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -13,6 +13,7 @@ import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
 import { markdownTable, type Row } from "./report.ts"
 import { STALL_INTERVAL_MS } from "./stall-meter.ts"
+import { benchState } from "./state.ts"
 import { benchThroughput } from "./throughput.ts"
 
 const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
@@ -21,6 +22,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   regex: benchRegex,
   concurrent: benchConcurrent,
   live: benchLive,
+  state: benchState,
 }
 
 async function main(): Promise<void> {

@@ -4,7 +4,7 @@
  * pass `pluginSpec` to load this repo's own packed build the way users install it instead.
  */
 import { resolve } from "node:path";
-import type { JsonObject } from "./isolated-env.ts";
+import type { IsolatedDirs, JsonObject } from "./isolated-env.ts";
 import { envelopesIn, monitorAgent } from "./monitor-agent.ts";
 import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts";
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts";
@@ -28,6 +28,8 @@ export interface MonitorQAOptions {
   prepare?: StartOpencodeOptions["prepare"];
   /** Runs once the server listens, before the first request to the project starts it (and installs its plugins). */
   onServer?: (server: OpencodeServer) => Promise<void>;
+  /** Run on the data of an earlier server (a restart); the caller removes the dirs. */
+  dirs?: IsolatedDirs;
 }
 
 export interface Envelope {
@@ -63,6 +65,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
       prepare: options.prepare,
+      dirs: options.dirs,
     });
   } catch (error) {
     await model.stop();

@@ -1,10 +1,16 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
+import { latestUserIdentity } from "./delivery/gates"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
+import type { OutputBatch } from "./pipeline/batcher"
 import { realScheduler, type Scheduler } from "./scheduler"
+import { projectStateDir, STATE_LAST_LINES } from "./state/format"
+import { recoverLostMonitors } from "./state/recovery"
+import { watchStopRequests } from "./state/stop-requests"
+import { MonitorStateWriter } from "./state/writer"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
 
@@ -12,6 +18,11 @@ export type HookDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
+  /**
+   * The plugin instance's project directory; without it no state record is kept and no stop
+   * request from the TUI part is taken.
+   */
+  directory?: string
 }
 
 export type MonitorPluginInstance = {
@@ -51,14 +62,27 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
+  const sourceOf = (sessionID: string): SessionSource => sources.get(sessionID) ?? { kind: "primary" }
+  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string) => {
+    for (const route of routeBatch(sourceOf(sessionID), sessionID, batch, config.subagent_wake)) {
+      injector.enqueue(batch, route, label)
+    }
+  }
+  /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
+  const exitNoticeQueued = ({ id, sessionID }: { id: string; sessionID: string }) => {
+    const source = sourceOf(sessionID)
+    const targets = source.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
+    return targets.some((target) => injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning))
+  }
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
+    onStarted: () => writer?.changed(),
     onBatch(batch, monitor) {
-      const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
-      for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
-        injector.enqueue(batch, route, monitor.label)
-      }
+      // A person stopped it from the TUI: the agent learns it as an observation in its own
+      // session (Status: stopped (by the person at the screen)), and nobody is woken.
+      if (monitor.stoppedBy === "person") injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
+      else enqueueRouted(batch, monitor.sessionID, monitor.label)
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -68,10 +92,28 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         stoppedBy: monitor.stoppedBy,
       })
       notifyEnded(api, monitor)
+      writer?.changed()
     },
   })
+  const writer = deps.directory
+    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, sources, enqueueRouted, exitNoticeQueued })
+    : undefined
 
   const stopOnSignal = installSignalHandlers(manager)
+  const stopWatching = deps.directory
+    ? watchStopRequests(projectStateDir(deps.directory, deps.env), {
+        serverPid: process.pid,
+        owns: (sessionID, monitorId) => manager.get(sessionID, monitorId) !== undefined,
+        stop(sessionID, monitorId) {
+          if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
+          api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
+          manager.stop(sessionID, monitorId, "person").catch((error) =>
+            api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+          )
+        },
+        onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
+      })
+    : () => {}
 
   const hooks: Hooks = {
     tool: createMonitorTools({
@@ -116,11 +158,63 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
 
     async dispose() {
       stopOnSignal()
+      stopWatching()
       injector.dispose()
       await manager.shutdown()
+      writer?.dispose()
     },
   }
   return { hooks, manager, injector }
+}
+
+type StateRecordDeps = HookDeps & {
+  directory: string
+  scheduler: Scheduler
+  manager: MonitorManager
+  sources: Map<string, SessionSource>
+  enqueueRouted: (batch: OutputBatch, sessionID: string, label: string) => void
+  exitNoticeQueued: (monitor: { id: string; sessionID: string }) => boolean
+}
+
+/**
+ * The on-disk record of this server's monitors (SPEC §11, §12), and the report of the monitors a
+ * dead server of this project left behind, which runs once as the plugin loads.
+ */
+function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorStateWriter {
+  const { api, scheduler, manager } = deps
+  const writer = new MonitorStateWriter({
+    directory: deps.directory,
+    source: () => manager.snapshot(STATE_LAST_LINES),
+    scheduler,
+    log: (level, message, extra) => api.log(level, message, extra),
+    env: deps.env,
+    wakePending: deps.exitNoticeQueued,
+  })
+  // Not awaited: the plugin must load at once; the notices go through the normal gates.
+  recoverLostMonitors({
+    directory: deps.directory,
+    env: deps.env,
+    api,
+    killGraceMs: config.kill_grace_ms,
+    async deliver(batch, label, sessionID, history) {
+      const agent = latestUserIdentity(history)?.agent
+      if (!deps.sources.has(sessionID)) {
+        deps.sources.set(sessionID, await classifySession(api, sessionID, agent, config.automation_agents))
+      }
+      deps.enqueueRouted(batch, sessionID, label)
+    },
+    whenDelivered: (monitors) =>
+      waitFor(scheduler, config.pending_retry_ms, () => !monitors.some(deps.exitNoticeQueued)),
+  }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
+  return writer
+}
+
+/** Resolves once `done()` holds, checking every `everyMs` on the injected clock. */
+function waitFor(scheduler: Scheduler, everyMs: number, done: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => (done() ? resolve() : scheduler.setTimeout(check, everyMs))
+    check()
+  })
 }
 
 function notifyEnded(api: SessionApi, monitor: MonitorInfo): void {

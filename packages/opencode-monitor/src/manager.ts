@@ -12,7 +12,8 @@ import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { MonitorStatus } from "./status"
 
-export type StopReason = "agent" | "session" | "shutdown"
+/** "person": stopped from the TUI; its terminal batch is still delivered, as an observation. */
+export type StopReason = "agent" | "person" | "session" | "shutdown"
 
 /** What callers may see of a monitor: never the raw command. */
 export type MonitorInfo = {
@@ -28,6 +29,15 @@ export type MonitorInfo = {
   counters: RingCounters
 }
 
+/** A monitor as the state record sees it: its info, group leader and last retained lines. */
+export type MonitorSnapshot = {
+  info: MonitorInfo
+  /** The process group leader. */
+  pid: number
+  /** The last retained lines, oldest first. */
+  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
+}
+
 export type StartRequest = {
   sessionID: string
   directory: string
@@ -40,6 +50,7 @@ export type StartRequest = {
 export type ManagerDeps = {
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
   onEnded?: (monitor: MonitorInfo) => void
+  onStarted?: (monitor: MonitorInfo) => void
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
 }
@@ -132,6 +143,7 @@ export class MonitorManager {
     const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, done: Promise.resolve() }
     this.monitors.set(id, monitor)
     monitor.done = this.supervise(monitor)
+    this.deps.onStarted?.(info)
     return info
   }
 
@@ -187,6 +199,15 @@ export class MonitorManager {
     }
   }
 
+  /** Every monitor with its group leader's pid and its last retained lines (for the state record). */
+  snapshot(lastLines: number): MonitorSnapshot[] {
+    return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
+      info,
+      pid: process.pid,
+      lastLines: pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - lastLines), limit: lastLines }),
+    }))
+  }
+
   private running(sessionID: string): Monitor[] {
     return [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID && m.info.status.kind === "running")
   }
@@ -224,7 +245,9 @@ export class MonitorManager {
 
     info.status = statusOf(exit, monitor, sentSignal)
     info.endedAt = this.scheduler.now()
-    if (info.stoppedBy) pipeline.close()
+    // The agent (or the session's end) asked for the stop and needs no news of it; a person's stop
+    // is news to the agent, so its terminal batch goes out (hooks.ts delivers it without a wake).
+    if (info.stoppedBy && info.stoppedBy !== "person") pipeline.close()
     else pipeline.finish(info.status)
     this.retainExited(info.sessionID)
     this.deps.onEnded?.(info)
@@ -242,6 +265,7 @@ export class MonitorManager {
 
 function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
   if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
+  if (monitor.info.stoppedBy === "person") return { kind: "stopped", signal: exit.signal ?? sentSignal, byPerson: true }
   if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown" }
   return { kind: "exited", code: exit.code }

@@ -56,6 +56,8 @@ export interface SessionApi {
   recentMessages(sessionID: string): Promise<SessionMessage[]>
   prompt(sessionID: string, request: PromptRequest): Promise<void>
   parentOf(sessionID: string): Promise<string | undefined>
+  /** False when the session is gone (404), undefined when the server could not say. */
+  sessionExists(sessionID: string): Promise<boolean | undefined>
   log(level: LogLevel, message: string, extra: Record<string, unknown>): void
   toast(variant: ToastVariant, title: string, message: string): void
 }
@@ -104,6 +106,15 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
       const result = await client.session.get({ path: { id: sessionID }, query })
       if (result.error || !result.data) throw new Error(`GET /session/${sessionID} failed: ${describe(result.error)}`)
       return result.data.parentID || undefined
+    },
+    async sessionExists(sessionID) {
+      try {
+        const result = await client.session.get({ path: { id: sessionID }, query })
+        if (result.data) return true
+        return result.response?.status === 404 ? false : undefined
+      } catch {
+        return undefined
+      }
     },
     log(level, message, extra) {
       client.app.log({ body: { service: LOG_SERVICE, level, message, extra } }).catch(() => {})

@@ -44,6 +44,13 @@ export class FakeSessionApi implements SessionApi {
     return this.parents.get(sessionID)
   }
 
+  /** Sessions deleted from this fake opencode. */
+  gone = new Set<string>()
+
+  async sessionExists(sessionID: string) {
+    return !this.gone.has(sessionID)
+  }
+
   log(level: LogLevel, message: string, extra: Record<string, unknown>) {
     this.logs.push({ level, message, extra })
   }
