@@ -7,16 +7,15 @@
  * 40–90 s.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { parseStateFile, projectStateDir } from "../../opencode-monitor/src/state/format.ts";
-import { createIsolatedDirs, removeIsolatedDirs } from "../src/isolated-env.ts";
+import { removeIsolatedDirs } from "../src/isolated-env.ts";
 import { exitReport } from "../src/monitor-agent.ts";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+import { restartData } from "../src/state-records.ts";
 import { explained, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
 import { waitFor } from "../src/timeline.ts";
 
-const dirs = createIsolatedDirs("oc-restart-owed-");
+const data = restartData("oc-restart-owed-");
+const { dirs } = data;
 let qa: MonitorQA | undefined;
 afterEach(async () => {
   await qa?.stop().catch(() => undefined);
@@ -25,7 +24,6 @@ afterEach(async () => {
 afterAll(() => removeIsolatedDirs(dirs));
 
 const PLUGIN_OPTIONS = { kill_grace_ms: 500 };
-const stateDir = projectStateDir(dirs.project, { XDG_STATE_HOME: dirs.state });
 
 test("an exit notice still queued when the server crashed is delivered by the next server, as it ended", async () => {
   // No ceiling on the first server: the exit notice waits for the busy session until the crash.
@@ -45,14 +43,7 @@ test("an exit notice still queued when the server crashed is delivered by the ne
   );
   // The record says: ended with code 3, notice not yet sent (the session is busy in `sleep 120`).
   const owed = await waitFor(
-    () => {
-      for (const name of existsSync(stateDir) ? readdirSync(stateDir) : []) {
-        const parsed = parseStateFile(readFileSync(join(stateDir, name), "utf8"));
-        const monitor = parsed.ok ? parsed.file.monitors.find((m) => m.wakePending) : undefined;
-        if (monitor) return monitor;
-      }
-      return undefined;
-    },
+    () => data.monitors().find(({ monitor }) => monitor.wakePending)?.monitor,
     60_000,
     50,
     "the record of an exit whose notice waits",
