@@ -4,18 +4,17 @@
  * claim (an atomic rename) lets exactly one of them report the lost monitor. Takes 40–90 s.
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync } from "node:fs";
-import { join } from "node:path";
-import { parseStateFile, projectStateDir } from "../../opencode-monitor/src/state/format.ts";
-import { createIsolatedDirs, removeIsolatedDirs } from "../src/isolated-env.ts";
+import { removeIsolatedDirs } from "../src/isolated-env.ts";
 import { envelopesIn, monitorAgent } from "../src/monitor-agent.ts";
 import { type MonitorQA, PLUGIN_PATH, startMonitorQA } from "../src/monitor-qa.ts";
 import { type OpencodeServer, startOpencode } from "../src/opencode-server.ts";
 import { liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts";
 import { startScriptedModel } from "../src/scripted-model.ts";
+import { restartData } from "../src/state-records.ts";
 import { getMessages, sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts";
 
-const dirs = createIsolatedDirs("oc-restart-race-");
+const data = restartData("oc-restart-race-");
+const { dirs } = data;
 const running: MonitorQA[] = [];
 afterEach(async () => {
   await Promise.all(running.splice(0).map((qa) => qa.stop().catch(() => undefined)));
@@ -24,7 +23,6 @@ afterAll(() => removeIsolatedDirs(dirs));
 
 const PLUGIN_OPTIONS = { kill_grace_ms: 500 };
 const LOST = "lost (the opencode server stopped while it ran)";
-const stateDir = projectStateDir(dirs.project, { XDG_STATE_HOME: dirs.state });
 const reported = (server: OpencodeServer) => server.logs.filter((line) => line.text.includes("reporting a monitor lost")).length;
 const recoveryLog = (server: OpencodeServer) =>
   server.logs
@@ -44,11 +42,7 @@ test("two servers starting together on a crashed server's data report its lost m
   const groups = await waitForProcess(tag, "the monitored sleep to run", 60_000);
   await waitForIdle(first.server.client, sessionID, 60_000, { busyGraceMs: 0 });
   await waitFor(
-    () =>
-      (existsSync(stateDir) ? readdirSync(stateDir) : []).some((name) => {
-        const parsed = parseStateFile(readFileSync(join(stateDir, name), "utf8"));
-        return parsed.ok && parsed.file.monitors.some((m) => m.statusKind === "running");
-      }) || undefined,
+    () => data.monitors().some(({ monitor }) => monitor.statusKind === "running") || undefined,
     10_000,
     50,
     "the state record of the running monitor",

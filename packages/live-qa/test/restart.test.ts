@@ -6,16 +6,18 @@
  * again. Takes 40–80 s (three server starts and two model turns; longer on a loaded machine).
  */
 import { afterAll, afterEach, expect, test } from "bun:test";
-import { existsSync, readdirSync, readFileSync, writeFileSync } from "node:fs";
+import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
-import { parseStateFile, projectStateDir, STATE_FORMAT } from "../../opencode-monitor/src/state/format.ts";
+import { STATE_FORMAT } from "../../opencode-monitor/src/state/format.ts";
 import { exitReport } from "../src/monitor-agent.ts";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { createIsolatedDirs, removeIsolatedDirs } from "../src/isolated-env.ts";
+import { removeIsolatedDirs } from "../src/isolated-env.ts";
+import { restartData } from "../src/state-records.ts";
 import { explained, liveProcesses, planPrompt, waitForEnvelope, waitForProcess, waitForReply } from "../src/scenario.ts";
 import { sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts";
 
-const dirs = createIsolatedDirs("oc-restart-");
+const data = restartData("oc-restart-");
+const { dirs, stateDir } = data;
 let qa: MonitorQA | undefined;
 afterEach(async () => {
   await qa?.stop().catch(() => undefined);
@@ -25,8 +27,7 @@ afterAll(() => removeIsolatedDirs(dirs));
 
 const PLUGIN_OPTIONS = { kill_grace_ms: 500 };
 const LOST = "lost (the opencode server stopped while it ran)";
-const stateDir = projectStateDir(dirs.project, { XDG_STATE_HOME: dirs.state });
-const stateFiles = () => (existsSync(stateDir) ? readdirSync(stateDir).sort() : []);
+const stateFiles = data.files;
 const serverLog = (live: MonitorQA) => live.server.logs.map((line) => line.text);
 
 /**
@@ -68,12 +69,8 @@ test("a monitor cut off by a server crash is reported to its session once, as St
   // The record shows it running, with its line (the writer lags a change by at most ~0.5 s).
   const recorded = await waitFor(
     () => {
-      for (const name of stateFiles()) {
-        const parsed = parseStateFile(readFileSync(join(stateDir, name), "utf8"));
-        const monitor = parsed.ok ? parsed.file.monitors[0] : undefined;
-        if (monitor?.statusKind === "running" && monitor.linesSeen >= 1) return { name, monitor };
-      }
-      return undefined;
+      const found = data.monitors().find(({ monitor }) => monitor.statusKind === "running" && monitor.linesSeen >= 1);
+      return found && { name: found.file, monitor: found.monitor };
     },
     10_000,
     50,

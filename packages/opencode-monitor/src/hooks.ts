@@ -49,6 +49,8 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       // At most two batches' worth of streaming output waits per monitor while a session is busy.
       pendingMaxLines: 2 * config.batch_max_lines,
       pendingMaxBytes: 2 * config.batch_max_bytes,
+      // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
+      staleTurnsBefore: scheduler.now(),
     },
     {
       api,

@@ -6,6 +6,11 @@ export type GateInput = {
   messages: SessionMessage[]
   now: number
   userMessageWindowMs: number
+  /**
+   * A turn that started before this server process loaded the plugin cannot be running in it: an
+   * unfinished assistant message that old was cut off by a crash and never completes (SPEC §12).
+   */
+  staleTurnsBefore?: number
 }
 
 /** The agent and model a person last chose in a session; injected prompts must carry them. */
@@ -27,7 +32,10 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
 export function evaluateGates(input: GateInput): GateDecision {
   const { messages } = input
   const lastUser = findLast(messages, (m) => m.role === "user" && !m.synthetic)
-  const lastAssistant = findLast(messages, (m) => m.role === "assistant")
+  const lastAssistant = findLast(
+    messages,
+    (m) => m.role === "assistant" && !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
+  )
   const identity = latestUserIdentity(messages)
   const status = input.busy[input.sessionID]
   if (status !== undefined) return { open: false, reason: `session ${status}`, identity }

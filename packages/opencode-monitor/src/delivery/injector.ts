@@ -15,6 +15,8 @@ export type InjectorOptions = {
   /** Bound on streaming output waiting per monitor and session; the overflow is coalesced. */
   pendingMaxLines: number
   pendingMaxBytes: number
+  /** Unfinished assistant messages older than this were cut off by a crash (see evaluateGates). */
+  staleTurnsBefore?: number
 }
 
 /** One batch on its way to one session. */
@@ -228,6 +230,7 @@ export class MonitorOutputInjector {
         messages,
         now: scheduler.now(),
         userMessageWindowMs: this.options.userMessageWindowMs,
+        staleTurnsBefore: this.options.staleTurnsBefore,
       })
     } catch (error) {
       this.defer(queue, `session state unavailable: ${errorText(error)}`)
