@@ -1,5 +1,6 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
+import { isRealUserTurn, ObservationBudget } from "./delivery/budget"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
@@ -51,13 +52,23 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
+  const budget = new ObservationBudget(
+    {
+      bytesPerMinute: config.observation_bytes_per_minute,
+      burstBytes: config.observation_burst_bytes,
+      sessionBytes: config.observation_session_bytes,
+      summaryIntervalMs: config.observation_summary_interval_ms,
+    },
+    { scheduler, forward: (batch, route, label) => injector.enqueue(batch, route, label) },
+  )
+
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
     onBatch(batch, monitor) {
       const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
       for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
-        injector.enqueue(batch, route, monitor.label)
+        budget.admit(batch, route, monitor.label, monitor.pattern !== undefined)
       }
     },
     onEnded(monitor) {
@@ -82,8 +93,16 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
           sources.set(ctx.sessionID, await classifySession(api, ctx.sessionID, ctx.agent, config.automation_agents))
         }
       },
-      afterStop: (monitorId) => injector.forgetMonitor(monitorId),
+      afterStop: (monitorId) => {
+        budget.forgetMonitor(monitorId)
+        injector.forgetMonitor(monitorId)
+      },
     }),
+
+    // A person's message resets the session's observation budget; injected prompts do not.
+    async "chat.message"(input, output) {
+      if (isRealUserTurn(output.parts)) budget.onUserTurn(input.sessionID)
+    },
 
     async event({ event }) {
       const sessionID = sessionOf(event)
@@ -92,6 +111,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       else if (event.type === "session.status" && statusType(event) === "idle") injector.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         injector.forgetSession(sessionID)
+        budget.forgetSession(sessionID)
         sources.delete(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
         // opencode's delivery of other events meanwhile.
@@ -116,6 +136,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
 
     async dispose() {
       stopOnSignal()
+      budget.dispose()
       injector.dispose()
       await manager.shutdown()
     },

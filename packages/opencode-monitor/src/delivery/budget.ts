@@ -1,0 +1,295 @@
+import { type BudgetNote, type DropCounts, isTerminalBatch, NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import type { MonitorLine } from "../pipeline/line"
+import type { Scheduler, TimerHandle } from "../scheduler"
+import { formatMonitorBatch } from "./envelope"
+import type { Route } from "./session-source"
+
+export type BudgetOptions = {
+  /** Refill rate of each monitor's bucket; 0 turns streaming observations off (wakes still come). */
+  bytesPerMinute: number
+  /** Capacity of each monitor's bucket: what a quiet monitor may send at once. */
+  burstBytes: number
+  /** Observations into one session between two real user turns, all monitors together. */
+  sessionBytes: number
+  /** Past the budget, at most one summary envelope per monitor this often, only while output flows. */
+  summaryIntervalMs: number
+}
+
+export type BudgetDeps = {
+  scheduler: Scheduler
+  /** The next stage (the injector's enqueue). */
+  forward: (batch: OutputBatch, route: Route, label: string) => void
+}
+
+/** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
+export const STARTUP_LINES = 20
+/** The fixed, documented list of words that make a line error-looking (case-insensitive). */
+export const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
+const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
+/** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
+const PENDING_PRIORITY_MAX = 20
+/** Priority lines a summary envelope shows besides the last line. */
+const SUMMARY_PRIORITY_LINES = 5
+// Estimate of an envelope's fixed text (header, status, dropped and budget lines) and of one
+// line's `[stream seq=N] ` prefix, used to choose lines; what is charged is the real text's size.
+const ENVELOPE_OVERHEAD_BYTES = 480
+const LINE_PREFIX_BYTES = 24
+
+export const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
+
+/** Wakes (the terminal batch, or any route flagged to wake) are never held back by the budget. */
+export const isWakeDelivery = (batch: OutputBatch, route: Route): boolean => route.wake || isTerminalBatch(batch)
+
+/** A person's message, not one of the synthetic prompts this or another plugin injects. */
+export function isRealUserTurn(parts: readonly { type: string; synthetic?: boolean }[]): boolean {
+  return parts.some((part) => part.type === "text" && part.synthetic !== true)
+}
+
+/** What one monitor has sent into one session and what it holds back since its last envelope. */
+type Stream = {
+  key: string
+  sessionID: string
+  monitorId: string
+  tokens: number
+  refilledAt: number
+  lastEnvelopeAt: number
+  held: { lines: number; bytes: number; firstSeq: number; dropped: DropCounts }
+  lastHeld: { batch: OutputBatch; line: MonitorLine | undefined } | undefined
+  pendingPriority: MonitorLine[]
+  route: Route
+  label: string
+  hasPattern: boolean
+  summaryTimer: TimerHandle | undefined
+}
+
+/**
+ * The observation budget (SPEC §14): between the pipeline and the injector, decides how much of a
+ * monitor's streaming output reaches a session. Each monitor has a token bucket of bytes (refilled
+ * per minute, with a burst), each session a total between two real user turns. When a batch does
+ * not fit, its most informative lines go first (startup, error-looking, matching, the latest); the
+ * rest is counted in `dropped:` and the envelope says how to read it with `monitor_output`. Past
+ * the budget a monitor gets at most one summary envelope per interval, and only while it prints.
+ */
+export class ObservationBudget {
+  private readonly streams = new Map<string, Stream>()
+  private readonly sessionSpent = new Map<string, number>()
+
+  constructor(
+    private readonly options: BudgetOptions,
+    private readonly deps: BudgetDeps,
+  ) {}
+
+  admit(batch: OutputBatch, route: Route, label: string, hasPattern: boolean): void {
+    const stream = this.stream(batch.monitorId, route, label, hasPattern)
+    if (isWakeDelivery(batch, route)) {
+      this.send(stream, batch, batch.lines, { charge: false })
+      if (isTerminalBatch(batch)) this.forgetStream(stream)
+      return
+    }
+    if (this.options.bytesPerMinute === 0) return this.hold(stream, batch, batch.lines, [])
+    this.refill(stream)
+    const available = Math.min(stream.tokens, this.options.sessionBytes - this.spent(route.sessionID))
+    const candidates = [...stream.pendingPriority, ...batch.lines]
+    if (estimate(candidates) <= available) {
+      stream.pendingPriority = []
+      return this.send(stream, batch, candidates, { charge: true })
+    }
+    const chosen = this.choose(stream, candidates, batch.lines[batch.lines.length - 1], available)
+    if (chosen.some((line) => this.isPriority(stream, line))) {
+      stream.pendingPriority = []
+      return this.send(stream, batch, chosen, { charge: true })
+    }
+    this.hold(
+      stream,
+      batch,
+      batch.lines,
+      candidates.filter((line) => this.isPriority(stream, line)),
+    )
+  }
+
+  /** A person wrote in the session: its total and its monitors' buckets start afresh. */
+  onUserTurn(sessionID: string): void {
+    this.sessionSpent.delete(sessionID)
+    for (const stream of this.streams.values()) {
+      if (stream.sessionID !== sessionID) continue
+      stream.tokens = this.options.burstBytes
+      stream.refilledAt = this.deps.scheduler.now()
+    }
+  }
+
+  forgetMonitor(monitorId: string): void {
+    for (const stream of this.streams.values()) if (stream.monitorId === monitorId) this.forgetStream(stream)
+  }
+
+  forgetSession(sessionID: string): void {
+    this.sessionSpent.delete(sessionID)
+    for (const stream of this.streams.values()) if (stream.sessionID === sessionID) this.forgetStream(stream)
+  }
+
+  dispose(): void {
+    for (const stream of this.streams.values()) this.forgetStream(stream)
+    this.sessionSpent.clear()
+  }
+
+  /** Bytes charged to a session since its last real user turn. */
+  spent(sessionID: string): number {
+    return this.sessionSpent.get(sessionID) ?? 0
+  }
+
+  private stream(monitorId: string, route: Route, label: string, hasPattern: boolean): Stream {
+    const key = `${route.sessionID}|${monitorId}`
+    let stream = this.streams.get(key)
+    if (!stream) {
+      const now = this.deps.scheduler.now()
+      stream = {
+        key,
+        sessionID: route.sessionID,
+        monitorId,
+        tokens: this.options.burstBytes,
+        refilledAt: now,
+        lastEnvelopeAt: now,
+        held: emptyHeld(),
+        lastHeld: undefined,
+        pendingPriority: [],
+        route,
+        label,
+        hasPattern,
+        summaryTimer: undefined,
+      }
+      this.streams.set(key, stream)
+    }
+    stream.route = route
+    stream.label = label
+    return stream
+  }
+
+  private refill(stream: Stream): void {
+    const now = this.deps.scheduler.now()
+    const gained = ((now - stream.refilledAt) * this.options.bytesPerMinute) / 60_000
+    stream.tokens = Math.min(this.options.burstBytes, stream.tokens + gained)
+    stream.refilledAt = now
+  }
+
+  private isPriority(stream: Stream, line: MonitorLine): boolean {
+    return line.seq <= STARTUP_LINES || isErrorLooking(line.text) || (stream.hasPattern && line.matched)
+  }
+
+  /** Startup lines, then error-looking, then matching lines (oldest first), then the latest line, while they fit. */
+  private choose(stream: Stream, candidates: MonitorLine[], latest: MonitorLine | undefined, available: number) {
+    const tiers = [
+      candidates.filter((line) => line.seq <= STARTUP_LINES),
+      candidates.filter((line) => isErrorLooking(line.text)),
+      stream.hasPattern ? candidates.filter((line) => line.matched) : [],
+      latest ? [latest] : [],
+    ]
+    const chosen = new Set<MonitorLine>()
+    let cost = ENVELOPE_OVERHEAD_BYTES
+    for (const tier of tiers) {
+      for (const line of tier) {
+        if (chosen.has(line)) continue
+        const lineCost = line.byteLength + LINE_PREFIX_BYTES
+        if (cost + lineCost > available) continue
+        chosen.add(line)
+        cost += lineCost
+      }
+    }
+    return [...chosen].sort((a, b) => a.seq - b.seq)
+  }
+
+  /**
+   * Forwards `shown` (lines of `batch`, or held earlier), counting everything held back since the
+   * last envelope in `dropped:`, with a note saying how to read it.
+   */
+  private send(stream: Stream, batch: OutputBatch, shown: MonitorLine[], how: { charge: boolean; summary?: boolean }) {
+    const fresh = new Set(batch.lines)
+    const visible = new Set(shown)
+    for (const line of batch.lines) if (!visible.has(line)) this.countHeld(stream, line)
+    for (const line of shown) if (!fresh.has(line)) this.uncountHeld(stream, line)
+    const { held } = stream
+    const budget: BudgetNote | undefined =
+      held.lines > 0
+        ? { kind: how.summary ? "summary" : "held", lines: held.lines, bytes: held.bytes, sinceSequence: held.firstSeq - 1 }
+        : undefined
+    const out: OutputBatch = {
+      ...batch,
+      lines: shown,
+      dropped: addDrops(addDrops(held.dropped, batch.dropped), { matched: held.lines, unmatched: 0, bytes: held.bytes }),
+      ...(budget ? { budget } : {}),
+    }
+    if (how.charge) {
+      const cost = Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.label }))
+      stream.tokens -= cost
+      this.sessionSpent.set(stream.sessionID, this.spent(stream.sessionID) + cost)
+    }
+    stream.held = emptyHeld()
+    stream.lastHeld = undefined
+    stream.pendingPriority = []
+    stream.lastEnvelopeAt = this.deps.scheduler.now()
+    this.clearSummaryTimer(stream)
+    this.deps.forward(out, stream.route, stream.label)
+  }
+
+  /** Holds a whole batch back; its priority lines wait (bounded) for room in a later envelope. */
+  private hold(stream: Stream, batch: OutputBatch, lines: MonitorLine[], pendingPriority: MonitorLine[]): void {
+    for (const line of lines) this.countHeld(stream, line)
+    stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
+    stream.lastHeld = { batch, line: lines[lines.length - 1] ?? stream.lastHeld?.line }
+    stream.pendingPriority = pendingPriority.slice(-PENDING_PRIORITY_MAX)
+    if (this.options.bytesPerMinute > 0 && stream.summaryTimer === undefined) this.armSummary(stream)
+  }
+
+  private countHeld(stream: Stream, line: MonitorLine): void {
+    const { held } = stream
+    if (held.lines === 0 || line.seq < held.firstSeq) held.firstSeq = line.seq
+    held.lines++
+    held.bytes += line.byteLength
+  }
+
+  private uncountHeld(stream: Stream, line: MonitorLine): void {
+    stream.held.lines--
+    stream.held.bytes -= line.byteLength
+  }
+
+  private armSummary(stream: Stream): void {
+    const due = stream.lastEnvelopeAt + this.options.summaryIntervalMs - this.deps.scheduler.now()
+    stream.summaryTimer = this.deps.scheduler.setTimeout(() => {
+      stream.summaryTimer = undefined
+      this.summarize(stream)
+    }, Math.max(1, due))
+  }
+
+  /** One envelope for what flowed since the last one: the held priority lines (a few) and the last line. */
+  private summarize(stream: Stream): void {
+    const last = stream.lastHeld
+    if (!last || stream.held.lines === 0) return
+    const shown = stream.pendingPriority.slice(0, SUMMARY_PRIORITY_LINES)
+    if (last.line && !shown.includes(last.line)) shown.push(last.line)
+    // The held batch was never forwarded, so its seq is free for the summary's dedupe key; its
+    // lines and drops are already counted as held.
+    this.send(stream, { ...last.batch, lines: [], dropped: NO_DROPS }, shown, { charge: true, summary: true })
+  }
+
+  private clearSummaryTimer(stream: Stream): void {
+    if (stream.summaryTimer !== undefined) this.deps.scheduler.clearTimeout(stream.summaryTimer)
+    stream.summaryTimer = undefined
+  }
+
+  private forgetStream(stream: Stream): void {
+    this.clearSummaryTimer(stream)
+    this.streams.delete(stream.key)
+  }
+}
+
+function estimate(lines: readonly MonitorLine[]): number {
+  let bytes = ENVELOPE_OVERHEAD_BYTES
+  for (const line of lines) bytes += line.byteLength + LINE_PREFIX_BYTES
+  return bytes
+}
+
+function emptyHeld(): Stream["held"] {
+  return { lines: 0, bytes: 0, firstSeq: 0, dropped: { matched: 0, unmatched: 0, bytes: 0 } }
+}
+
+function addDrops(a: DropCounts, b: DropCounts): DropCounts {
+  return { matched: a.matched + b.matched, unmatched: a.unmatched + b.unmatched, bytes: a.bytes + b.bytes }
+}
