@@ -14,7 +14,7 @@ const OPTIONS: BudgetOptions = {
   summaryIntervalMs: 300_000,
 }
 
-type Sent = { batch: OutputBatch; route: Route; bytes: number }
+type Sent = { batch: OutputBatch; route: Route; bytes: number; at: number }
 
 /** A budget wired to a fake clock, and a monitor that prints batches of lines into it. */
 function setup(options: Partial<BudgetOptions> = {}) {
@@ -25,7 +25,7 @@ function setup(options: Partial<BudgetOptions> = {}) {
     {
       scheduler,
       forward: (batch, route, label) =>
-        sent.push({ batch, route, bytes: Buffer.byteLength(formatMonitorBatch({ batch, label })) }),
+        sent.push({ batch, route, bytes: Buffer.byteLength(formatMonitorBatch({ batch, label })), at: scheduler.now() }),
     },
   )
   const monitors = new Map<string, { seq: number; batchSeq: number }>()
@@ -144,6 +144,22 @@ describe("ObservationBudget", () => {
     const carrying = sent.slice(count).find((s) => s.batch.lines.some((l) => l.text.startsWith("Error:")))
     expect(carrying?.batch.lines.length).toBeLessThan(10)
     expect(carrying?.batch.budget?.kind).toBe("held")
+  })
+
+  test("an error-looking line printed just before a silence arrives once the bucket has room, not at the summary", () => {
+    const { chatter, print, sent, scheduler } = setup({ sessionBytes: 10_000_000 })
+    chatter(30)
+    print(["GET /a 200", "FATAL: panic: runtime error: index out of range", "GET /b 200"])
+    const printedAt = scheduler.now()
+    scheduler.advance(60_000)
+    const carrying = sent.find((s) => s.batch.lines.some((l) => l.text.startsWith("FATAL")))
+    expect(carrying).toBeDefined()
+    expect(carrying?.batch.lines[0]?.text).toBe("FATAL: panic: runtime error: index out of range")
+    // Sent once the bucket had room for it (~8 s of refill), long before a summary would be due.
+    expect((carrying?.at ?? Number.POSITIVE_INFINITY) - printedAt).toBeLessThan(15_000)
+    expect(carrying?.batch.budget?.kind).toBe("held")
+    expect(scheduler.pendingTimers).toBe(0)
+    expect(printedAt).toBe(30_000)
   })
 
   test("each word of the fixed list makes a line error-looking, in any case", () => {

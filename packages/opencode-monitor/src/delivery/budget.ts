@@ -59,7 +59,7 @@ type Stream = {
   route: Route
   label: string
   hasPattern: boolean
-  summaryTimer: TimerHandle | undefined
+  timer: { handle: TimerHandle; at: number } | undefined
 }
 
 /**
@@ -87,8 +87,7 @@ export class ObservationBudget {
       return
     }
     if (this.options.bytesPerMinute === 0) return this.hold(stream, batch, batch.lines, [])
-    this.refill(stream)
-    const available = Math.min(stream.tokens, this.options.sessionBytes - this.spent(route.sessionID))
+    const available = this.room(stream)
     const candidates = [...stream.pendingPriority, ...batch.lines]
     if (estimate(candidates) <= available) {
       stream.pendingPriority = []
@@ -154,7 +153,7 @@ export class ObservationBudget {
         route,
         label,
         hasPattern,
-        summaryTimer: undefined,
+        timer: undefined,
       }
       this.streams.set(key, stream)
     }
@@ -163,11 +162,13 @@ export class ObservationBudget {
     return stream
   }
 
-  private refill(stream: Stream): void {
+  /** Bytes this stream may send now: its refilled bucket, within what its session has left. */
+  private room(stream: Stream): number {
     const now = this.deps.scheduler.now()
     const gained = ((now - stream.refilledAt) * this.options.bytesPerMinute) / 60_000
     stream.tokens = Math.min(this.options.burstBytes, stream.tokens + gained)
     stream.refilledAt = now
+    return Math.min(stream.tokens, this.options.sessionBytes - this.spent(stream.sessionID))
   }
 
   private isPriority(stream: Stream, line: MonitorLine): boolean {
@@ -225,7 +226,7 @@ export class ObservationBudget {
     stream.lastHeld = undefined
     stream.pendingPriority = []
     stream.lastEnvelopeAt = this.deps.scheduler.now()
-    this.clearSummaryTimer(stream)
+    this.clearTimer(stream)
     this.deps.forward(out, stream.route, stream.label)
   }
 
@@ -235,7 +236,7 @@ export class ObservationBudget {
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
     stream.lastHeld = { batch, line: lines[lines.length - 1] ?? stream.lastHeld?.line }
     stream.pendingPriority = pendingPriority.slice(-PENDING_PRIORITY_MAX)
-    if (this.options.bytesPerMinute > 0 && stream.summaryTimer === undefined) this.armSummary(stream)
+    if (this.options.bytesPerMinute > 0) this.arm(stream)
   }
 
   private countHeld(stream: Stream, line: MonitorLine): void {
@@ -250,32 +251,59 @@ export class ObservationBudget {
     stream.held.bytes -= line.byteLength
   }
 
-  private armSummary(stream: Stream): void {
-    const due = stream.lastEnvelopeAt + this.options.summaryIntervalMs - this.deps.scheduler.now()
-    stream.summaryTimer = this.deps.scheduler.setTimeout(() => {
-      stream.summaryTimer = undefined
-      this.summarize(stream)
-    }, Math.max(1, due))
+  /**
+   * One timer per holding stream, at the earliest of: the bucket having room for the oldest held
+   * priority line (so an error printed just before a silence still arrives), and the summary being
+   * due. Never armed for a silent stream: only holding a batch arms it.
+   */
+  private arm(stream: Stream): void {
+    const now = this.deps.scheduler.now()
+    let at = stream.lastEnvelopeAt + this.options.summaryIntervalMs
+    const first = stream.pendingPriority[0]
+    if (first) {
+      const need = estimate([first])
+      const sessionLeft = this.options.sessionBytes - this.spent(stream.sessionID)
+      if (need <= sessionLeft) at = Math.min(at, now + ((need - stream.tokens) * 60_000) / this.options.bytesPerMinute)
+    }
+    at = Math.max(now + 1, Math.ceil(at))
+    if (stream.timer && stream.timer.at <= at) return
+    this.clearTimer(stream)
+    const handle = this.deps.scheduler.setTimeout(() => {
+      stream.timer = undefined
+      this.onTimer(stream)
+    }, at - now)
+    stream.timer = { handle, at }
   }
 
-  /** One envelope for what flowed since the last one: the held priority lines (a few) and the last line. */
-  private summarize(stream: Stream): void {
+  private onTimer(stream: Stream): void {
     const last = stream.lastHeld
     if (!last || stream.held.lines === 0) return
-    const shown = stream.pendingPriority.slice(0, SUMMARY_PRIORITY_LINES)
-    if (last.line && !shown.includes(last.line)) shown.push(last.line)
-    // The held batch was never forwarded, so its seq is free for the summary's dedupe key; its
-    // lines and drops are already counted as held.
-    this.send(stream, { ...last.batch, lines: [], dropped: NO_DROPS }, shown, { charge: true, summary: true })
+    const available = this.room(stream)
+    const chosen = this.choose(stream, stream.pendingPriority, last.line, available)
+    if (chosen.some((line) => this.isPriority(stream, line))) return this.sendHeld(stream, chosen, false)
+    if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
+      // Past the budget: one summary with a few held priority lines and the last line.
+      const shown = stream.pendingPriority.slice(0, SUMMARY_PRIORITY_LINES)
+      if (last.line && !shown.includes(last.line)) shown.push(last.line)
+      return this.sendHeld(stream, shown, true)
+    }
+    this.arm(stream)
   }
 
-  private clearSummaryTimer(stream: Stream): void {
-    if (stream.summaryTimer !== undefined) this.deps.scheduler.clearTimeout(stream.summaryTimer)
-    stream.summaryTimer = undefined
+  /** An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key. */
+  private sendHeld(stream: Stream, shown: MonitorLine[], summary: boolean): void {
+    const last = stream.lastHeld
+    if (!last) return
+    this.send(stream, { ...last.batch, lines: [], dropped: NO_DROPS }, shown, { charge: true, summary })
+  }
+
+  private clearTimer(stream: Stream): void {
+    if (stream.timer !== undefined) this.deps.scheduler.clearTimeout(stream.timer.handle)
+    stream.timer = undefined
   }
 
   private forgetStream(stream: Stream): void {
-    this.clearSummaryTimer(stream)
+    this.clearTimer(stream)
     this.streams.delete(stream.key)
   }
 }
