@@ -1,10 +1,11 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,budget`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { benchBudget } from "./budget.ts"
 import { benchConcurrent } from "./concurrent.ts"
 import { benchLive } from "./live.ts"
 import { machineInfo } from "./machine.ts"
@@ -21,6 +22,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   regex: benchRegex,
   concurrent: benchConcurrent,
   live: benchLive,
+  budget: benchBudget,
 }
 
 async function main(): Promise<void> {

@@ -172,13 +172,12 @@ describe("ObservationBudget", () => {
     }
   })
 
-  test("the first lines after start get through even when the session's total is spent", () => {
-    const { chatter, print, texts } = setup({ sessionBytes: 1_024 })
-    chatter(5)
-    print(["booting", "Cannot find module 'express'"], { monitorId: "mon_new" })
-    chatter(310)
-    // Held first, then shown in the next summary envelope.
-    expect(texts()).toContain("Cannot find module 'express'")
+  test("the first lines after start go first when their batch does not fit", () => {
+    const { print, texts, scheduler } = setup({ burstBytes: 1_024 })
+    const stack = Array.from({ length: 13 }, (_, i) => `    at Module._load (node:internal/modules/cjs/loader:${1000 + i}:12)`)
+    print(["booting", "Cannot find module 'express'", ...stack])
+    scheduler.advance(10_000)
+    expect(texts().slice(0, 2)).toEqual(["booting", "Cannot find module 'express'"])
   })
 
   test("with match_pattern set, matching lines get through as they fit, not only when a whole batch does", () => {
