@@ -84,26 +84,27 @@ export class ObservationBudget {
     if (isWakeDelivery(batch, route)) {
       this.send(stream, batch, batch.lines, { charge: false })
       if (isTerminalBatch(batch)) this.forgetStream(stream)
-      return
+    } else if (this.options.bytesPerMinute === 0) {
+      this.hold(stream, batch, [])
+    } else {
+      this.admitObservation(stream, batch)
     }
-    if (this.options.bytesPerMinute === 0) return this.hold(stream, batch, batch.lines, [])
+  }
+
+  /** The whole batch (with held priority lines) when it fits; else its priority lines that fit; else nothing yet. */
+  private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
     const candidates = [...stream.pendingPriority, ...batch.lines]
     if (estimate(candidates) <= available) {
-      stream.pendingPriority = []
-      return this.send(stream, batch, candidates, { charge: true })
+      this.send(stream, batch, candidates, { charge: true })
+      return
     }
     const chosen = this.choose(stream, candidates, batch.lines[batch.lines.length - 1], available)
     if (chosen.some((line) => this.isPriority(stream, line))) {
-      stream.pendingPriority = []
-      return this.send(stream, batch, chosen, { charge: true })
+      this.send(stream, batch, chosen, { charge: true })
+      return
     }
-    this.hold(
-      stream,
-      batch,
-      batch.lines,
-      candidates.filter((line) => this.isPriority(stream, line)),
-    )
+    this.hold(stream, batch, candidates.filter((line) => this.isPriority(stream, line)))
   }
 
   /** A person wrote in the session: its total and its monitors' buckets start afresh. */
@@ -231,10 +232,10 @@ export class ObservationBudget {
   }
 
   /** Holds a whole batch back; its priority lines wait (bounded) for room in a later envelope. */
-  private hold(stream: Stream, batch: OutputBatch, lines: MonitorLine[], pendingPriority: MonitorLine[]): void {
-    for (const line of lines) this.countHeld(stream, line)
+  private hold(stream: Stream, batch: OutputBatch, pendingPriority: MonitorLine[]): void {
+    for (const line of batch.lines) this.countHeld(stream, line)
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
-    stream.lastHeld = { batch, line: lines[lines.length - 1] ?? stream.lastHeld?.line }
+    stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
     stream.pendingPriority = pendingPriority.slice(-PENDING_PRIORITY_MAX)
     if (this.options.bytesPerMinute > 0) this.arm(stream)
   }
@@ -280,14 +281,16 @@ export class ObservationBudget {
     if (!last || stream.held.lines === 0) return
     const available = this.room(stream)
     const chosen = this.choose(stream, stream.pendingPriority, last.line, available)
-    if (chosen.some((line) => this.isPriority(stream, line))) return this.sendHeld(stream, chosen, false)
-    if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
+    if (chosen.some((line) => this.isPriority(stream, line))) {
+      this.sendHeld(stream, chosen, false)
+    } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
       // Past the budget: one summary with a few held priority lines and the last line.
       const shown = stream.pendingPriority.slice(0, SUMMARY_PRIORITY_LINES)
       if (last.line && !shown.includes(last.line)) shown.push(last.line)
-      return this.sendHeld(stream, shown, true)
+      this.sendHeld(stream, shown, true)
+    } else {
+      this.arm(stream)
     }
-    this.arm(stream)
   }
 
   /** An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key. */
