@@ -18,6 +18,7 @@ export type HookDeps = {
 export type MonitorPluginInstance = {
   hooks: Hooks
   manager: MonitorManager
+  budget: ObservationBudget
   injector: MonitorOutputInjector
 }
 
@@ -141,7 +142,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       await manager.shutdown()
     },
   }
-  return { hooks, manager, injector }
+  return { hooks, manager, budget, injector }
 }
 
 function notifyEnded(api: SessionApi, monitor: MonitorInfo): void {
