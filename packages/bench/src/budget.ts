@@ -10,6 +10,7 @@ import { defaultMonitorConfig } from "../../opencode-monitor/src/config.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 
+const sum = (values: number[]) => values.reduce((a, b) => a + b, 0)
 const NO_STALL = { stallMs: Number.NaN, stallWorstMs: Number.NaN }
 const LINES_PER_SECOND = 10
 // Budget "off": every limit far beyond what a few minutes of 10 lines/s can reach.
@@ -75,7 +76,7 @@ export async function benchBudget(plan: Plan): Promise<Row[]> {
       const linearPerHour = (m.bytes / m.minutes) * 60
       // With the budget: the session total, then (once it is spent) one summary per interval per
       // monitor for the rest of the hour. Summary size as measured, else the smallest envelope seen.
-      const summaryBytes = m.summaries.length > 0 ? m.summaries.reduce((a, b) => a + b, 0) / m.summaries.length : 700
+      const summaryBytes = m.summaries.length > 0 ? sum(m.summaries) / m.summaries.length : 700
       const cappedPerHour =
         defaults.observation_session_bytes + ((60 - (m.capReachedMin ?? m.minutes)) / intervalMin) * m.monitors * summaryBytes
       const perHour = budget === "off" ? linearPerHour : Math.min(linearPerHour, cappedPerHour)
@@ -83,11 +84,12 @@ export async function benchBudget(plan: Plan): Promise<Row[]> {
       return {
         bench: "observation budget (live)",
         case: `idle session, ${m.monitors} monitor(s) × ${LINES_PER_SECOND} lines/s, budget ${budget === "off" ? "effectively off (1 GB limits)" : "default (4 KB/min, 16 KB burst, 64 KB/session, summary every 5 min)"}: observations injected, per hour`,
-        figure: `${(perHour / 1024).toFixed(0)} KB/h (measured ${(m.bytes / 1024).toFixed(1)} KB in ${m.envelopes} envelopes over ${m.minutes.toFixed(1)} min${m.summaries.length ? `, ${m.summaries.length} summaries` : ""}; ${budget === "off" ? "linear extrapolation" : "session total + summaries for the rest of the hour"})`,
+        figure: `${(perHour / 1024).toFixed(0)} KB/h (measured ${(m.bytes / 1024).toFixed(1)} KB in ${m.envelopes} envelopes over ${m.minutes.toFixed(1)} min${m.summaries.length ? `, of which ${m.summaries.length} summaries, ${(sum(m.summaries) / 1024).toFixed(1)} KB` : ""}; ${budget === "off" ? "linear extrapolation" : "session total + summaries for the rest of the hour"})`,
         baseline: "–",
         ratio: Number.NaN,
         target: budget === "on" ? `≤ ${defaults.observation_session_bytes / 1024} KB + summaries per hour between user turns` : "–",
-        met: budget === "on" ? m.bytes <= defaults.observation_session_bytes : undefined,
+        // Summaries are the one thing past the session total, by design: the rest must fit in it.
+        met: budget === "on" ? m.bytes - sum(m.summaries) <= defaults.observation_session_bytes : undefined,
         ...NO_STALL,
         runs: 1,
         detail: { ...m, linearPerHour, cappedPerHour, perHour },
