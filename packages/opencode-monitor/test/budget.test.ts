@@ -252,7 +252,12 @@ describe("ObservationBudget", () => {
   test("a monitor that ended leaves no state or timer behind", () => {
     const { chatter, print, budget, scheduler } = setup({ sessionBytes: 1_024 })
     chatter(20)
+    chatter(20, { monitorId: "mon_b" })
+    expect(budget.streamCount).toBe(2)
     print([], { status: { kind: "exited", code: 0 } })
+    expect(budget.streamCount).toBe(1)
+    budget.forgetMonitor("mon_b")
+    expect(budget.streamCount).toBe(0)
     expect(scheduler.pendingTimers).toBe(0)
     budget.dispose()
   })

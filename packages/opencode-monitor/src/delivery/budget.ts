@@ -131,6 +131,11 @@ export class ObservationBudget {
     this.sessionSpent.clear()
   }
 
+  /** Monitor-and-session pairs with state; a monitor's is deleted when it ends. */
+  get streamCount(): number {
+    return this.streams.size
+  }
+
   /** Bytes charged to a session since its last real user turn. */
   spent(sessionID: string): number {
     return this.sessionSpent.get(sessionID) ?? 0
