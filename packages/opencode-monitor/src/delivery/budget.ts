@@ -25,7 +25,6 @@ export type BudgetDeps = {
 export const STARTUP_LINES = 20
 /** The fixed, documented list of words that make a line error-looking (case-insensitive). */
 export const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
-const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PENDING_PRIORITY_MAX = 20
 /** Priority lines a summary envelope shows besides the last line. */
@@ -34,7 +33,9 @@ const SUMMARY_PRIORITY_LINES = 5
 // line's `[stream seq=N] ` prefix, used to choose lines; what is charged is the real text's size.
 const ENVELOPE_OVERHEAD_BYTES = 480
 const LINE_PREFIX_BYTES = 24
+const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
 
+/** True when the text contains one of ERROR_WORDS, in any case. */
 export const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
 
 /** Wakes (the terminal batch, or any route flagged to wake) are never held back by the budget. */
@@ -91,20 +92,24 @@ export class ObservationBudget {
     }
   }
 
-  /** The whole batch (with held priority lines) when it fits; else its priority lines that fit; else nothing yet. */
+  /**
+   * The whole batch (with held priority lines) when it fits; else the priority lines that fit, with
+   * the latest line; else nothing yet, and its priority lines wait for room.
+   */
   private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
-    const candidates = [...stream.pendingPriority, ...batch.lines]
+    const pending = stream.pendingPriority
+    const candidates = pending.length > 0 ? [...pending, ...batch.lines] : batch.lines
     if (estimate(candidates) <= available) {
       this.send(stream, batch, candidates, { charge: true })
       return
     }
-    const chosen = this.choose(stream, candidates, batch.lines[batch.lines.length - 1], available)
-    if (chosen.some((line) => this.isPriority(stream, line))) {
-      this.send(stream, batch, chosen, { charge: true })
-      return
-    }
-    this.hold(stream, batch, candidates.filter((line) => this.isPriority(stream, line)))
+    // Each new line is looked at once; held priority lines were found when they were held.
+    const fresh = batch.lines.filter((line) => this.isPriority(stream, line))
+    const priority = pending.length > 0 ? [...pending, ...fresh] : fresh
+    const chosen = this.choose(priority, batch.lines[batch.lines.length - 1], available)
+    if (chosen) this.send(stream, batch, chosen, { charge: true })
+    else this.hold(stream, batch, priority)
   }
 
   /** A person wrote in the session: its total and its monitors' buckets start afresh. */
@@ -181,26 +186,24 @@ export class ObservationBudget {
     return line.seq <= STARTUP_LINES || isErrorLooking(line.text) || (stream.hasPattern && line.matched)
   }
 
-  /** Startup lines, then error-looking, then matching lines (oldest first), then the latest line, while they fit. */
-  private choose(stream: Stream, candidates: MonitorLine[], latest: MonitorLine | undefined, available: number) {
-    const tiers = [
-      candidates.filter((line) => line.seq <= STARTUP_LINES),
-      candidates.filter((line) => isErrorLooking(line.text)),
-      stream.hasPattern ? candidates.filter((line) => line.matched) : [],
-      latest ? [latest] : [],
-    ]
+  /**
+   * Priority lines in order (startup, then error-looking, then matching; oldest first in each),
+   * then the latest line, while they fit. Undefined when not one priority line fits.
+   */
+  private choose(priority: MonitorLine[], latest: MonitorLine | undefined, available: number) {
+    if (priority.length === 0 || available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES) return undefined
+    const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line.text) ? 1 : 2)
+    const ordered = priority.map((line) => ({ line, rank: rank(line) })).sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
     const chosen = new Set<MonitorLine>()
     let cost = ENVELOPE_OVERHEAD_BYTES
-    for (const tier of tiers) {
-      for (const line of tier) {
-        if (chosen.has(line)) continue
-        const lineCost = line.byteLength + LINE_PREFIX_BYTES
-        if (cost + lineCost > available) continue
-        chosen.add(line)
-        cost += lineCost
-      }
+    for (const line of [...ordered.map((o) => o.line), ...(latest ? [latest] : [])]) {
+      const lineCost = line.byteLength + LINE_PREFIX_BYTES
+      if (chosen.has(line) || cost + lineCost > available) continue
+      if (chosen.size === 0 && line === latest && !priority.includes(line)) return undefined
+      chosen.add(line)
+      cost += lineCost
     }
-    return [...chosen].sort((a, b) => a.seq - b.seq)
+    return chosen.size > 0 ? [...chosen].sort((a, b) => a.seq - b.seq) : undefined
   }
 
   /**
@@ -285,8 +288,8 @@ export class ObservationBudget {
     const last = stream.lastHeld
     if (!last || stream.held.lines === 0) return
     const available = this.room(stream)
-    const chosen = this.choose(stream, stream.pendingPriority, last.line, available)
-    if (chosen.some((line) => this.isPriority(stream, line))) {
+    const chosen = this.choose(stream.pendingPriority, last.line, available)
+    if (chosen) {
       this.sendHeld(stream, chosen, false)
     } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
       // Past the budget: one summary with a few held priority lines and the last line.
