@@ -1,10 +1,11 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,state`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,state,budget`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { benchBudget } from "./budget.ts"
 import { benchConcurrent } from "./concurrent.ts"
 import { benchLive } from "./live.ts"
 import { machineInfo } from "./machine.ts"
@@ -23,6 +24,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   concurrent: benchConcurrent,
   live: benchLive,
   state: benchState,
+  budget: benchBudget,
 }
 
 async function main(): Promise<void> {

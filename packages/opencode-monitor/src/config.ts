@@ -28,6 +28,11 @@ export const MonitorConfigSchema = z
     subagent_wake: z.enum(["off", "parent"]).default("off"),
     automation_agents: z.array(z.string().min(1)).default([]),
     allowed_commands: z.array(z.string().min(1)).default([]),
+    // Observation budget (SPEC §14): see BENCHMARKS.md "Observation budget (issue 14)" for why these.
+    observation_bytes_per_minute: int(0).default(4_096),
+    observation_burst_bytes: int(1_024).default(16_384),
+    observation_session_bytes: int(1_024).default(65_536),
+    observation_summary_interval_ms: int(10_000).default(300_000),
   })
   .strict()
 

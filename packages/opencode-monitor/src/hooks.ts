@@ -1,5 +1,6 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
+import { isRealUserTurn, ObservationBudget } from "./delivery/budget"
 import { latestUserIdentity } from "./delivery/gates"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
@@ -28,6 +29,7 @@ export type HookDeps = {
 export type MonitorPluginInstance = {
   hooks: Hooks
   manager: MonitorManager
+  budget: ObservationBudget
   injector: MonitorOutputInjector
 }
 
@@ -64,10 +66,20 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   )
 
+  const budget = new ObservationBudget(
+    {
+      bytesPerMinute: config.observation_bytes_per_minute,
+      burstBytes: config.observation_burst_bytes,
+      sessionBytes: config.observation_session_bytes,
+      summaryIntervalMs: config.observation_summary_interval_ms,
+    },
+    { scheduler, forward: (batch, route, label) => injector.enqueue(batch, route, label) },
+  )
+
   const sourceOf = (sessionID: string): SessionSource => sources.get(sessionID) ?? { kind: "primary" }
-  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string) => {
+  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string, hasPattern = false) => {
     for (const route of routeBatch(sourceOf(sessionID), sessionID, batch, config.subagent_wake)) {
-      injector.enqueue(batch, route, label)
+      budget.admit(batch, route, label, hasPattern)
     }
   }
   /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
@@ -84,7 +96,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       // A person stopped it from the TUI: the agent learns it as an observation in its own
       // session (Status: stopped (by the person at the screen)), and nobody is woken.
       if (monitor.stoppedBy === "person") injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
-      else enqueueRouted(batch, monitor.sessionID, monitor.label)
+      else enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined)
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -126,8 +138,16 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
           sources.set(ctx.sessionID, await classifySession(api, ctx.sessionID, ctx.agent, config.automation_agents))
         }
       },
-      afterStop: (monitorId) => injector.forgetMonitor(monitorId),
+      afterStop: (monitorId) => {
+        budget.forgetMonitor(monitorId)
+        injector.forgetMonitor(monitorId)
+      },
     }),
+
+    // A person's message resets the session's observation budget; injected prompts do not.
+    async "chat.message"(input, output) {
+      if (isRealUserTurn(output.parts)) budget.onUserTurn(input.sessionID)
+    },
 
     async event({ event }) {
       const sessionID = sessionOf(event)
@@ -136,6 +156,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       else if (event.type === "session.status" && statusType(event) === "idle") injector.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         injector.forgetSession(sessionID)
+        budget.forgetSession(sessionID)
         sources.delete(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
         // opencode's delivery of other events meanwhile.
@@ -161,12 +182,13 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     async dispose() {
       stopOnSignal()
       stopWatching()
+      budget.dispose()
       injector.dispose()
       await manager.shutdown()
       writer?.dispose()
     },
   }
-  return { hooks, manager, injector }
+  return { hooks, manager, budget, injector }
 }
 
 type StateRecordDeps = HookDeps & {

@@ -23,6 +23,10 @@ describe("plugin options", () => {
       subagent_wake: "off",
       automation_agents: [],
       allowed_commands: [],
+      observation_bytes_per_minute: 4_096,
+      observation_burst_bytes: 16_384,
+      observation_session_bytes: 65_536,
+      observation_summary_interval_ms: 300_000,
     })
   })
 
