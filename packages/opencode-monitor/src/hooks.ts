@@ -2,7 +2,7 @@ import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
-import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
+import { routeBatch, SessionSources } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { formatStatus } from "./status"
@@ -26,7 +26,7 @@ const SHUTDOWN_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const
 export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): MonitorPluginInstance {
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
-  const sources = new Map<string, SessionSource>()
+  const sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
 
   const injector = new MonitorOutputInjector(
     {
@@ -46,7 +46,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         api.toast(
           "error",
           "opencode-monitor: wake not delivered",
-          `${delivery.label} (${delivery.batch.monitorId}) ended but the session could not be told: ${delivery.lastError ?? "unknown error"}`,
+          `${delivery.label} (${delivery.batch.monitorId}) ended, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
         ),
     },
   )
@@ -55,10 +55,22 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     scheduler,
     env: deps.env,
     onBatch(batch, monitor) {
-      const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
-      for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
-        injector.enqueue(batch, route, monitor.label)
+      const deliver = (source: Parameters<typeof routeBatch>[0]) => {
+        for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
+          injector.enqueue(batch, route, monitor.label)
+        }
       }
+      const known = sources.cached(monitor.sessionID)
+      // Streaming batches go to the owning session whatever its source; only the exit notice
+      // waits for a classification that failed at start.
+      if (known || batch.stillRunning) return deliver(known ?? { kind: "primary" })
+      sources
+        .sourceOf(monitor.sessionID)
+        .then(deliver)
+        .catch((error) => api.log("error", "routing a monitor's exit notice failed", { monitorId: monitor.id, error: String(error) }))
+    },
+    onError(monitorId, error) {
+      api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) })
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -77,11 +89,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     tool: createMonitorTools({
       config,
       manager,
-      async beforeStart(ctx) {
-        if (!sources.has(ctx.sessionID)) {
-          sources.set(ctx.sessionID, await classifySession(api, ctx.sessionID, ctx.agent, config.automation_agents))
-        }
-      },
+      beforeStart: (ctx) => sources.learn(ctx.sessionID, ctx.agent),
       afterStop: (monitorId) => injector.forgetMonitor(monitorId),
     }),
 
@@ -92,13 +100,23 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       else if (event.type === "session.status" && statusType(event) === "idle") injector.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         injector.forgetSession(sessionID)
-        sources.delete(sessionID)
+        sources.forget(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
         // opencode's delivery of other events meanwhile.
         manager.stopSession(sessionID).catch((error) =>
           api.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
         )
       }
+    },
+
+    // The person's agent and model, kept per session for every wake (injected messages excluded).
+    async "chat.message"(input, output) {
+      const texts = output.parts.filter((p) => p.type === "text")
+      if (texts.length > 0 && texts.every((p) => p.synthetic === true)) return
+      injector.identities.remember(input.sessionID, {
+        agent: output.message.agent ?? input.agent,
+        model: output.message.model ?? input.model,
+      })
     },
 
     async "experimental.session.compacting"(input, output) {

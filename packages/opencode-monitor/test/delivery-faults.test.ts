@@ -1,0 +1,115 @@
+import { describe, expect, test } from "bun:test"
+import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { OutputBatch } from "../src/pipeline/batcher"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { FakeSessionApi, settle } from "./support/fake-session-api"
+
+// Issue 12, findings 1–3: delivery when the server fails, and the identity of a wake.
+const S = "ses_faults"
+const PLAN = { agent: "plan", model: { providerID: "mock", modelID: "m-plan" } }
+
+function terminalBatch(monitorId = "mon_f"): OutputBatch {
+  return {
+    monitorId,
+    batchSeq: 2,
+    lines: [],
+    stillRunning: false,
+    status: { kind: "exited", code: 0 },
+    dropped: { matched: 0, unmatched: 0, bytes: 0 },
+  }
+}
+
+function setup(options: Partial<InjectorOptions> = {}) {
+  const scheduler = new FakeScheduler()
+  const api = new FakeSessionApi(() => scheduler.now())
+  scheduler.advance(1_000_000)
+  const gaveUp: string[] = []
+  const injector = new MonitorOutputInjector(
+    {
+      userMessageWindowMs: 2_000,
+      pendingRetryMs: 1_000,
+      postDispatchHoldMs: 250,
+      acceptedMessageSkewMs: 5_000,
+      pendingMaxLines: 100,
+      pendingMaxBytes: 32_768,
+      ...options,
+    },
+    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key) },
+  )
+  const advance = async (ms: number) => {
+    for (let t = 0; t < ms; t += 50) {
+      scheduler.advance(Math.min(50, ms - t))
+      await settle()
+    }
+  }
+  const wake = (b: OutputBatch) => injector.enqueue(b, { sessionID: S, wake: true }, "faulty")
+  return { scheduler, api, injector, advance, wake, gaveUp }
+}
+
+describe("finding 1: no duplicate wake after an ambiguous failure", () => {
+  test("a forced wake whose send was ambiguous is not sent again while the history cannot be read", async () => {
+    const { api, injector, advance, wake } = setup({ maxActiveDeferMs: 1_000 })
+    api.busy[S] = "busy"
+    api.failures = [{ kind: "ambiguous", stored: true }]
+    wake(terminalBatch())
+    await advance(1_100) // the ceiling forces the send; it lands but the answer is lost
+    expect(api.promptCalls).toHaveLength(1)
+    api.historyFails = true
+    await advance(30_000)
+    expect(api.sent).toHaveLength(1)
+    api.historyFails = false
+    await advance(60_000)
+    expect(api.sent).toHaveLength(1)
+    expect(injector.pending(S)).toHaveLength(0)
+  })
+
+  test("an ambiguous send is re-checked, never resent, when only the verifying history read fails", async () => {
+    const { api, injector, advance, wake } = setup()
+    api.failures = [{ kind: "ambiguous", stored: true }]
+    // Every second history read fails: a gate read may pass while the check of the history does not.
+    api.historyFails = (read) => read % 2 === 0
+    wake(terminalBatch())
+    await advance(60_000)
+    expect(api.sent).toHaveLength(1)
+    expect(injector.pending(S)).toHaveLength(0)
+  })
+})
+
+describe("finding 2: a wake is not abandoned after a short outage", () => {
+  test("a forced wake survives a minute of failed sends, retried no faster than pending_retry_ms", async () => {
+    const { api, injector, advance, wake, gaveUp } = setup({ maxActiveDeferMs: 1_000 })
+    api.busy[S] = "busy"
+    api.failures = Array.from({ length: 12 }, () => ({ kind: "rejected" as const }))
+    wake(terminalBatch())
+    await advance(15 * 60_000)
+    expect(gaveUp).toEqual([])
+    expect(api.sent).toHaveLength(1)
+    expect(injector.pending(S)).toHaveLength(0)
+    const gaps = api.promptCalls.slice(1).map((call, i) => call.at - (api.promptCalls[i]?.at ?? 0))
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(1_000)
+  })
+
+  test("an idle session's wake survives a minute of failed sends", async () => {
+    const { api, advance, wake, gaveUp } = setup()
+    api.failures = Array.from({ length: 12 }, () => ({ kind: "rejected" as const }))
+    wake(terminalBatch())
+    await advance(15 * 60_000)
+    expect(gaveUp).toEqual([])
+    expect(api.sent).toHaveLength(1)
+  })
+})
+
+describe("finding 3: the wake keeps the agent and model however far back the person's message is", () => {
+  test("the latest real user message is found behind 200 observations, with an idle queue in between", async () => {
+    const { api, advance, wake } = setup()
+    api.addMessage(S, { role: "user", ...PLAN, text: "watch the build" })
+    api.addMessage(S, { role: "assistant", agent: "plan" })
+    await advance(10_000)
+    for (let i = 0; i < 200; i++) api.addMessage(S, { role: "user", synthetic: true, text: `observation ${i}` })
+    await advance(10_000)
+    wake(terminalBatch())
+    await advance(5_000)
+    expect(api.sent).toHaveLength(1)
+    expect(api.sent[0]).toMatchObject(PLAN)
+  })
+})
