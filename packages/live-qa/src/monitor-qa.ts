@@ -19,6 +19,8 @@ export interface MonitorQAOptions {
   script?: Script;
   /** Delay of every scripted answer (a slow model keeps a turn running). */
   agentDelayMs?: number;
+  /** Load this entry instead of the production one (a test-only wrapper of the real plugin). */
+  pluginPath?: string;
   /** More local plugins loaded beside opencode-monitor (benchmark probes). */
   extraPlugins?: [string, JsonObject][];
 }
@@ -52,7 +54,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   try {
     server = await startOpencode({
       modelBaseURL: model.baseURL,
-      plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
+      plugins: [[options.pluginPath ?? PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
     });

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test"
+import { defaultMonitorConfig } from "../src/config"
 import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import { createMonitorPlugin } from "../src/hooks"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
@@ -111,5 +113,42 @@ describe("finding 3: the wake keeps the agent and model however far back the per
     await advance(5_000)
     expect(api.sent).toHaveLength(1)
     expect(api.sent[0]).toMatchObject(PLAN)
+  })
+})
+
+describe("identity from what the plugin sees", () => {
+  test("chat.message keeps the person's agent and model per session; injected messages never replace it", async () => {
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
+    scheduler.advance(1_000_000)
+    const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler })
+    const chat = (agent: string, synthetic: boolean) =>
+      instance.hooks["chat.message"]?.(
+        { sessionID: S, agent, model: PLAN.model },
+        { message: { agent, model: PLAN.model }, parts: [{ type: "text", text: "x", synthetic }] } as never,
+      )
+    await chat("plan", false)
+    await chat("build", true) // an injected message, stamped by whoever sent it
+    // The history is gone from view (compacted, or unreadable): the identity seen is what counts.
+    api.historyFails = (read) => read > 1
+    instance.injector.enqueue(terminalBatch(), { sessionID: S, wake: true }, "t")
+    for (let i = 0; i < 100; i++) {
+      scheduler.advance(50)
+      await settle()
+    }
+    expect(api.sent.map((p) => [p.agent, p.model])).toEqual([["plan", PLAN.model]])
+    await instance.hooks.dispose?.()
+  })
+
+  test("a wake whose identity cannot be read waits instead of going out without an agent", async () => {
+    const { api, advance, wake } = setup()
+    for (let i = 0; i < 100; i++) api.addMessage(S, { role: "user", synthetic: true, text: `observation ${i}` })
+    api.historyFails = (read) => read > 1 // the gate read passes, reading further back fails
+    wake(terminalBatch())
+    await advance(10_000)
+    expect(api.promptCalls).toEqual([])
+    api.historyFails = false
+    await advance(60_000)
+    expect(api.sent).toHaveLength(1)
   })
 })
