@@ -1,10 +1,11 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { InjectorOptions } from "../src/delivery/injector"
 import { createMonitorPlugin } from "../src/hooks"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { setupInjector } from "./support/injector-setup"
 
 // Issue 12, findings 1–3: delivery when the server fails, and the identity of a wake.
 const S = "ses_faults"
@@ -22,30 +23,9 @@ function terminalBatch(monitorId = "mon_f"): OutputBatch {
 }
 
 function setup(options: Partial<InjectorOptions> = {}) {
-  const scheduler = new FakeScheduler()
-  const api = new FakeSessionApi(() => scheduler.now())
-  scheduler.advance(1_000_000)
-  const gaveUp: string[] = []
-  const injector = new MonitorOutputInjector(
-    {
-      userMessageWindowMs: 2_000,
-      pendingRetryMs: 1_000,
-      postDispatchHoldMs: 250,
-      acceptedMessageSkewMs: 5_000,
-      pendingMaxLines: 100,
-      pendingMaxBytes: 32_768,
-      ...options,
-    },
-    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key) },
-  )
-  const advance = async (ms: number) => {
-    for (let t = 0; t < ms; t += 50) {
-      scheduler.advance(Math.min(50, ms - t))
-      await settle()
-    }
-  }
-  const wake = (b: OutputBatch) => injector.enqueue(b, { sessionID: S, wake: true }, "faulty")
-  return { scheduler, api, injector, advance, wake, gaveUp }
+  const base = setupInjector(options)
+  const wake = (b: OutputBatch) => base.injector.enqueue(b, { sessionID: S, wake: true }, "faulty")
+  return { ...base, wake }
 }
 
 describe("finding 1: no duplicate wake after an ambiguous failure", () => {

@@ -5,6 +5,7 @@ import { MonitorLine } from "../src/pipeline/line"
 import type { MonitorStatus } from "../src/status"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { setupInjector } from "./support/injector-setup"
 
 const S = "ses_parent"
 
@@ -24,32 +25,11 @@ function batch(seq: number, opts: { terminal?: MonitorStatus; lines?: number; mo
 }
 
 function setup(options: Partial<InjectorOptions> = {}) {
-  const scheduler = new FakeScheduler()
-  const api = new FakeSessionApi(() => scheduler.now())
-  scheduler.advance(1_000_000) // message times far from zero
-  const injector = new MonitorOutputInjector(
-    {
-      userMessageWindowMs: 2_000,
-      pendingRetryMs: 1_000,
-      postDispatchHoldMs: 250,
-      acceptedMessageSkewMs: 5_000,
-      pendingMaxLines: 100,
-      pendingMaxBytes: 32_768,
-      ...options,
-    },
-    { api, scheduler },
-  )
-  const advance = async (ms: number) => {
-    // Step in small slices so async sends settle between timer firings, as on a real loop.
-    for (let t = 0; t < ms; t += 50) {
-      scheduler.advance(Math.min(50, ms - t))
-      await settle()
-    }
-  }
+  const base = setupInjector(options)
   const wake = { sessionID: S, wake: true }
   const observe = { sessionID: S, wake: false }
-  const send = (b: OutputBatch) => injector.enqueue(b, b.stillRunning ? observe : wake, "qa-build")
-  return { scheduler, api, injector, advance, send }
+  const send = (b: OutputBatch) => base.injector.enqueue(b, b.stillRunning ? observe : wake, "qa-build")
+  return { ...base, send }
 }
 
 describe("MonitorOutputInjector: the seed's regression set", () => {
