@@ -1,7 +1,8 @@
 /**
  * Issue 12, identity: a `plan` session on mock/m2, then 200+ observations (far more than the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on
- * mock/m2: the identity of the person's message is kept however far back it is. About 60–90 s.
+ * mock/m2: the identity of the person's message is kept however far back it is. About 2 minutes:
+ * 230 lines 0.4 s apart, slow enough for each line to be its own observation on a loaded machine.
  */
 import { afterEach, expect, test } from "bun:test";
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
@@ -16,7 +17,7 @@ afterEach(async () => {
 });
 
 const M2 = { providerID: "mock", modelID: "m2" };
-const LINES = 240;
+const LINES = 230;
 
 test("identity: after 200 observations the wake still runs as plan on the person's model", async () => {
   const live = await startMonitorQA({
@@ -28,7 +29,7 @@ test("identity: after 200 observations the wake still runs as plan on the person
   });
   qa = live;
   const sessionID = await live.newSession();
-  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; sleep 0.2; done; exit 4`;
+  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; sleep 0.4; done; exit 4`;
   await live.prompt(
     sessionID,
     planPrompt("Plan while it runs.", [["monitor_start", { command, label: "long" }]], "Planning while it runs."),

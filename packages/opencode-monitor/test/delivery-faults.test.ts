@@ -132,3 +132,19 @@ describe("identity from what the plugin sees", () => {
     expect(api.sent).toHaveLength(1)
   })
 })
+
+describe("state per monitor ends with the monitor", () => {
+  test("after 100 monitors have come and gone the injector holds nothing of them", async () => {
+    const { api, injector, advance } = setup({ userMessageWindowMs: 0, postDispatchHoldMs: 1 })
+    for (let m = 0; m < 100; m++) {
+      const monitorId = `mon_${m.toString(16).padStart(8, "0")}`
+      injector.enqueue({ ...terminalBatch(monitorId), batchSeq: 1, stillRunning: true, status: { kind: "running" } }, { sessionID: S, wake: false }, "t")
+      injector.enqueue(terminalBatch(monitorId), { sessionID: S, wake: true }, "t")
+    }
+    await advance(60_000)
+    expect(api.sent).toHaveLength(200)
+    const inside = injector as unknown as { sent: Set<string>; queues: Map<string, unknown> }
+    expect(inside.sent.size).toBe(0)
+    expect(inside.queues.size).toBe(0)
+  })
+})

@@ -282,10 +282,11 @@ export class MonitorOutputInjector {
   private dropIfEmpty(queue: SessionQueue): void {
     if (queue.deliveries.length > 0 || queue.busy) return
     queue.cancelTimer()
-    // Keep the hold: a new batch right after a dispatch must still respect it.
-    if (queue.holdUntil <= this.deps.scheduler.now() && this.queues.get(queue.sessionID) === queue) {
-      this.queues.delete(queue.sessionID)
-    }
+    if (this.queues.get(queue.sessionID) !== queue) return
+    // Keep the hold: a new batch right after a dispatch must still respect it; then let go.
+    const holdLeft = queue.holdUntil - this.deps.scheduler.now()
+    if (holdLeft > 0 && !this.disposed) queue.after(holdLeft, () => this.dropIfEmpty(queue))
+    else this.queues.delete(queue.sessionID)
   }
 }
 

@@ -68,11 +68,16 @@ export class SessionQueue {
   /** The next step in `delayMs` (replacing any earlier timer); nothing when the queue is empty. */
   schedule(delayMs: number): void {
     if (this.deliveries.length === 0) return
+    this.after(delayMs, () => void this.pump())
+  }
+
+  /** Runs `callback` in `delayMs` on the queue's one timer (replacing any earlier one). */
+  after(delayMs: number, callback: () => void): void {
     this.cancelTimer()
     this.timer = this.scheduler.setTimeout(
       () => {
         this.timer = undefined
-        void this.pump()
+        callback()
       },
       Math.max(1, delayMs),
     )
