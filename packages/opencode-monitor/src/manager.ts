@@ -177,7 +177,7 @@ export class MonitorManager {
       done: Promise.resolve(),
     }
     this.monitors.set(id, monitor)
-    monitor.done = this.supervise(monitor).catch((error) => this.deps.onError?.(id, error))
+    monitor.done = this.supervise(monitor).catch((error) => this.report(id, error))
     return info
   }
 
@@ -251,7 +251,7 @@ export class MonitorManager {
     const reading = Promise.all([
       readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
       readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
-    ]).catch((error) => this.deps.onError?.(info.id, error))
+    ]).catch((error) => this.report(info.id, error))
     const deadline = this.scheduler.setTimeout(() => {
       if (monitor.stopSignal !== undefined) return
       monitor.timedOut = true
@@ -274,7 +274,7 @@ export class MonitorManager {
         child.stderr.destroy()
       }
     } catch (error) {
-      this.deps.onError?.(info.id, error)
+      this.report(info.id, error)
       if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms).catch(() => null)
     } finally {
       this.scheduler.clearTimeout(deadline)
@@ -294,7 +294,15 @@ export class MonitorManager {
     try {
       run()
     } catch (error) {
+      this.report(monitorId, error)
+    }
+  }
+
+  private report(monitorId: string, error: unknown): void {
+    try {
       this.deps.onError?.(monitorId, error)
+    } catch {
+      // The error reporter failed too; nothing is left to tell, and nothing may throw from here.
     }
   }
 

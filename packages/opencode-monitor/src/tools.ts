@@ -82,7 +82,7 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
         const info = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
         if (!info) return notFound(args.monitor_id)
         // What really happened: a process that exited on its own while the stop came in keeps its exit.
-        const note = info.stoppedBy === "agent"
+        const note = before.status.kind === "running" && info.stoppedBy === "agent"
           ? `Stopped. Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
           : "It had already ended; nothing was stopped."
         return JSON.stringify({ ...describeMonitor(info), note })
