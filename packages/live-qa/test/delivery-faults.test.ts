@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { DEFAULT_MODEL, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { isAssistant, planPrompt } from "../src/scenario.ts";
+import { deliveriesLogged, isAssistant, planPrompt, waitForExitNoticesDelivered } from "../src/scenario.ts";
 import { type SessionMessage, textOf, waitFor, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
@@ -74,10 +74,13 @@ test("faults: every monitor's exit gives exactly one REPORT turn, none lost, non
     return { started, reported };
   };
   await waitFor(async () => ((await count()).reported >= expected ? true : undefined), 240_000, 2_000, `${expected} reports`);
-  for (const s of sessions) await waitForIdle(live.server.client, s.id, 60_000, { busyGraceMs: 1_000 });
-  // A duplicate would come from a resend after an ambiguous failure: wait out the re-check window
-  // (accepted_message_skew_ms, 5 s) and a backoff step, then every session idle again.
-  await Bun.sleep(12_000);
+  // Every exit notice logged as delivered (sent, or found in the history after an ambiguous
+  // failure): nothing of any monitor is left to send. Only the fault wrapper can still add a
+  // message: a "timeout-late" request lands 1.5 s after its caller gave up, so wait that out.
+  const ids: string[] = [];
+  for (const s of sessions) ids.push(...startedIn(await live.messages(s.id)));
+  await waitForExitNoticesDelivered(live, ids, 120_000);
+  await Bun.sleep(2_000);
   for (const s of sessions) await waitForIdle(live.server.client, s.id, 60_000, { busyGraceMs: 1_000 });
 
   let started = 0;
@@ -131,6 +134,9 @@ test("faults: every monitor's exit gives exactly one REPORT turn, none lost, non
   expect(lost).toBe(0);
   expect(duplicated).toBe(0);
   expect(identityChanged).toBe(0);
+  // The plugin's own account agrees: every batch it delivered, it delivered once.
+  const twice = [...deliveriesLogged(live).entries()].filter(([, n]) => n > 1);
+  expect(twice).toEqual([]);
   expect(summary.faultsInjected).toBeGreaterThan(100);
   expect((await live.stop()).leftovers).toEqual([]);
 }, 420_000);
