@@ -253,20 +253,12 @@ describe("MonitorOutputInjector: exactly once", () => {
   })
 
   test("a wake that keeps failing is given up only after 30 minutes, with a log naming the monitor and the give-up hook", async () => {
-    const scheduler = new FakeScheduler()
-    const api = new FakeSessionApi(() => scheduler.now())
-    const gaveUp: string[] = []
-    const injector = new MonitorOutputInjector(
-      {
-        userMessageWindowMs: 0,
-        pendingRetryMs: 100,
-        postDispatchHoldMs: 10,
-        acceptedMessageSkewMs: 0,
-        pendingMaxLines: 10,
-        pendingMaxBytes: 1000,
-      },
-      { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key) },
-    )
+    const { scheduler, api, injector, gaveUp } = setupInjector({
+      userMessageWindowMs: 0,
+      pendingRetryMs: 100,
+      postDispatchHoldMs: 10,
+      acceptedMessageSkewMs: 0,
+    })
     api.failures = Array.from({ length: 1_000 }, () => ({ kind: "rejected" as const }))
     injector.enqueue(batch(1, { terminal: { kind: "exited", code: 1 } }), { sessionID: S, wake: true }, "x")
     const run = async (ms: number) => {
