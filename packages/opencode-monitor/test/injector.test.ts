@@ -1,10 +1,9 @@
 import { describe, expect, test } from "bun:test"
-import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { InjectorOptions } from "../src/delivery/injector"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { MonitorLine } from "../src/pipeline/line"
 import type { MonitorStatus } from "../src/status"
-import { FakeScheduler } from "./support/fake-scheduler"
-import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { settle } from "./support/fake-session-api"
 import { setupInjector } from "./support/injector-setup"
 
 const S = "ses_parent"
