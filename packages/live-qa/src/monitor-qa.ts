@@ -22,7 +22,7 @@ export interface MonitorQAOptions {
   agentDelayMs?: number;
   /** More local plugins loaded beside opencode-monitor (benchmark probes). */
   extraPlugins?: [string, JsonObject][];
-  /** How opencode-monitor is listed in the config (default: the local source, PLUGIN_PATH). */
+  /** How opencode-monitor is listed in the config (default: the local source, PLUGIN_PATH): a packed build, or a test-only wrapper entry. */
   pluginSpec?: string;
   /** Runs before the server starts (e.g. writing the isolated HOME's `.npmrc`). */
   prepare?: StartOpencodeOptions["prepare"];

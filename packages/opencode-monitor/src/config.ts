@@ -25,7 +25,7 @@ export const MonitorConfigSchema = z
     post_dispatch_hold_ms: int(1).default(250),
     accepted_message_skew_ms: int(0).default(5_000),
     kill_grace_ms: int(100).default(5_000),
-    subagent_wake: z.enum(["off", "parent"]).default("off"),
+    subagent_wake: z.enum(["off", "parent"]).default("parent"),
     automation_agents: z.array(z.string().min(1)).default([]),
     allowed_commands: z.array(z.string().min(1)).default([]),
     // Observation budget (SPEC §14): see BENCHMARKS.md "Observation budget (issue 14)" for why these.

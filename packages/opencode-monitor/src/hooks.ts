@@ -4,7 +4,7 @@ import { isRealUserTurn, ObservationBudget } from "./delivery/budget"
 import { latestUserIdentity } from "./delivery/gates"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
-import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
+import { routeBatch, type SessionSource, SessionSources } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import type { OutputBatch } from "./pipeline/batcher"
 import { realScheduler, type Scheduler } from "./scheduler"
@@ -39,7 +39,7 @@ const SHUTDOWN_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const
 export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): MonitorPluginInstance {
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
-  const sources = new Map<string, SessionSource>()
+  const sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
 
   const injector = new MonitorOutputInjector(
     {
@@ -61,7 +61,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         api.toast(
           "error",
           "opencode-monitor: wake not delivered",
-          `${delivery.label} (${delivery.batch.monitorId}) ended but the session could not be told: ${delivery.lastError ?? "unknown error"}`,
+          `${delivery.label} (${delivery.batch.monitorId}) ended, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
         ),
     },
   )
@@ -76,16 +76,24 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     { scheduler, forward: (batch, route, label) => injector.enqueue(batch, route, label) },
   )
 
-  const sourceOf = (sessionID: string): SessionSource => sources.get(sessionID) ?? { kind: "primary" }
+  /** Routes a batch by its session's source (SPEC §5), through the observation budget. */
   const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string, hasPattern = false) => {
-    for (const route of routeBatch(sourceOf(sessionID), sessionID, batch, config.subagent_wake)) {
-      budget.admit(batch, route, label, hasPattern)
+    const deliver = (source: SessionSource) => {
+      for (const route of routeBatch(source, sessionID, batch, config.subagent_wake)) budget.admit(batch, route, label, hasPattern)
     }
+    const known = sources.cached(sessionID)
+    // Streaming batches go to the owning session whatever its source; only the exit notice
+    // waits for a classification that failed at start.
+    if (known || batch.stillRunning) return deliver(known ?? { kind: "primary" })
+    sources
+      .sourceOf(sessionID)
+      .then(deliver)
+      .catch((error) => api.log("error", "routing a monitor's exit notice failed", { monitorId: batch.monitorId, error: String(error) }))
   }
   /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
   const exitNoticeQueued = ({ id, sessionID }: { id: string; sessionID: string }) => {
-    const source = sourceOf(sessionID)
-    const targets = source.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
+    const source = sources.cached(sessionID)
+    const targets = source?.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
     return targets.some((target) => injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning))
   }
   const manager = new MonitorManager(config, {
@@ -97,6 +105,9 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       // session (Status: stopped (by the person at the screen)), and nobody is woken.
       if (monitor.stoppedBy === "person") injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
       else enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined)
+    },
+    onError(monitorId, error) {
+      api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) })
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -133,21 +144,12 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     tool: createMonitorTools({
       config,
       manager,
-      async beforeStart(ctx) {
-        if (!sources.has(ctx.sessionID)) {
-          sources.set(ctx.sessionID, await classifySession(api, ctx.sessionID, ctx.agent, config.automation_agents))
-        }
-      },
+      beforeStart: (ctx) => sources.learn(ctx.sessionID, ctx.agent),
       afterStop: (monitorId) => {
         budget.forgetMonitor(monitorId)
         injector.forgetMonitor(monitorId)
       },
     }),
-
-    // A person's message resets the session's observation budget; injected prompts do not.
-    async "chat.message"(input, output) {
-      if (isRealUserTurn(output.parts)) budget.onUserTurn(input.sessionID)
-    },
 
     async event({ event }) {
       const sessionID = sessionOf(event)
@@ -157,13 +159,25 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       else if (event.type === "session.deleted") {
         injector.forgetSession(sessionID)
         budget.forgetSession(sessionID)
-        sources.delete(sessionID)
+        sources.forget(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
         // opencode's delivery of other events meanwhile.
         manager.stopSession(sessionID).catch((error) =>
           api.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
         )
       }
+    },
+
+    // A person's message: it resets the session's observation budget, and its agent and model are
+    // kept for every wake. Injected (synthetic) prompts, ours included, do neither.
+    async "chat.message"(input, output) {
+      if (isRealUserTurn(output.parts)) budget.onUserTurn(input.sessionID)
+      const texts = output.parts.filter((p) => p.type === "text")
+      if (texts.length > 0 && texts.every((p) => p.synthetic === true)) return
+      injector.identities.remember(input.sessionID, {
+        agent: output.message.agent ?? input.agent,
+        model: output.message.model ?? input.model,
+      })
     },
 
     async "experimental.session.compacting"(input, output) {
@@ -195,7 +209,7 @@ type StateRecordDeps = HookDeps & {
   directory: string
   scheduler: Scheduler
   manager: MonitorManager
-  sources: Map<string, SessionSource>
+  sources: SessionSources
   enqueueRouted: (batch: OutputBatch, sessionID: string, label: string) => void
   exitNoticeQueued: (monitor: { id: string; sessionID: string }) => boolean
 }
@@ -221,10 +235,7 @@ function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorS
     api,
     killGraceMs: config.kill_grace_ms,
     async deliver(batch, label, sessionID, history) {
-      const agent = latestUserIdentity(history)?.agent
-      if (!deps.sources.has(sessionID)) {
-        deps.sources.set(sessionID, await classifySession(api, sessionID, agent, config.automation_agents))
-      }
+      await deps.sources.learn(sessionID, latestUserIdentity(history)?.agent)
       deps.enqueueRouted(batch, sessionID, label)
     },
     whenDelivered: (monitors) =>

@@ -81,11 +81,11 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
       async execute(args, ctx) {
         const before = manager.get(ctx.sessionID, args.monitor_id)
         if (!before) throw notFound(args.monitor_id)
-        const wasRunning = before.status.kind === "running"
         deps.afterStop(args.monitor_id)
         const info = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
         if (!info) throw notFound(args.monitor_id)
-        const note = wasRunning
+        // What really happened: a process that exited on its own while the stop came in keeps its exit.
+        const note = before.status.kind === "running" && info.stoppedBy === "agent"
           ? `Stopped. Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
           : "It had already ended; nothing was stopped."
         return JSON.stringify({ ...describeMonitor(info), note })

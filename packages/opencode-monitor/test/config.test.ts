@@ -20,7 +20,7 @@ describe("plugin options", () => {
       post_dispatch_hold_ms: 250,
       accepted_message_skew_ms: 5_000,
       kill_grace_ms: 5_000,
-      subagent_wake: "off",
+      subagent_wake: "parent",
       automation_agents: [],
       allowed_commands: [],
       observation_bytes_per_minute: 4_096,

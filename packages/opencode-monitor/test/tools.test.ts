@@ -106,14 +106,15 @@ describe("monitor tools through the plugin's hooks", () => {
 
   test("monitor_stop returns the final status and does not wake the session", async () => {
     const marker = uniqueMarker("stop")
-    const { run, api } = plugin()
+    const { run, api, instance } = plugin()
     const id = (await run("monitor_start", { command: `sleep 30 # ${marker}` })).match(/mon_[0-9a-f]{8}/)?.[0]
     await waitFor(() => liveProcesses(marker).length > 0, 2_000)
     const stopped = JSON.parse(await run("monitor_stop", { monitor_id: id }))
     expect(stopped.status).toBe("stopped")
     expect(liveProcesses(marker)).toEqual([])
-    await Bun.sleep(300)
+    // The stop has returned after the monitor ended: a wake would be queued or sent by now.
     expect(api.sent.filter((p) => !p.noReply)).toEqual([])
+    expect(instance.injector.pending("ses_a")).toEqual([])
   })
 
   test("monitor_output reads filtered-out lines", async () => {

@@ -16,7 +16,7 @@ export type GateInput = {
 /** The agent and model a person last chose in a session; injected prompts must carry them. */
 export type Identity = { agent: string | undefined; model: ModelRef | undefined }
 
-export type GateDecision = ({ open: true } | { open: false; reason: string }) & { identity: Identity | undefined }
+export type GateDecision = { open: true } | { open: false; reason: string }
 
 /** The latest real (typed, not injected) user message's agent and model; undefined when there is none. */
 export function latestUserIdentity(messages: readonly SessionMessage[]): Identity | undefined {
@@ -26,8 +26,8 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
 
 /**
  * Decides from the target session's own state whether output may be injected now (SPEC §4):
- * idle, latest assistant turn finished, no real user message within the window. Also returns
- * the session's identity (latestUserIdentity), read from the same history.
+ * idle, latest assistant turn finished, no real user message within the window. Only this
+ * session's own status counts: another session being busy (a subagent, say) never closes it.
  */
 export function evaluateGates(input: GateInput): GateDecision {
   const { messages } = input
@@ -36,19 +36,18 @@ export function evaluateGates(input: GateInput): GateDecision {
     messages,
     (m) => m.role === "assistant" && !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
   )
-  const identity = latestUserIdentity(messages)
   const status = input.busy[input.sessionID]
-  if (status !== undefined) return { open: false, reason: `session ${status}`, identity }
+  if (status !== undefined) return { open: false, reason: `session ${status}` }
   if (lastAssistant && lastAssistant.completed === undefined) {
-    return { open: false, reason: "assistant turn still running", identity }
+    return { open: false, reason: "assistant turn still running" }
   }
   if (lastAssistant?.finish === "tool-calls" && lastAssistant.toolRunning) {
-    return { open: false, reason: "tool call still running", identity }
+    return { open: false, reason: "tool call still running" }
   }
   if (lastUser && input.now - lastUser.created < input.userMessageWindowMs) {
-    return { open: false, reason: "user message within user_message_window_ms", identity }
+    return { open: false, reason: "user message within user_message_window_ms" }
   }
-  return { open: true, identity }
+  return { open: true }
 }
 
 function findLast<T>(items: readonly T[], predicate: (item: T) => boolean): T | undefined {

@@ -1,5 +1,6 @@
 import { readdirSync, readFileSync, renameSync, rmSync } from "node:fs"
 import { join } from "node:path"
+import { readBack } from "../delivery/history"
 import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
@@ -145,7 +146,10 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   }
   let history: SessionMessage[] = []
   try {
-    history = await deps.api.recentMessages(entry.sessionID)
+    // Far enough back to see every envelope of this monitor: to the person's message before its start.
+    history = await readBack(deps.api, entry.sessionID, (messages) =>
+      messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
+    )
   } catch {
     // Unknown history: report anyway (a missed notice is worse than a repeated one).
   }
