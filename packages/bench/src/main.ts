@@ -1,10 +1,11 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,wake`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,wake,state,budget`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
+import { benchBudget } from "./budget.ts"
 import { benchConcurrent } from "./concurrent.ts"
 import { benchLive } from "./live.ts"
 import { machineInfo } from "./machine.ts"
@@ -13,6 +14,7 @@ import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
 import { markdownTable, type Row } from "./report.ts"
 import { STALL_INTERVAL_MS } from "./stall-meter.ts"
+import { benchState } from "./state.ts"
 import { benchThroughput } from "./throughput.ts"
 import { benchWake } from "./wake.ts"
 
@@ -23,6 +25,8 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   concurrent: benchConcurrent,
   live: benchLive,
   wake: benchWake,
+  state: benchState,
+  budget: benchBudget,
 }
 
 async function main(): Promise<void> {

@@ -13,7 +13,9 @@ function parseEvent(data: string): BusEvent | undefined {
   try {
     const value: unknown = JSON.parse(data);
     if (typeof value !== "object" || value === null) return undefined;
-    const record = value as Record<string, unknown>;
+    // `GET /global/event` wraps each event as `{ directory, project, payload: { type, properties } }`.
+    const outer = value as Record<string, unknown>;
+    const record = (typeof outer.payload === "object" && outer.payload !== null ? outer.payload : outer) as Record<string, unknown>;
     if (typeof record.type !== "string") return undefined;
     const properties =
       typeof record.properties === "object" && record.properties !== null
@@ -25,18 +27,24 @@ function parseEvent(data: string): BusEvent | undefined {
   }
 }
 
-/** Reads events until the stream ends or `signal` aborts; never throws on abort. */
+/**
+ * Reads events until the stream ends or `signal` aborts; never throws on abort. `path` is `/event`
+ * (one project's bus) or `/global/event` (every project, plus plugin install failures).
+ */
 export async function readEvents(
   url: string,
   directory: string,
   signal: AbortSignal,
   onEvent: (event: BusEvent) => void,
+  path: "/event" | "/global/event" = "/event",
 ): Promise<void> {
-  const response = await fetch(`${url}/event?directory=${encodeURIComponent(directory)}`, {
-    headers: { accept: "text/event-stream", "x-opencode-directory": encodeURIComponent(directory) },
-    signal,
-  });
-  if (!response.ok || !response.body) throw new Error(`GET /event failed: HTTP ${response.status}`);
+  // The global bus belongs to no project: asking it with a directory would start that project first.
+  const scoped = path === "/event";
+  const query = scoped ? `?directory=${encodeURIComponent(directory)}` : "";
+  const headers: Record<string, string> = { accept: "text/event-stream" };
+  if (scoped) headers["x-opencode-directory"] = encodeURIComponent(directory);
+  const response = await fetch(`${url}${path}${query}`, { headers, signal });
+  if (!response.ok || !response.body) throw new Error(`GET ${path} failed: HTTP ${response.status}`);
   const decoder = new TextDecoder();
   let buffer = "";
   try {

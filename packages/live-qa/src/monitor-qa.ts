@@ -1,11 +1,12 @@
 /**
  * One live QA setup: the scripted model, a real `opencode serve` whose only plugin is the LOCAL
- * opencode-monitor source (never the npm package), and a timeline of the bus.
+ * opencode-monitor source (never the npm package), and a timeline of the bus. The packaging tests
+ * pass `pluginSpec` to load this repo's own packed build the way users install it instead.
  */
 import { resolve } from "node:path";
-import type { JsonObject } from "./isolated-env.ts";
+import type { IsolatedDirs, JsonObject } from "./isolated-env.ts";
 import { envelopesIn, monitorAgent } from "./monitor-agent.ts";
-import { type OpencodeServer, type StopReport, startOpencode } from "./opencode-server.ts";
+import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts";
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts";
 import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts";
 
@@ -21,6 +22,14 @@ export interface MonitorQAOptions {
   agentDelayMs?: number;
   /** More local plugins loaded beside opencode-monitor (benchmark probes). */
   extraPlugins?: [string, JsonObject][];
+  /** How opencode-monitor is listed in the config (default: the local source, PLUGIN_PATH): a packed build, or a test-only wrapper entry. */
+  pluginSpec?: string;
+  /** Runs before the server starts (e.g. writing the isolated HOME's `.npmrc`). */
+  prepare?: StartOpencodeOptions["prepare"];
+  /** Runs once the server listens, before the first request to the project starts it (and installs its plugins). */
+  onServer?: (server: OpencodeServer) => Promise<void>;
+  /** Run on the data of an earlier server (a restart); the caller removes the dirs. */
+  dirs?: IsolatedDirs;
 }
 
 export interface Envelope {
@@ -52,11 +61,20 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   try {
     server = await startOpencode({
       modelBaseURL: model.baseURL,
-      plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
+      plugins: [[options.pluginSpec ?? PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
+      prepare: options.prepare,
+      dirs: options.dirs,
     });
   } catch (error) {
+    await model.stop();
+    throw error;
+  }
+  try {
+    await options.onServer?.(server);
+  } catch (error) {
+    await server.stop();
     await model.stop();
     throw error;
   }

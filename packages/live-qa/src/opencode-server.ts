@@ -14,11 +14,11 @@ import {
   opencodeBinary,
   removeIsolatedDirs,
 } from "./isolated-env.ts";
-import { type GroupProcess, type KillReport, type LogLine, killGroup, spawnGroup } from "./process-group.ts";
+import { crashGroup, type GroupProcess, type KillReport, type LogLine, killGroup, spawnGroup } from "./process-group.ts";
 
 export type { LogLine } from "./process-group.ts";
 
-/** A local plugin file (absolute path), optionally with its options object. */
+/** A plugin spec (a local file's absolute path, or an npm spec like `name@file:/x.tgz`), optionally with its options object. */
 export type PluginSpec = string | [string, JsonObject];
 
 export interface StartOpencodeOptions {
@@ -34,8 +34,12 @@ export interface StartOpencodeOptions {
   logLevel?: "DEBUG" | "INFO" | "WARN" | "ERROR";
   /** Max wait for the "listening" line. */
   startTimeoutMs?: number;
+  /** Runs after the isolated dirs exist and before the server starts (e.g. to write `home/.npmrc`). */
+  prepare?: (dirs: IsolatedDirs) => void;
   /** Keep the temp dirs after stop() (debugging). Also LIVE_QA_KEEP=1. */
   keepTemp?: boolean;
+  /** Run on these dirs (the data of an earlier server: a restart); the caller removes them. */
+  dirs?: IsolatedDirs;
 }
 
 export interface StopReport extends KillReport {
@@ -58,6 +62,8 @@ export interface OpencodeServer {
   waitForLog(pattern: RegExp, timeoutMs?: number): Promise<LogLine>;
   /** Dispose, SIGTERM the group, SIGKILL after a grace, verify with ps, remove temp dirs. Idempotent. */
   stop(): Promise<StopReport>;
+  /** SIGKILL the server's group with no dispose, as a crash would; the dirs stay for a restart. */
+  crash(): Promise<void>;
 }
 
 const LISTENING = /opencode server listening on (http:\/\/127\.0\.0\.1:(\d+))/;
@@ -139,9 +145,10 @@ async function dispose(url: string, directory: string): Promise<{ ok: boolean; m
 }
 
 export async function startOpencode(opts: StartOpencodeOptions): Promise<OpencodeServer> {
-  const dirs = createIsolatedDirs();
-  const keep = opts.keepTemp === true || process.env.LIVE_QA_KEEP === "1";
+  const dirs = opts.dirs ?? createIsolatedDirs();
+  const keep = opts.dirs !== undefined || opts.keepTemp === true || process.env.LIVE_QA_KEEP === "1";
   writeFileSync(dirs.configFile, `${JSON.stringify(buildConfig(opts), null, 2)}\n`);
+  opts.prepare?.(dirs);
   const port = await freePort();
   const cmd = [
     opencodeBinary(),
@@ -190,5 +197,6 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
     startupMs: listening.at - spawnedAt,
     waitForLog: (pattern, timeoutMs = 10_000) => waitForLine(child, pattern, timeoutMs, `log ${pattern}`),
     stop,
+    crash: () => crashGroup(child),
   };
 }

@@ -192,6 +192,18 @@ async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boole
   return check();
 }
 
+/**
+ * A crash, as the OOM killer or a power cut would do it: SIGKILL to the group alone, no grace and
+ * nothing else signalled (processes the server started in groups of their own are left to their
+ * own fate). Resolves when the leader is gone.
+ */
+export async function crashGroup(child: GroupProcess): Promise<void> {
+  signal(-child.pid, "SIGKILL");
+  await child.proc.exited;
+  await Promise.race([child.drained, sleep(1000)]);
+  liveGroups.delete(child.pid);
+}
+
 /** SIGTERM the group (and stray descendants), SIGKILL after `graceMs`, then verify with ps. */
 export async function killGroup(child: GroupProcess, graceMs: number): Promise<KillReport> {
   const pgid = child.pid;

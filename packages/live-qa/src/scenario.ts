@@ -74,6 +74,29 @@ export async function waitForProcess(marker: string, what: string, timeoutMs = 1
   return new Set(found.map((e) => e.pgid));
 }
 
+const DELIVERED = /"(sent monitor output|forced monitor output into a busy session|monitor output was already accepted)" .*source="?(monitor-output:[^\s"]+)/;
+
+/** Every delivery the plugin logged as done (sent, forced, or found already in the session), by key. */
+export function deliveriesLogged(qa: MonitorQA): Map<string, number> {
+  const counts = new Map<string, number>();
+  for (const line of qa.pluginLog()) {
+    const key = line.match(DELIVERED)?.[2];
+    if (key) counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return counts;
+}
+
+/**
+ * Waits until the plugin has logged each monitor's exit notice as delivered, instead of waiting a
+ * quiet while for a duplicate: once it is, nothing of that monitor is left to send (a settled
+ * delivery leaves its queue, and a failed send would have logged "will retry").
+ */
+export function waitForExitNoticesDelivered(qa: MonitorQA, monitorIds: readonly string[], timeoutMs = 30_000): Promise<true> {
+  const settled = (id: string) =>
+    qa.pluginLog().some((line) => DELIVERED.test(line) && line.includes(`monitorId=${id} `) && line.includes("shouldReply=true"));
+  return waitFor(() => (monitorIds.every(settled) ? true : undefined), timeoutMs, 100, `exit notices of ${monitorIds.join(", ")} delivered`);
+}
+
 /** What a failing scenario prints: each session's messages and the plugin's log. */
 export async function story(qa: MonitorQA, sessions: Record<string, string>): Promise<string> {
   const out: string[] = [];

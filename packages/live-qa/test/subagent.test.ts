@@ -1,14 +1,16 @@
 /**
- * Scenario 5: a monitor started in a child (subagent) session. By default the child only gets
- * observations, its exit notice included, and nothing reaches the parent. With
- * subagent_wake: "parent" the exit notice also lands in the root session, naming the child, and
- * wakes it.
+ * Scenario 5: a monitor started in a child (subagent) session, created here directly with a
+ * parentID after the parent finished its own turn (the `task` tool's path is in
+ * subagent-task.test.ts). By default (subagent_wake: "parent") the child gets the observations and
+ * the exit notice lands in the root session instead, naming the child, and wakes it. With
+ * subagent_wake: "off" the child keeps the exit notice as an observation and nothing reaches the
+ * parent. Each test takes about 10–20 s.
  */
 import { afterEach, expect, test } from "bun:test";
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
 import { after, explained, isAssistant, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
-import { sleep, textOf, waitForIdle } from "../src/timeline.ts";
+import { textOf, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
 afterEach(async () => {
@@ -32,65 +34,62 @@ async function parentAndChild(live: MonitorQA) {
   const child = await live.server.client.session.get({ path: { id: childID } });
   expect(child.data?.parentID).toBe(parentID);
   await live.prompt(childID, CHILD_PROMPT);
-  const terminal = await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal envelope");
-  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 });
-  return { parentID, childID, terminal };
+  await waitForEnvelope(live, childID, (e) => e.status === "running", "the child's observation");
+  return { parentID, childID };
 }
 
-/** The child's side is the same either way: an observation and a terminal observation, never answered. */
-async function expectChildObservesOnly(live: MonitorQA, childID: string) {
+/** The child is never woken: observations only (the exit notice too when it stays there), never answered. */
+async function expectChildObservesOnly(live: MonitorQA, childID: string, statuses: string[]) {
   const messages = await live.messages(childID);
   const envelopes = await live.envelopes(childID);
-  expect(envelopes.map((e) => [e.batch, e.status])).toEqual([
-    [1, "running"],
-    [2, "exited (code=6)"],
-  ]);
+  expect(envelopes.map((e) => e.status)).toEqual(statuses);
   expect(envelopes[0]?.text).toContain("[stdout seq=1] child-line");
   for (const e of envelopes) expect(e.text).not.toContain("subagent_session:");
-  // The child's turn ended with its plan; both envelopes came after, and no assistant followed.
+  // The child's turn ended with its plan; the envelopes came after, and no assistant followed.
   const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the job.");
   expect(after(messages, said?.info.id ?? "").map((m) => m.info.id)).toEqual(envelopes.map((e) => e.message.info.id));
   expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false);
-  const log = live.pluginLog().join("\n");
-  expect(log).toMatch(new RegExp(`"sent monitor output" sessionID=${childID} .*batchSeq=2 .*shouldReply=false`));
-  expect(log).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`));
+  expect(live.pluginLog().join("\n")).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`));
 }
 
-test("subagent, default: the child gets observations only, and nothing reaches the parent", async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } });
+test('subagent, subagent_wake "off": the child keeps the exit notice as an observation, and nothing reaches the parent', async () => {
+  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } });
   qa = live;
   const { parentID, childID } = await parentAndChild(live);
-  // Quiet time for a wrong delivery to show up: longer than pending_retry_ms and the hold.
-  await sleep(2000);
+  await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal observation");
+  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 });
+  // The monitor is over and its last batch was delivered: the log says where it went.
+  const log = () => live.pluginLog().join("\n");
+  expect(log()).toMatch(new RegExp(`"sent monitor output" sessionID=${childID} .*batchSeq=2 .*shouldReply=false`));
 
   await explained(live, { parent: parentID, child: childID }, async () => {
-    await expectChildObservesOnly(live, childID);
+    await expectChildObservesOnly(live, childID, ["running", "exited (code=6)"]);
     // The parent still holds only its own turn.
     const parent = await live.messages(parentID);
     expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual([
       ["user", "USER_SAYS start"],
       ["assistant", "Answering the user: start"],
     ]);
-    expect(live.pluginLog().join("\n")).not.toContain(parentID);
+    expect(log()).not.toContain(parentID);
     // The model was asked three times: the parent's turn and the child's two steps, never again.
     expect(live.model.scripted()).toHaveLength(3);
     expect((await live.stop()).leftovers).toEqual([]);
   });
 }, 90_000);
 
-test('subagent, subagent_wake "parent": the exit notice wakes the root session and names the child', async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "parent" } });
+test("subagent, default: the exit notice wakes the root session and names the child; the child only observes", async () => {
+  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } });
   qa = live;
-  const { parentID, childID, terminal } = await parentAndChild(live);
+  const { parentID, childID } = await parentAndChild(live);
   const notice = await waitForEnvelope(live, parentID, (e) => e.status !== "running", "the exit notice in the parent");
   const reply = await waitForReply(live, parentID, notice.message.info.id, (t) => t.includes("exit code 6"), "the parent's report");
   await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
 
   await explained(live, { parent: parentID, child: childID }, async () => {
-    await expectChildObservesOnly(live, childID);
+    await expectChildObservesOnly(live, childID, ["running"]);
     // Only the exit notice reaches the parent, once, naming the child; the observation does not.
     const inParent = await live.envelopes(parentID);
-    expect(inParent.map((e) => [e.monitorId, e.batch, e.status])).toEqual([[terminal.monitorId, 2, "exited (code=6)"]]);
+    expect(inParent.map((e) => [e.monitorId, e.batch, e.status])).toEqual([[notice.monitorId, 2, "exited (code=6)"]]);
     expect(notice.text).toContain(`\nsubagent_session: ${childID}\n`);
     expect(notice.text).toContain("command_label: child-job\n");
     expect(notice.message.parts.every((p) => p.type !== "text" || p.synthetic === true)).toBe(true);

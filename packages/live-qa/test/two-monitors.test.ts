@@ -6,8 +6,8 @@
 import { afterEach, expect, test } from "bun:test";
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { after, explained, isAssistant, planPrompt, waitForReply } from "../src/scenario.ts";
-import { sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts";
+import { after, deliveriesLogged, explained, isAssistant, planPrompt, waitForExitNoticesDelivered, waitForReply } from "../src/scenario.ts";
+import { textOf, waitFor, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
 afterEach(async () => {
@@ -43,8 +43,8 @@ test("two monitors: every envelope once and in order, both exits reported", asyn
     await waitForReply(live, sessionID, t.message.info.id, (text) => text.includes(t.status.replace(/^exited \(code=(\d+)\)$/, "exit code $1")), `the report of ${t.status}`);
   }
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
-  // A quiet second: a duplicate delivery would show up now.
-  await sleep(1000);
+  // Both exit notices logged as delivered: nothing of either monitor is left to send.
+  await waitForExitNoticesDelivered(live, terminals.map((t) => t.monitorId));
 
   await explained(live, { session: sessionID }, async () => {
     const messages = await live.messages(sessionID);
@@ -53,6 +53,8 @@ test("two monitors: every envelope once and in order, both exits reported", asyn
     const keys = envelopes.map((e) => `${e.monitorId}:${e.batch}`);
     expect(new Set(keys).size).toBe(keys.length);
     expect(envelopes).toHaveLength(4);
+    // And the plugin sent each of them once (a resend would be a second log line for its key).
+    expect([...deliveriesLogged(live).entries()].sort()).toEqual(keys.map((k): [string, number] => [`monitor-output:${k.replace(":", ":batch-")}`, 1]).sort());
     // Per monitor, in session order: its observation, then its exit notice.
     const byLabel = (label: string) => envelopes.filter((e) => e.text.includes(`\ncommand_label: ${label}\n`));
     const expected = { one: "exited (code=1)", two: "exited (code=2)" };

@@ -6,7 +6,18 @@
 import { afterEach, expect, test } from "bun:test";
 import { exitReport, monitorAgent, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { after, explained, isAssistant, isRealUser, planPrompt, stepWithTool, waitForEnvelope, waitForReply } from "../src/scenario.ts";
+import {
+  after,
+  deliveriesLogged,
+  explained,
+  isAssistant,
+  isRealUser,
+  planPrompt,
+  stepWithTool,
+  waitForEnvelope,
+  waitForExitNoticesDelivered,
+  waitForReply,
+} from "../src/scenario.ts";
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
@@ -37,8 +48,8 @@ test("user first: a person's turn that is running when the monitor exits complet
   const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the terminal envelope");
   const reply = await waitForReply(live, sessionID, wake.message.info.id, (t) => t.includes("exit code 5"), "the report of exit code 5");
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
-  // A quiet second: a doubled envelope or a second wake would show up now.
-  await sleep(1000);
+  // The exit notice logged as delivered: nothing of the monitor is left to send.
+  await waitForExitNoticesDelivered(live, [wake.monitorId]);
 
   await explained(live, { session: sessionID }, async () => {
     const messages = await live.messages(sessionID);
@@ -58,6 +69,8 @@ test("user first: a person's turn that is running when the monitor exits complet
     // Then the wake and its report, and nothing else.
     expect(after(messages, answer?.info.id ?? "").map((m) => m.info.id)).toEqual([wake.message.info.id, reply.info.id]);
     expect(reply.info.parentID).toBe(wake.message.info.id);
+    // The plugin sent every batch of the monitor once: a resend would be a second log line.
+    for (const [key, sends] of deliveriesLogged(live)) expect([key, sends]).toEqual([key, 1]);
     expect(textOf(reply)).toBe(exitReport({ monitorId: wake.monitorId, label: "late", status: "exited (code=5)" }));
     // The whole session: plan, two steps of the first turn, the person, their answer, wake, report.
     expect(messages.map((m) => m.info.id)).toEqual([

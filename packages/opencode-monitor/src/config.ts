@@ -25,13 +25,18 @@ export const MonitorConfigSchema = z
     post_dispatch_hold_ms: int(1).default(250),
     accepted_message_skew_ms: int(0).default(5_000),
     kill_grace_ms: int(100).default(5_000),
-    subagent_wake: z.enum(["off", "parent"]).default("off"),
+    subagent_wake: z.enum(["off", "parent"]).default("parent"),
     automation_agents: z.array(z.string().min(1)).default([]),
     allowed_commands: z.array(z.string().min(1)).default([]),
     // Wake on a matching line (SPEC §10): the shortest gap between two match wakes of one monitor,
     // and how many match wakes one session may get per minute, all monitors together.
     wake_min_interval_ms: int(1_000).default(10_000),
     max_match_wakes_per_minute: int(1, 60).default(6),
+    // Observation budget (SPEC §14): see BENCHMARKS.md "Observation budget (issue 14)" for why these.
+    observation_bytes_per_minute: int(0).default(4_096),
+    observation_burst_bytes: int(1_024).default(16_384),
+    observation_session_bytes: int(1_024).default(65_536),
+    observation_summary_interval_ms: int(10_000).default(300_000),
   })
   .strict()
 

@@ -1,10 +1,17 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
+import { isRealUserTurn, ObservationBudget } from "./delivery/budget"
+import { latestUserIdentity } from "./delivery/gates"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
-import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
+import { routeBatch, type SessionSource, SessionSources } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
+import type { OutputBatch } from "./pipeline/batcher"
 import { realScheduler, type Scheduler } from "./scheduler"
+import { projectStateDir, STATE_LAST_LINES } from "./state/format"
+import { recoverLostMonitors } from "./state/recovery"
+import { watchStopRequests } from "./state/stop-requests"
+import { MonitorStateWriter } from "./state/writer"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
 
@@ -12,11 +19,17 @@ export type HookDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
+  /**
+   * The plugin instance's project directory; without it no state record is kept and no stop
+   * request from the TUI part is taken.
+   */
+  directory?: string
 }
 
 export type MonitorPluginInstance = {
   hooks: Hooks
   manager: MonitorManager
+  budget: ObservationBudget
   injector: MonitorOutputInjector
 }
 
@@ -26,7 +39,7 @@ const SHUTDOWN_SIGNALS = ["SIGTERM", "SIGINT", "SIGHUP"] as const
 export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): MonitorPluginInstance {
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
-  const sources = new Map<string, SessionSource>()
+  const sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
 
   const injector = new MonitorOutputInjector(
     {
@@ -39,6 +52,8 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       pendingMaxLines: 2 * config.batch_max_lines,
       pendingMaxBytes: 2 * config.batch_max_bytes,
       matchWake: { minIntervalMs: config.wake_min_interval_ms, perSessionPerMinute: config.max_match_wakes_per_minute },
+      // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
+      staleTurnsBefore: scheduler.now(),
     },
     {
       api,
@@ -47,19 +62,57 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         api.toast(
           "error",
           "opencode-monitor: wake not delivered",
-          `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"} but the session could not be told: ${delivery.lastError ?? "unknown error"}`,
+          `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
         ),
     },
   )
 
+  const budget = new ObservationBudget(
+    {
+      bytesPerMinute: config.observation_bytes_per_minute,
+      burstBytes: config.observation_burst_bytes,
+      sessionBytes: config.observation_session_bytes,
+      summaryIntervalMs: config.observation_summary_interval_ms,
+    },
+    {
+      scheduler,
+      forward: (batch, route, label, wakeLimit) => injector.enqueue(batch, route, label, wakeLimit),
+      matchWakeLeft: (monitorId, wakeLimit) => injector.matchWakeLeft(monitorId, wakeLimit),
+    },
+  )
+
+  /** Routes a batch by its session's source (SPEC §5), through the observation budget. */
+  const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string, hasPattern = false, wakeLimit = 0) => {
+    const deliver = (source: SessionSource) => {
+      for (const route of routeBatch(source, sessionID, batch, config.subagent_wake)) budget.admit(batch, route, label, hasPattern, wakeLimit)
+    }
+    const known = sources.cached(sessionID)
+    // Streaming batches go to the owning session whatever its source; only the exit notice
+    // waits for a classification that failed at start.
+    if (known || batch.stillRunning) return deliver(known ?? { kind: "primary" })
+    sources
+      .sourceOf(sessionID)
+      .then(deliver)
+      .catch((error) => api.log("error", "routing a monitor's exit notice failed", { monitorId: batch.monitorId, error: String(error) }))
+  }
+  /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
+  const exitNoticeQueued = ({ id, sessionID }: { id: string; sessionID: string }) => {
+    const source = sources.cached(sessionID)
+    const targets = source?.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
+    return targets.some((target) => injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning))
+  }
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
+    onStarted: () => writer?.changed(),
     onBatch(batch, monitor) {
-      const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
-      for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
-        injector.enqueue(batch, route, monitor.label, monitor.wakeLimit)
-      }
+      // A person stopped it from the TUI: the agent learns it as an observation in its own
+      // session (Status: stopped (by the person at the screen)), and nobody is woken.
+      if (monitor.stoppedBy === "person") injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
+      else enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined, monitor.wakeLimit)
+    },
+    onError(monitorId, error) {
+      api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) })
     },
     onEnded(monitor) {
       api.log("info", "monitor ended", {
@@ -69,21 +122,38 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         stoppedBy: monitor.stoppedBy,
       })
       notifyEnded(api, monitor)
+      writer?.changed()
     },
   })
+  const writer = deps.directory
+    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, sources, enqueueRouted, exitNoticeQueued })
+    : undefined
 
   const stopOnSignal = installSignalHandlers(manager)
+  const stopWatching = deps.directory
+    ? watchStopRequests(projectStateDir(deps.directory, deps.env), {
+        serverPid: process.pid,
+        owns: (sessionID, monitorId) => manager.get(sessionID, monitorId) !== undefined,
+        stop(sessionID, monitorId) {
+          if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
+          api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
+          manager.stop(sessionID, monitorId, "person").catch((error) =>
+            api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+          )
+        },
+        onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
+      })
+    : () => {}
 
   const hooks: Hooks = {
     tool: createMonitorTools({
       config,
       manager,
-      async beforeStart(ctx) {
-        if (!sources.has(ctx.sessionID)) {
-          sources.set(ctx.sessionID, await classifySession(api, ctx.sessionID, ctx.agent, config.automation_agents))
-        }
+      beforeStart: (ctx) => sources.learn(ctx.sessionID, ctx.agent),
+      afterStop: (monitorId) => {
+        budget.forgetMonitor(monitorId)
+        injector.forgetMonitor(monitorId)
       },
-      afterStop: (monitorId) => injector.forgetMonitor(monitorId),
     }),
 
     async event({ event }) {
@@ -93,13 +163,26 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       else if (event.type === "session.status" && statusType(event) === "idle") injector.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         injector.forgetSession(sessionID)
-        sources.delete(sessionID)
+        budget.forgetSession(sessionID)
+        sources.forget(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
         // opencode's delivery of other events meanwhile.
         manager.stopSession(sessionID).catch((error) =>
           api.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
         )
       }
+    },
+
+    // A person's message: it resets the session's observation budget, and its agent and model are
+    // kept for every wake. Injected (synthetic) prompts, ours included, do neither.
+    async "chat.message"(input, output) {
+      if (isRealUserTurn(output.parts)) budget.onUserTurn(input.sessionID)
+      const texts = output.parts.filter((p) => p.type === "text")
+      if (texts.length > 0 && texts.every((p) => p.synthetic === true)) return
+      injector.identities.remember(input.sessionID, {
+        agent: output.message.agent ?? input.agent,
+        model: output.message.model ?? input.model,
+      })
     },
 
     async "experimental.session.compacting"(input, output) {
@@ -117,11 +200,61 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
 
     async dispose() {
       stopOnSignal()
+      stopWatching()
+      budget.dispose()
       injector.dispose()
       await manager.shutdown()
+      writer?.dispose()
     },
   }
-  return { hooks, manager, injector }
+  return { hooks, manager, budget, injector }
+}
+
+type StateRecordDeps = HookDeps & {
+  directory: string
+  scheduler: Scheduler
+  manager: MonitorManager
+  sources: SessionSources
+  enqueueRouted: (batch: OutputBatch, sessionID: string, label: string) => void
+  exitNoticeQueued: (monitor: { id: string; sessionID: string }) => boolean
+}
+
+/**
+ * The on-disk record of this server's monitors (SPEC §11, §12), and the report of the monitors a
+ * dead server of this project left behind, which runs once as the plugin loads.
+ */
+function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorStateWriter {
+  const { api, scheduler, manager } = deps
+  const writer = new MonitorStateWriter({
+    directory: deps.directory,
+    source: () => manager.snapshot(STATE_LAST_LINES),
+    scheduler,
+    log: (level, message, extra) => api.log(level, message, extra),
+    env: deps.env,
+    wakePending: deps.exitNoticeQueued,
+  })
+  // Not awaited: the plugin must load at once; the notices go through the normal gates.
+  recoverLostMonitors({
+    directory: deps.directory,
+    env: deps.env,
+    api,
+    killGraceMs: config.kill_grace_ms,
+    async deliver(batch, label, sessionID, history) {
+      await deps.sources.learn(sessionID, latestUserIdentity(history)?.agent)
+      deps.enqueueRouted(batch, sessionID, label)
+    },
+    whenDelivered: (monitors) =>
+      waitFor(scheduler, config.pending_retry_ms, () => !monitors.some(deps.exitNoticeQueued)),
+  }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
+  return writer
+}
+
+/** Resolves once `done()` holds, checking every `everyMs` on the injected clock. */
+function waitFor(scheduler: Scheduler, everyMs: number, done: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => (done() ? resolve() : scheduler.setTimeout(check, everyMs))
+    check()
+  })
 }
 
 function notifyEnded(api: SessionApi, monitor: MonitorInfo): void {

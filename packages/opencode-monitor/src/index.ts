@@ -14,7 +14,7 @@ const server: Plugin = async (input, options) => {
     api.toast("error", "opencode-monitor disabled", message)
     return {}
   }
-  return createMonitorPlugin(parsed.config, { api }).hooks
+  return createMonitorPlugin(parsed.config, { api, directory: input.directory }).hooks
 }
 
 const plugin: PluginModule & { id: string } = { id: "opencode-monitor", server }

@@ -12,7 +12,8 @@ import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { MonitorStatus } from "./status"
 
-export type StopReason = "agent" | "session" | "shutdown"
+/** "person": stopped from the TUI; its terminal batch is still delivered, as an observation. */
+export type StopReason = "agent" | "person" | "session" | "shutdown"
 
 /** What callers may see of a monitor: never the raw command. */
 export type MonitorInfo = {
@@ -31,6 +32,15 @@ export type MonitorInfo = {
   counters: RingCounters
 }
 
+/** A monitor as the state record sees it: its info, group leader and last retained lines. */
+export type MonitorSnapshot = {
+  info: MonitorInfo
+  /** The process group leader. */
+  pid: number
+  /** The last retained lines, oldest first. */
+  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
+}
+
 export type StartRequest = {
   sessionID: string
   directory: string
@@ -45,8 +55,13 @@ export type StartRequest = {
 export type ManagerDeps = {
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
   onEnded?: (monitor: MonitorInfo) => void
+  onStarted?: (monitor: MonitorInfo) => void
+  /** A callback or the supervision of one monitor threw; the other monitors are unaffected. */
+  onError?: (monitorId: string, error: unknown) => void
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
+  /** Makes a fresh monitor id; injected so a test can force a collision. */
+  newId?: () => string
 }
 
 type Monitor = {
@@ -55,6 +70,10 @@ type Monitor = {
   process: MonitoredProcess
   stopSignal: Promise<NodeJS.Signals | null> | undefined
   timedOut: boolean
+  /** The group leader has exited: a stop from now on stops nothing, the exit stands. */
+  leaderExited: boolean
+  /** A stop was asked for: nothing more of this monitor is delivered. */
+  silenced: boolean
   done: Promise<void>
 }
 
@@ -69,6 +88,8 @@ const EXITED_RETAINED_PER_SESSION = 10
 /** Owns every monitor of the server: start, stop, list, read output, and cleanup. */
 export class MonitorManager {
   private readonly monitors = new Map<string, Monitor>()
+  /** Ids being started, with their session: they count against the cap and cannot be reused. */
+  private readonly reserved = new Map<string, string>()
   private readonly scheduler: Scheduler
 
   constructor(
@@ -81,14 +102,39 @@ export class MonitorManager {
   async start(request: StartRequest): Promise<MonitorInfo> {
     const command = request.command.trim()
     if (command === "") throw new MonitorError("invalid_argument", "command is empty; pass the shell command to run.")
-    const running = this.running(request.sessionID)
-    if (running.length >= this.config.max_monitors_per_session) {
+    // The slot and the id are taken before the first await, so concurrent starts in one step
+    // cannot all pass the cap or share an id.
+    const id = this.reserve(request.sessionID)
+    try {
+      return await this.startReserved(id, request, command)
+    } finally {
+      this.reserved.delete(id)
+    }
+  }
+
+  private reserve(sessionID: string): string {
+    const running = this.running(sessionID)
+    const starting = [...this.reserved.values()].filter((s) => s === sessionID).length
+    if (running.length + starting >= this.config.max_monitors_per_session) {
+      const names = running.map((m) => `${m.info.id} (${m.info.label})`)
+      if (starting > 0) names.push(`${starting} still starting`)
       throw new MonitorError(
         "cap_reached",
-        `This session already runs ${running.length} monitors (max_monitors_per_session=${this.config.max_monitors_per_session}). ` +
-          `Stop one first with monitor_stop: ${running.map((m) => `${m.info.id} (${m.info.label})`).join(", ")}.`,
+        `This session already runs ${running.length + starting} monitors (max_monitors_per_session=${this.config.max_monitors_per_session}). ` +
+          `Stop one first with monitor_stop: ${names.join(", ")}.`,
       )
     }
+    const newId = this.deps.newId ?? randomMonitorId
+    for (let tries = 0; tries < 100; tries++) {
+      const id = newId()
+      if (this.monitors.has(id) || this.reserved.has(id)) continue
+      this.reserved.set(id, sessionID)
+      return id
+    }
+    throw new MonitorError("spawn_failed", "Could not find a free monitor id after 100 tries; try again.")
+  }
+
+  private async startReserved(id: string, request: StartRequest, command: string): Promise<MonitorInfo> {
     const timeoutMs = request.timeoutMs ?? this.config.max_runtime_ms
     if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > this.config.max_runtime_ms) {
       throw new MonitorError(
@@ -124,15 +170,17 @@ export class MonitorManager {
       throw error
     }
 
-    const id = `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
     const pipeline = createMonitorPipeline({
       monitorId: id,
       config: this.config,
       filter,
       wakeFilter,
       scheduler: this.scheduler,
-      // Batches only flow once the process runs, after `info` exists.
-      onBatch: (batch) => this.deps.onBatch(batch, info),
+      // Batches only flow once the process runs, after `monitor` exists.
+      onBatch: (batch) => {
+        if (monitor.silenced) return
+        this.guard(id, () => this.deps.onBatch(batch, info))
+      },
     })
     const info: MonitorInfo = {
       id,
@@ -148,9 +196,19 @@ export class MonitorManager {
       stoppedBy: undefined,
       counters: pipeline.ring.counters,
     }
-    const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, done: Promise.resolve() }
+    const monitor: Monitor = {
+      info,
+      pipeline,
+      process: child,
+      stopSignal: undefined,
+      timedOut: false,
+      leaderExited: false,
+      silenced: false,
+      done: Promise.resolve(),
+    }
     this.monitors.set(id, monitor)
-    monitor.done = this.supervise(monitor)
+    monitor.done = this.supervise(monitor).catch((error) => this.report(id, error))
+    this.guard(id, () => this.deps.onStarted?.(info))
     return info
   }
 
@@ -158,7 +216,11 @@ export class MonitorManager {
   async stop(sessionID: string, monitorId: string, reason: StopReason): Promise<MonitorInfo | undefined> {
     const monitor = this.find(sessionID, monitorId)
     if (!monitor) return undefined
-    if (monitor.info.status.kind === "running" && monitor.stopSignal === undefined) {
+    // Nothing more goes to the agent after its own stop; a person's stop is news to it (SPEC §11).
+    monitor.silenced = reason !== "person"
+    // A leader that already exited is not stopped: its exit status is what happened.
+    const leaderGone = monitor.leaderExited || !pidExists(monitor.process.pid)
+    if (monitor.info.status.kind === "running" && monitor.stopSignal === undefined && !leaderGone) {
       monitor.info.stoppedBy = reason
       monitor.stopSignal = monitor.process.terminateGroup(this.config.kill_grace_ms)
     }
@@ -206,6 +268,15 @@ export class MonitorManager {
     }
   }
 
+  /** Every monitor with its group leader's pid and its last retained lines (for the state record). */
+  snapshot(lastLines: number): MonitorSnapshot[] {
+    return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
+      info,
+      pid: process.pid,
+      lastLines: pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - lastLines), limit: lastLines }),
+    }))
+  }
+
   private running(sessionID: string): Monitor[] {
     return [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID && m.info.status.kind === "running")
   }
@@ -221,32 +292,63 @@ export class MonitorManager {
     const reading = Promise.all([
       readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
       readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
-    ])
+    ]).catch((error) => this.report(info.id, error))
     const deadline = this.scheduler.setTimeout(() => {
       if (monitor.stopSignal !== undefined) return
       monitor.timedOut = true
       monitor.stopSignal = child.terminateGroup(this.config.kill_grace_ms)
     }, info.timeoutMs)
 
-    const exit = await child.exited
-    this.scheduler.clearTimeout(deadline)
-    // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
-    // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
-    const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
-    const sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
-    if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
-    if (!drained && !(await settlesWithin(reading, 1_000))) {
-      child.stdout.destroy()
-      child.stderr.destroy()
+    let exit: ProcessExit = { code: null, signal: null }
+    let sentSignal: NodeJS.Signals | null = null
+    try {
+      exit = await child.exited
+      monitor.leaderExited = true
+      this.scheduler.clearTimeout(deadline)
+      // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
+      // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
+      const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
+      sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
+      if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
+      if (!drained && !(await settlesWithin(reading, 1_000))) {
+        child.stdout.destroy()
+        child.stderr.destroy()
+      }
+    } catch (error) {
+      this.report(info.id, error)
+      if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms).catch(() => null)
+    } finally {
+      this.scheduler.clearTimeout(deadline)
+      child.release()
     }
-    child.release()
 
+    // Whatever failed above, the monitor ends: a status, the terminal batch, onEnded.
     info.status = statusOf(exit, monitor, sentSignal)
     info.endedAt = this.scheduler.now()
-    if (info.stoppedBy) pipeline.close()
-    else pipeline.finish(info.status)
+    // The agent (or the session's end) asked for the stop and needs no news of it; a person's stop
+    // is news to the agent, so its terminal batch goes out (hooks.ts delivers it without a wake).
+    this.guard(info.id, () =>
+      info.stoppedBy && info.stoppedBy !== "person" ? pipeline.close() : pipeline.finish(info.status),
+    )
     this.retainExited(info.sessionID)
-    this.deps.onEnded?.(info)
+    this.guard(info.id, () => this.deps.onEnded?.(info))
+  }
+
+  /** Runs a callback of one monitor so that its failure is reported, never thrown at another. */
+  private guard(monitorId: string, run: () => void): void {
+    try {
+      run()
+    } catch (error) {
+      this.report(monitorId, error)
+    }
+  }
+
+  private report(monitorId: string, error: unknown): void {
+    try {
+      this.deps.onError?.(monitorId, error)
+    } catch {
+      // The error reporter failed too; nothing is left to tell, and nothing may throw from here.
+    }
   }
 
   private retainExited(sessionID: string): void {
@@ -261,9 +363,24 @@ export class MonitorManager {
 
 function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
   if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
+  if (monitor.info.stoppedBy === "person") return { kind: "stopped", signal: exit.signal ?? sentSignal, byPerson: true }
   if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown" }
   return { kind: "exited", code: exit.code }
+}
+
+/** False once the process is reaped (its exit event may still be on its way). */
+function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}
+
+function randomMonitorId(): string {
+  return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
 }
 
 function defaultLabel(command: string): string {

@@ -20,11 +20,15 @@ describe("plugin options", () => {
       post_dispatch_hold_ms: 250,
       accepted_message_skew_ms: 5_000,
       kill_grace_ms: 5_000,
-      subagent_wake: "off",
+      subagent_wake: "parent",
       automation_agents: [],
       allowed_commands: [],
       wake_min_interval_ms: 10_000,
       max_match_wakes_per_minute: 6,
+      observation_bytes_per_minute: 4_096,
+      observation_burst_bytes: 16_384,
+      observation_session_bytes: 65_536,
+      observation_summary_interval_ms: 300_000,
     })
   })
 

@@ -1,10 +1,10 @@
 import { describe, expect, test } from "bun:test"
-import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { InjectorOptions } from "../src/delivery/injector"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { MonitorLine } from "../src/pipeline/line"
 import type { MonitorStatus } from "../src/status"
-import { FakeScheduler } from "./support/fake-scheduler"
-import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { settle } from "./support/fake-session-api"
+import { setupInjector } from "./support/injector-setup"
 
 const S = "ses_parent"
 
@@ -24,32 +24,11 @@ function batch(seq: number, opts: { terminal?: MonitorStatus; lines?: number; mo
 }
 
 function setup(options: Partial<InjectorOptions> = {}) {
-  const scheduler = new FakeScheduler()
-  const api = new FakeSessionApi(() => scheduler.now())
-  scheduler.advance(1_000_000) // message times far from zero
-  const injector = new MonitorOutputInjector(
-    {
-      userMessageWindowMs: 2_000,
-      pendingRetryMs: 1_000,
-      postDispatchHoldMs: 250,
-      acceptedMessageSkewMs: 5_000,
-      pendingMaxLines: 100,
-      pendingMaxBytes: 32_768,
-      ...options,
-    },
-    { api, scheduler },
-  )
-  const advance = async (ms: number) => {
-    // Step in small slices so async sends settle between timer firings, as on a real loop.
-    for (let t = 0; t < ms; t += 50) {
-      scheduler.advance(Math.min(50, ms - t))
-      await settle()
-    }
-  }
+  const base = setupInjector(options)
   const wake = { sessionID: S, wake: true }
   const observe = { sessionID: S, wake: false }
-  const send = (b: OutputBatch) => injector.enqueue(b, b.stillRunning ? observe : wake, "qa-build")
-  return { scheduler, api, injector, advance, send }
+  const send = (b: OutputBatch) => base.injector.enqueue(b, b.stillRunning ? observe : wake, "qa-build")
+  return { ...base, send }
 }
 
 describe("MonitorOutputInjector: the seed's regression set", () => {
@@ -124,8 +103,8 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
     send(batch(1, { terminal: { kind: "exited", code: 2 } }))
     await advance(10_100)
     expect(api.sent).toHaveLength(0) // first forced attempt failed
-    await advance(400)
-    expect(api.sent).toHaveLength(1) // retried without waiting another 10 s
+    await advance(1_000)
+    expect(api.sent).toHaveLength(1) // retried after pending_retry_ms, without waiting another 10 s
   })
 })
 
@@ -246,7 +225,7 @@ describe("MonitorOutputInjector: exactly once", () => {
     const { api, send, advance } = setup()
     api.failures = [{ kind: "ambiguous", stored: true }]
     send(batch(1, { terminal: { kind: "exited", code: 0 } }))
-    await advance(5_000)
+    await advance(10_000)
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
     expect(api.logs.some((l) => l.message === "monitor output was already accepted")).toBe(true)
   })
@@ -255,7 +234,10 @@ describe("MonitorOutputInjector: exactly once", () => {
     const { api, send, advance } = setup()
     api.failures = [{ kind: "ambiguous" }]
     send(batch(1, { terminal: { kind: "exited", code: 0 } }))
-    await advance(5_000)
+    await advance(4_000)
+    // Not sent again before an accepted prompt had accepted_message_skew_ms to show in the history.
+    expect(api.promptCalls).toHaveLength(1)
+    await advance(4_000)
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
   })
 
@@ -269,40 +251,56 @@ describe("MonitorOutputInjector: exactly once", () => {
     expect(api.sent).toHaveLength(1)
   })
 
-  test("a wake that keeps failing is given up after the retries, with a log and the give-up hook", async () => {
-    const scheduler = new FakeScheduler()
-    const api = new FakeSessionApi(() => scheduler.now())
-    const gaveUp: string[] = []
-    const injector = new MonitorOutputInjector(
-      {
-        userMessageWindowMs: 0,
-        pendingRetryMs: 100,
-        postDispatchHoldMs: 10,
-        acceptedMessageSkewMs: 0,
-        pendingMaxLines: 10,
-        pendingMaxBytes: 1000,
-      },
-      { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key) },
-    )
-    api.failures = Array.from({ length: 50 }, () => ({ kind: "rejected" as const }))
+  test("a wake that keeps failing is given up only after 30 minutes, with a log naming the monitor and the give-up hook", async () => {
+    const { scheduler, api, injector, gaveUp } = setupInjector({
+      userMessageWindowMs: 0,
+      pendingRetryMs: 100,
+      postDispatchHoldMs: 10,
+      acceptedMessageSkewMs: 0,
+    })
+    api.failures = Array.from({ length: 1_000 }, () => ({ kind: "rejected" as const }))
     injector.enqueue(batch(1, { terminal: { kind: "exited", code: 1 } }), { sessionID: S, wake: true }, "x")
-    for (let i = 0; i < 40; i++) {
-      scheduler.advance(100)
-      await settle()
+    const run = async (ms: number) => {
+      for (let t = 0; t < ms; t += 1_000) {
+        scheduler.advance(1_000)
+        await settle()
+      }
     }
+    await run(29 * 60_000)
+    expect(gaveUp).toEqual([])
+    // Backed off to one attempt every 30 s at most, never faster than pending_retry_ms.
+    expect(api.promptCalls.length).toBeLessThan(80)
+    await run(2 * 60_000)
     expect(gaveUp).toEqual(["monitor-output:mon_1:batch-1"])
     expect(injector.pending(S)).toHaveLength(0)
-    expect(api.logs.some((l) => l.level === "error")).toBe(true)
+    const error = api.logs.find((l) => l.level === "error")
+    expect(error?.extra).toMatchObject({ monitorId: "mon_1", label: "x" })
+  })
+
+  test("an observation that keeps failing is dropped after 8 attempts, without the wake's give-up hook", async () => {
+    const { api, injector, send, advance } = setup()
+    api.failures = Array.from({ length: 8 }, () => ({ kind: "rejected" as const }))
+    send(batch(1))
+    await advance(10 * 60_000)
+    expect(api.promptCalls).toHaveLength(8)
+    expect(injector.pending(S)).toHaveLength(0)
+    expect(api.logs.some((l) => l.message.startsWith("monitor output could not be delivered"))).toBe(true)
   })
 
   test("a monitor stopped while a send is in flight gets no retries", async () => {
     const { api, injector, send, advance } = setup()
+    let answer: (() => void) | undefined
+    api.promptGate = new Promise<void>((resolve) => {
+      answer = resolve
+    })
     api.failures = [{ kind: "rejected" }]
-    send(batch(1))
     send(batch(2, { terminal: { kind: "exited", code: 0 } }))
+    await settle()
+    expect(api.promptCalls).toHaveLength(1) // in flight
     injector.forgetMonitor("mon_1")
-    await advance(10_000)
-    expect(api.sent).toHaveLength(0)
+    answer?.()
+    await advance(60_000)
+    expect(api.promptCalls).toHaveLength(1)
     expect(injector.pending(S)).toHaveLength(0)
   })
 

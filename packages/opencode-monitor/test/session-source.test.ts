@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test"
-import { classifySession, routeBatch } from "../src/delivery/session-source"
+import { classifySession, routeBatch, SessionSources } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { MonitorLine } from "../src/pipeline/line"
 import { defaultMonitorConfig } from "../src/config"
@@ -38,9 +38,30 @@ describe("classifySession", () => {
     expect(await classifySession(api, "ses_child", "ci-bot", ["ci-bot"])).toEqual({ kind: "automation", agent: "ci-bot" })
   })
 
-  test("when the lookup fails the session is treated as primary", async () => {
+  test("a failed lookup throws: the caller decides", async () => {
     const failing = { parentOf: async () => Promise.reject(new Error("500")) }
-    expect(await classifySession(failing, "ses_x", "build", [])).toEqual({ kind: "primary" })
+    await expect(classifySession(failing, "ses_x", "build", [])).rejects.toThrow("500")
+  })
+})
+
+describe("SessionSources", () => {
+  test("a lookup that keeps failing counts as primary for that batch, and is not cached", async () => {
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
+    api.parents.set("ses_child", "ses_root")
+    const sources = new SessionSources(api, [], { scheduler, delayMs: 1_000 })
+    api.parentFailures = 4 // the lookup at start, then the three of the first exit notice
+    await sources.learn("ses_child", "general")
+    expect(sources.cached("ses_child")).toBeUndefined()
+    const first = sources.sourceOf("ses_child")
+    for (let i = 0; i < 5; i++) {
+      scheduler.advance(1_000)
+      await settle()
+    }
+    expect(await first).toEqual({ kind: "primary" })
+    expect(sources.cached("ses_child")).toBeUndefined()
+    expect(await sources.sourceOf("ses_child")).toEqual({ kind: "subagent", parentID: "ses_root", rootID: "ses_root" })
+    expect(sources.cached("ses_child")).toEqual({ kind: "subagent", parentID: "ses_root", rootID: "ses_root" })
   })
 })
 
@@ -52,13 +73,13 @@ describe("routeBatch", () => {
     expect(routeBatch({ kind: "primary" }, "ses_p", terminal, "off")).toEqual([{ sessionID: "ses_p", wake: true }])
   })
 
-  test("subagent: the child gets observations only, never a wake, by default", () => {
+  test("subagent with subagent_wake=off: the child keeps the exit notice as an observation, nobody is woken", () => {
     expect(routeBatch(subagent, "ses_child", terminal, "off")).toEqual([{ sessionID: "ses_child", wake: false }])
   })
 
-  test("subagent with subagent_wake=parent: the exit notice wakes the root session, naming the child", () => {
+  test("subagent by default (parent): the exit notice wakes the root session only, naming the child", () => {
+    expect(defaultMonitorConfig().subagent_wake).toBe("parent")
     expect(routeBatch(subagent, "ses_child", terminal, "parent")).toEqual([
-      { sessionID: "ses_child", wake: false },
       { sessionID: "ses_root", wake: true, subagentSessionID: "ses_child" },
     ])
     expect(routeBatch(subagent, "ses_child", streaming, "parent")).toEqual([{ sessionID: "ses_child", wake: false }])
@@ -127,13 +148,15 @@ describe("events are routed by the session they belong to", () => {
     api.busy.ses_parent = "busy"
     instance.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
     await settle()
+    expect(api.sent).toEqual([])
+    // The parent finished; the child's busy status arrives after it and is in the very state the
+    // parent's check reads: it must not hide the parent's idle.
     delete api.busy.ses_parent
-    await idle("ses_parent")
-    // The child is still working and reports busy after the parent's idle.
     api.busy.ses_child = "busy"
     await instance.hooks.event?.({
       event: { type: "session.status", properties: { sessionID: "ses_child", status: { type: "busy" } } } as never,
     })
+    await idle("ses_parent")
     await settle()
     expect(api.sent.map((p) => [p.sessionID, p.noReply])).toEqual([["ses_parent", false]])
     expect(api.sent[0]?.text).toContain("subagent_session: ses_child")

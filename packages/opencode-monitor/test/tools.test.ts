@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
+import { MonitorError } from "../src/errors"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
@@ -28,6 +29,8 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(Object.keys(tools).sort()).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
     expect(tools.monitor_start?.description).toContain("Do not poll, sleep")
     expect(tools.monitor_start?.description).toContain("woken with its exit status")
+    expect(tools.monitor_start?.description).toContain("instead of bash for anything that may run longer than bash's 2-minute timeout")
+    expect(tools.monitor_start?.description).toContain("with no stdin and no TTY")
   })
 
   test("monitor_start asks the bash permission with the command, then runs it", async () => {
@@ -126,17 +129,18 @@ describe("monitor tools through the plugin's hooks", () => {
 
   test("monitor_stop returns the final status and does not wake the session", async () => {
     const marker = uniqueMarker("stop")
-    const { run, api } = plugin()
+    const { run, api, instance } = plugin()
     const id = (await run("monitor_start", { command: `sleep 30 # ${marker}` })).match(/mon_[0-9a-f]{8}/)?.[0]
     await waitFor(() => liveProcesses(marker).length > 0, 2_000)
     const stopped = JSON.parse(await run("monitor_stop", { monitor_id: id }))
     expect(stopped.status).toBe("stopped")
     expect(liveProcesses(marker)).toEqual([])
-    await Bun.sleep(300)
+    // The stop has returned after the monitor ended: a wake would be queued or sent by now.
     expect(api.sent.filter((p) => !p.noReply)).toEqual([])
+    expect(instance.injector.pending("ses_a")).toEqual([])
   })
 
-  test("monitor_output reads filtered-out lines; unknown or foreign ids are not_found without throwing", async () => {
+  test("monitor_output reads filtered-out lines", async () => {
     const { run, instance } = plugin()
     const id = (await run("monitor_start", { command: "printf 'ok 1\\nERROR 2\\nok 3\\n'", match_pattern: "ERROR" })).match(
       /mon_[0-9a-f]{8}/,
@@ -147,9 +151,31 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(unmatched.counters).toMatchObject({ total: 3, matched: 1, unmatched: 2 })
     const since = JSON.parse(await run("monitor_output", { monitor_id: id, since_sequence: 1, limit: 1 }))
     expect(since.lines.map((l: { seq: number }) => l.seq)).toEqual([2])
-    expect(JSON.parse(await run("monitor_output", { monitor_id: "mon_nope" })).error).toBe("not_found")
-    expect(JSON.parse(await run("monitor_output", { monitor_id: id }, toolContext("ses_other"))).error).toBe("not_found")
-    expect(JSON.parse(await run("monitor_stop", { monitor_id: id }, toolContext("ses_other"))).error).toBe("not_found")
+  })
+
+  test("an unknown or foreign monitor id is a thrown not_found MonitorError, like every other tool error", async () => {
+    const { run, instance } = plugin()
+    const id = (await run("monitor_start", { command: "echo done" })).match(/mon_[0-9a-f]{8}/)?.[0] as string
+    await waitFor(() => instance.manager.get("ses_a", id)?.status.kind !== "running", 3_000)
+    const attempts: Array<[string, string, string]> = [
+      ["monitor_output", "mon_nope", "ses_a"],
+      ["monitor_output", id, "ses_other"],
+      ["monitor_stop", "mon_nope", "ses_a"],
+      ["monitor_stop", id, "ses_other"],
+    ]
+    for (const [name, monitorId, session] of attempts) {
+      const error = await run(name, { monitor_id: monitorId }, toolContext(session)).then(
+        (result) => new Error(`${name} returned instead of throwing: ${result}`),
+        (thrown: unknown) => thrown,
+      )
+      expect(error).toBeInstanceOf(MonitorError)
+      expect(error).toMatchObject({ code: "not_found" })
+      expect((error as Error).message).toBe(
+        `No monitor ${JSON.stringify(monitorId)} in this session. monitor_list (include_exited: true) shows the ids you can use.`,
+      )
+    }
+    // The monitor itself is untouched by a foreign session's stop.
+    expect(instance.manager.get("ses_a", id)?.status.kind).toBe("exited")
   })
 
   test("session.deleted stops that session's monitors and no process is left", async () => {

@@ -1,4 +1,4 @@
-import type { OutputBatch } from "../pipeline/batcher"
+import type { BudgetNote, OutputBatch } from "../pipeline/batcher"
 import { sanitizeLineText } from "../pipeline/line"
 import { formatStatus } from "../status"
 import type { WakeReason } from "./match-wake"
@@ -50,6 +50,7 @@ export function formatMonitorBatch({ batch, label, subagentSessionID, wake }: En
   if (matched > 0 || unmatched > 0 || bytes > 0) {
     out.push(`dropped: ${matched} matched, ${unmatched} unmatched (${bytes} bytes)`)
   }
+  if (batch.budget) out.push(...formatBudgetNote(batch.monitorId, batch.budget))
   out.push(ENVELOPE_END)
   return out.join("\n")
 }
@@ -60,6 +61,17 @@ function formatWakeLine({ ordinal, limit, seqs }: WakeReason): string {
   const more = seqs.length > WAKE_SEQS_SHOWN ? ` and ${seqs.length - WAKE_SEQS_SHOWN} more` : ""
   const where = seqs.length > 0 ? ` at seq=${shown}${more}` : ""
   return `wake: line${seqs.length > 1 ? "s" : ""} matched wake_pattern (${ordinal} of ${limit})${where}`
+}
+
+/** What the observation budget held back, and how to read it (SPEC §14). */
+function formatBudgetNote(monitorId: string, note: BudgetNote): string[] {
+  const held = `${note.lines} lines (${note.bytes} bytes) since the last envelope`
+  return [
+    note.kind === "summary"
+      ? `summary: output keeps flowing past the observation budget; ${held} were not sent (shown: the last line and error-looking or matching lines)`
+      : `budget: ${held} were held back by the observation budget`,
+    `read them with monitor_output {"monitor_id":"${monitorId}","since_sequence":${note.sinceSequence}} while retained`,
+  ]
 }
 
 /** One short printable line: no breaks, controls, ANSI or envelope markers. */

@@ -6,12 +6,17 @@ export type GateInput = {
   messages: SessionMessage[]
   now: number
   userMessageWindowMs: number
+  /**
+   * A turn that started before this server process loaded the plugin cannot be running in it: an
+   * unfinished assistant message that old was cut off by a crash and never completes (SPEC §12).
+   */
+  staleTurnsBefore?: number
 }
 
 /** The agent and model a person last chose in a session; injected prompts must carry them. */
 export type Identity = { agent: string | undefined; model: ModelRef | undefined }
 
-export type GateDecision = ({ open: true } | { open: false; reason: string }) & { identity: Identity | undefined }
+export type GateDecision = { open: true } | { open: false; reason: string }
 
 /** The latest real (typed, not injected) user message's agent and model; undefined when there is none. */
 export function latestUserIdentity(messages: readonly SessionMessage[]): Identity | undefined {
@@ -21,26 +26,28 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
 
 /**
  * Decides from the target session's own state whether output may be injected now (SPEC §4):
- * idle, latest assistant turn finished, no real user message within the window. Also returns
- * the session's identity (latestUserIdentity), read from the same history.
+ * idle, latest assistant turn finished, no real user message within the window. Only this
+ * session's own status counts: another session being busy (a subagent, say) never closes it.
  */
 export function evaluateGates(input: GateInput): GateDecision {
   const { messages } = input
   const lastUser = findLast(messages, (m) => m.role === "user" && !m.synthetic)
-  const lastAssistant = findLast(messages, (m) => m.role === "assistant")
-  const identity = latestUserIdentity(messages)
+  const lastAssistant = findLast(
+    messages,
+    (m) => m.role === "assistant" && !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
+  )
   const status = input.busy[input.sessionID]
-  if (status !== undefined) return { open: false, reason: `session ${status}`, identity }
+  if (status !== undefined) return { open: false, reason: `session ${status}` }
   if (lastAssistant && lastAssistant.completed === undefined) {
-    return { open: false, reason: "assistant turn still running", identity }
+    return { open: false, reason: "assistant turn still running" }
   }
   if (lastAssistant?.finish === "tool-calls" && lastAssistant.toolRunning) {
-    return { open: false, reason: "tool call still running", identity }
+    return { open: false, reason: "tool call still running" }
   }
   if (lastUser && input.now - lastUser.created < input.userMessageWindowMs) {
-    return { open: false, reason: "user message within user_message_window_ms", identity }
+    return { open: false, reason: "user message within user_message_window_ms" }
   }
-  return { open: true, identity }
+  return { open: true }
 }
 
 function findLast<T>(items: readonly T[], predicate: (item: T) => boolean): T | undefined {

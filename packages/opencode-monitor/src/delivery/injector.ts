@@ -1,10 +1,16 @@
-import type { DropCounts, OutputBatch } from "../pipeline/batcher"
-import type { Scheduler, TimerHandle } from "../scheduler"
-import { formatMonitorBatch } from "./envelope"
-import { evaluateGates, type Identity, latestUserIdentity } from "./gates"
-import { type MatchWakeOptions, MatchWakePolicy, queueMatchWake, settleMatchWake, type WakeReason } from "./match-wake"
-import { DeliveryError, type SessionApi } from "./session-api"
+import type { OutputBatch } from "../pipeline/batcher"
+import type { Scheduler } from "../scheduler"
+import { coalesceWaiting } from "./coalesce"
+import { DeliveryPolicy, errorText } from "./delivery-policy"
+import { evaluateGates } from "./gates"
+import { RECENT_MESSAGES } from "./history"
+import { SessionIdentities } from "./identity"
+import { type MatchWakeOptions, MatchWakePolicy, queueMatchWake, settleMatchWake } from "./match-wake"
+import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
+import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
+
+export type { Delivery } from "./session-queue"
 
 export type InjectorOptions = {
   userMessageWindowMs: number
@@ -16,52 +22,20 @@ export type InjectorOptions = {
   /** Bound on streaming output waiting per monitor and session; the overflow is coalesced. */
   pendingMaxLines: number
   pendingMaxBytes: number
+  /** Unfinished assistant messages older than this were cut off by a crash (see evaluateGates). */
+  staleTurnsBefore?: number
   /** Wake on a matching line (SPEC §10); without it a `wake_pattern` match is an observation. */
   matchWake?: MatchWakeOptions
-}
-
-/** One batch on its way to one session. */
-export type Delivery = {
-  key: string
-  sessionID: string
-  batch: OutputBatch
-  label: string
-  wake: boolean
-  subagentSessionID: string | undefined
-  /** The batch's own drops plus those of streaming batches coalesced into this one. */
-  dropped: DropCounts
-  firstQueuedAt: number
-  attempts: number
-  /** The last send may have reached the server: look in the history before sending again. */
-  unsure: boolean
-  lastError: string | undefined
-  // --- match wake (issue 18): a running batch routed with `wake` is a match-wake candidate ---
-  /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
-  wakeLimit: number
-  /** Decided at send time: this running batch wakes the session, for this reason. */
-  matchWake: WakeReason | undefined
-  /** Not sent before this time (a match wake waiting for wake_min_interval_ms or the session cap). */
-  notBefore: number
 }
 
 export type InjectorDeps = {
   api: SessionApi
   scheduler: Scheduler
-  /** A wake could not be delivered after every retry. */
+  /** Where injected prompts take their agent and model from; one per plugin instance. */
+  identities?: SessionIdentities
+  /** A wake could not be delivered within the give-up bound. */
   onGiveUp?: (delivery: Delivery) => void
 }
-
-type SessionQueue = {
-  deliveries: Delivery[]
-  holdUntil: number
-  timer: TimerHandle | undefined
-  pumping: boolean
-  again: boolean
-  lastDeferral: string | undefined
-  identity: Identity
-}
-
-const MAX_SEND_ATTEMPTS = 8
 
 export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
 
@@ -78,12 +52,16 @@ export function shouldForceActiveDispatch(delivery: Delivery, now: number, maxAc
 /**
  * Delivers batches into sessions through prompt_async: streaming batches as no-reply
  * observations, a terminal batch as the one prompt that wakes the session. One queue per target
- * session; every send is decided from that session's own state at send time.
+ * session (`SessionQueue`); every send is decided from that session's own state at send time;
+ * sending, checking and retrying is the `DeliveryPolicy`; waiting output is bounded by
+ * `coalesceWaiting`.
  */
 export class MonitorOutputInjector {
   private readonly queues = new Map<string, SessionQueue>()
+  /** `<session>|<key>` of streaming batches delivered, until their monitor ends. */
   private readonly sent = new Set<string>()
-  private readonly forgottenMonitors = new Set<string>()
+  private readonly policy: DeliveryPolicy
+  readonly identities: SessionIdentities
   private disposed = false
   private readonly matchWakes: MatchWakePolicy | undefined
 
@@ -91,11 +69,14 @@ export class MonitorOutputInjector {
     private readonly options: InjectorOptions,
     private readonly deps: InjectorDeps,
   ) {
+    this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
+    this.identities = deps.identities ?? new SessionIdentities(deps.api)
     this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
   }
 
+  /** `wakeLimit`: how many match wakes the batch's monitor may cause (`wake_limit`; 0 = none). */
   enqueue(batch: OutputBatch, route: Route, label: string, wakeLimit = 0): void {
-    if (this.disposed || this.forgottenMonitors.has(batch.monitorId)) return
+    if (this.disposed) return
     const queue = this.queue(route.sessionID)
     const key = deliveryKey(batch)
     if (this.sent.has(`${route.sessionID}|${key}`) || queue.deliveries.some((d) => d.key === key)) return
@@ -109,7 +90,11 @@ export class MonitorOutputInjector {
       dropped: { ...batch.dropped },
       firstQueuedAt: this.deps.scheduler.now(),
       attempts: 0,
+      failures: 0,
+      firstFailureAt: undefined,
+      retryAt: 0,
       unsure: false,
+      unsureSince: 0,
       lastError: undefined,
       wakeLimit,
       matchWake: undefined,
@@ -120,15 +105,23 @@ export class MonitorOutputInjector {
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
-      if (batch.stillRunning) this.coalesce(queue, batch.monitorId)
+      if (batch.stillRunning) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
     }
-    void this.pump(route.sessionID)
+    void queue.pump()
+  }
+
+  /**
+   * A batch of this monitor carrying a `wake_pattern` match may still become a match wake: it has
+   * match wakes left (`wake_limit`) and match wakes are on. The budget passes such a batch through.
+   */
+  matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
+    return this.matchWakes !== undefined && !this.matchWakes.exhausted(monitorId, wakeLimit)
   }
 
   // --- match wake (issue 18): thin hooks; the logic is in match-wake.ts ---------------------
-  /** The first delivery that may go now, with the session's gates open (a waiting match wake is skipped). */
-  private nextToSend(queue: SessionQueue, now: number): Delivery | undefined {
-    return queue.deliveries.find((d) => d.notBefore <= now && this.settleMatchWake(queue, d) !== "skip")
+  /** The first delivery that may go now (a match wake told to wait is skipped), undecided yet. */
+  private nextDue(queue: SessionQueue, now: number): Delivery | undefined {
+    return queue.deliveries.find((d) => d.notBefore <= now)
   }
 
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
@@ -138,13 +131,14 @@ export class MonitorOutputInjector {
     )
   }
 
+  /** Decides a match-wake candidate (gates open or ceiling reached): "skip" when it waits or was dropped. */
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
     const { outcome, why } = settleMatchWake(d, this.matchWakes)
     if (outcome === "wait") {
-      this.deps.api.log("info", "match wake waits", { ...this.logFields(d, false), reason: why, notBefore: d.notBefore })
+      this.deps.api.log("info", "match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
     } else if (outcome === "drop") {
-      // A new array: the caller's find() goes on over the old one.
-      queue.deliveries = queue.deliveries.filter((x) => x !== d)
+      // A new array: a caller's find() goes on over the old one.
+      queue.remove(d)
     }
     return outcome === "wake" || outcome === "observe" ? outcome : "skip"
   }
@@ -157,27 +151,30 @@ export class MonitorOutputInjector {
 
   /** A `session.idle` of this session: re-check its own queue (never another session's). */
   onSessionIdle(sessionID: string): void {
-    if (this.queues.has(sessionID)) void this.pump(sessionID)
+    void this.queues.get(sessionID)?.pump()
   }
 
-  /** Drops everything pending for a monitor and stops its retries, including a send in flight. */
+  /**
+   * Drops everything pending for a monitor and stops its retries, including a send in flight.
+   * The manager emits nothing for a monitor once a stop was asked for, so nothing is kept here.
+   */
   forgetMonitor(monitorId: string): void {
-    this.forgottenMonitors.add(monitorId)
     this.matchWakes?.forgetMonitor(monitorId)
-    this.forgetSent((key) => key.includes(`monitor-output:${monitorId}:`))
-    for (const [sessionID, queue] of this.queues) {
+    this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
+    for (const queue of [...this.queues.values()]) {
       queue.deliveries = queue.deliveries.filter((d) => d.batch.monitorId !== monitorId)
-      this.dropIfEmpty(sessionID, queue)
+      this.dropIfEmpty(queue)
     }
   }
 
   forgetSession(sessionID: string): void {
     this.matchWakes?.forgetSession(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
+    this.identities.forget(sessionID)
     const queue = this.queues.get(sessionID)
     if (!queue) return
     queue.deliveries = []
-    this.dropIfEmpty(sessionID, queue)
+    this.dropIfEmpty(queue)
   }
 
   pending(sessionID: string): readonly Delivery[] {
@@ -186,258 +183,184 @@ export class MonitorOutputInjector {
 
   dispose(): void {
     this.disposed = true
-    for (const [sessionID, queue] of this.queues) {
+    for (const queue of [...this.queues.values()]) {
       queue.deliveries = []
-      this.dropIfEmpty(sessionID, queue)
+      this.dropIfEmpty(queue)
     }
   }
 
   private queue(sessionID: string): SessionQueue {
     let queue = this.queues.get(sessionID)
     if (!queue) {
-      queue = {
-        deliveries: [],
-        holdUntil: 0,
-        timer: undefined,
-        pumping: false,
-        again: false,
-        lastDeferral: undefined,
-        identity: { agent: undefined, model: undefined },
-      }
+      queue = new SessionQueue(
+        sessionID,
+        this.deps.scheduler,
+        (q) => this.step(q),
+        (q) => this.dropIfEmpty(q),
+      )
       this.queues.set(sessionID, queue)
     }
     return queue
   }
 
-  /**
-   * Keeps a monitor's waiting streaming output within the bound: the oldest waiting batches give
-   * way, and what they held is counted in the `dropped:` line of the next batch of that monitor.
-   * A terminal batch is never dropped; a batch being sent is never touched.
-   */
-  private coalesce(queue: SessionQueue, monitorId: string): void {
-    const waiting = queue.deliveries.filter((d) => d.batch.monitorId === monitorId && d.batch.stillRunning)
-    let lines = 0
-    let bytes = 0
-    for (const d of waiting) {
-      lines += d.batch.lines.length
-      bytes += batchBytes(d.batch)
-    }
-    for (let i = 0; i < waiting.length - 1; i++) {
-      if (lines <= this.options.pendingMaxLines && bytes <= this.options.pendingMaxBytes) break
-      const oldest = waiting[i] as Delivery
-      if (oldest.attempts > 0) continue
-      const next = waiting[i + 1] as Delivery
-      const oldestBytes = batchBytes(oldest.batch)
-      next.dropped = {
-        matched: next.dropped.matched + oldest.dropped.matched + oldest.batch.lines.length,
-        unmatched: next.dropped.unmatched + oldest.dropped.unmatched,
-        bytes: next.dropped.bytes + oldest.dropped.bytes + oldestBytes,
-      }
-      lines -= oldest.batch.lines.length
-      bytes -= oldestBytes
-      queue.deliveries.splice(queue.deliveries.indexOf(oldest), 1)
-    }
-  }
-
-  private async pump(sessionID: string): Promise<void> {
-    const queue = this.queues.get(sessionID)
-    if (!queue) return
-    if (queue.pumping) {
-      queue.again = true
-      return
-    }
-    queue.pumping = true
-    try {
-      do {
-        queue.again = false
-        await this.step(sessionID, queue)
-      } while (queue.again && !this.disposed)
-    } finally {
-      queue.pumping = false
-      this.dropIfEmpty(sessionID, queue)
-    }
-  }
-
-  /** One decision for a session's queue: force, wait, or send the next delivery. */
-  private async step(sessionID: string, queue: SessionQueue): Promise<void> {
-    const { scheduler, api } = this.deps
-    if (queue.deliveries.length === 0) return
+  /** One decision for a session's queue: wait, check an unsure send, or send the next delivery. */
+  private async step(queue: SessionQueue): Promise<void> {
+    if (this.disposed || queue.deliveries.length === 0) return
+    const { scheduler } = this.deps
     const now = scheduler.now()
-
     const forced = this.nextForced(queue, now)
-    if (forced) {
-      // Over the ceiling the session is not asked whether it is idle: the running loop picks the
-      // wake up at its next step. Agent and model still come from the session's history.
-      await this.refreshIdentity(sessionID, queue)
-      await this.send(queue, forced, { force: true, reason: "max_active_defer_ms reached" })
-      return this.schedule(sessionID, queue, this.options.postDispatchHoldMs)
-    }
-    if (now < queue.holdUntil) return this.schedule(sessionID, queue, queue.holdUntil - now)
+    const next = forced ?? this.nextDue(queue, now)
+    if (!next) return queue.schedule(this.untilNotBefore(queue, now))
+    if (next.retryAt > now) return queue.schedule(next.retryAt - now)
+    if (!forced && now < queue.holdUntil) return queue.schedule(queue.holdUntil - now)
 
-    let decision: ReturnType<typeof evaluateGates>
+    if (next.unsure) {
+      const verdict = await this.policy.verify(next)
+      if (!this.stillQueued(queue, next)) return
+      if (verdict === "found") {
+        this.settle(queue, next, "monitor output was already accepted", "found in session history")
+        return queue.schedule(this.options.postDispatchHoldMs)
+      }
+      if (verdict === "unknown") return this.retryLater(queue, next)
+    }
+
+    let recent: SessionMessage[] | undefined
+    if (!forced) {
+      recent = await this.gatesOpen(queue)
+      if (!recent) return queue.schedule(this.options.pendingRetryMs)
+      if (!this.stillQueued(queue, next)) return queue.schedule(0)
+      // A match-wake candidate is decided now, with the gates open; one told to wait (or dropped)
+      // leaves its place to the next delivery, which gets its own step.
+      if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
+    }
+    let identity: Awaited<ReturnType<SessionIdentities["resolve"]>>
     try {
-      const [busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(sessionID)])
+      identity = await this.identities.resolve(queue.sessionID, recent)
+    } catch (error) {
+      // Never send without the session's agent: opencode would switch it to the default agent.
+      next.lastError = `identity unavailable: ${errorText(error)}`
+      return this.retryLater(queue, next)
+    }
+    if (!this.stillQueued(queue, next)) return
+    const { outcome, kind } = await this.policy.send(next, identity)
+    if (!this.stillQueued(queue, next)) return
+    if (outcome === "gone") return this.sessionGone(next)
+    if (outcome === "failed") {
+      this.deps.api.log("warn", "monitor output send failed; will retry", { ...logFields(next, !!forced), kind, error: next.lastError })
+      return this.retryLater(queue, next)
+    }
+    this.settle(queue, next, forced ? "forced monitor output into a busy session" : "sent monitor output", forced ? "max_active_defer_ms reached" : "session idle")
+    if (!forced) queue.holdUntil = scheduler.now() + this.options.postDispatchHoldMs
+    queue.schedule(this.options.postDispatchHoldMs)
+  }
+
+  /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
+  private async gatesOpen(queue: SessionQueue): Promise<SessionMessage[] | undefined> {
+    const { api, scheduler } = this.deps
+    let decision: ReturnType<typeof evaluateGates>
+    let messages: SessionMessage[]
+    try {
+      let busy: Record<string, string>
+      ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
+      this.identities.noteHistory(queue.sessionID, messages)
       decision = evaluateGates({
-        sessionID,
+        sessionID: queue.sessionID,
         busy,
         messages,
         now: scheduler.now(),
         userMessageWindowMs: this.options.userMessageWindowMs,
+        staleTurnsBefore: this.options.staleTurnsBefore,
       })
     } catch (error) {
+      if (error instanceof DeliveryError && error.kind === "gone") {
+        const head = queue.deliveries[0]
+        if (head) this.sessionGone(head)
+        return undefined
+      }
       this.defer(queue, `session state unavailable: ${errorText(error)}`)
-      return this.schedule(sessionID, queue, this.options.pendingRetryMs)
+      return undefined
     }
-    queue.identity = decision.identity ?? queue.identity
     if (!decision.open) {
       this.defer(queue, decision.reason)
-      return this.schedule(sessionID, queue, this.options.pendingRetryMs)
+      return undefined
     }
     queue.lastDeferral = undefined
-    const next = this.nextToSend(queue, scheduler.now())
-    if (!next) return this.schedule(sessionID, queue, this.untilNotBefore(queue, scheduler.now()))
-    const sent = await this.send(queue, next, { force: false, reason: "session idle" })
-    if (sent) queue.holdUntil = scheduler.now() + this.options.postDispatchHoldMs
-    this.schedule(sessionID, queue, sent ? this.options.postDispatchHoldMs : this.options.pendingRetryMs)
+    return messages
   }
 
-  /** Sends one delivery; true when it is known to be in the session. */
-  private async send(queue: SessionQueue, delivery: Delivery, how: { force: boolean; reason: string }): Promise<boolean> {
-    const { api } = this.deps
-    const fields = this.logFields(delivery, how.force)
-    if (delivery.unsure && (await this.alreadyInHistory(delivery))) {
-      this.settle(queue, delivery)
-      api.log("info", "monitor output was already accepted", { ...fields, reason: "found in session history" })
-      return true
+  private retryLater(queue: SessionQueue, delivery: Delivery): void {
+    const result = this.policy.failed(delivery)
+    if ("retryInMs" in result) {
+      queue.schedule(result.retryInMs)
+      return
     }
-    delivery.attempts++
-    const text = formatMonitorBatch({
-      batch: { ...delivery.batch, dropped: delivery.dropped },
-      label: delivery.label,
-      subagentSessionID: delivery.subagentSessionID,
-      wake: delivery.matchWake,
-    })
-    try {
-      await api.prompt(delivery.sessionID, {
-        noReply: !delivery.wake,
-        agent: queue.identity.agent,
-        model: queue.identity.model,
-        text,
-        metadata: {
-          "opencode-monitor": { key: delivery.key, monitorId: delivery.batch.monitorId, noReply: !delivery.wake },
-        },
-      })
-    } catch (error) {
-      return this.failed(queue, delivery, error, fields)
-    }
-    this.settle(queue, delivery)
-    api.log("info", how.force ? "forced monitor output into a busy session" : "sent monitor output", {
-      ...fields,
-      reason: how.reason,
-      attempts: delivery.attempts,
-    })
-    return true
-  }
-
-  private failed(queue: SessionQueue, delivery: Delivery, error: unknown, fields: Record<string, unknown>): boolean {
-    const { api } = this.deps
-    const kind = error instanceof DeliveryError ? error.kind : "ambiguous"
-    delivery.lastError = errorText(error)
-    if (!queue.deliveries.includes(delivery)) return false // forgotten while in flight
-    if (kind === "gone") {
-      api.log("warn", "session is gone; dropping its monitor output", { ...fields, error: delivery.lastError })
-      this.forgetSession(delivery.sessionID)
-      return false
-    }
-    if (kind === "ambiguous") delivery.unsure = true
-    if (delivery.attempts >= MAX_SEND_ATTEMPTS) {
-      queue.deliveries = queue.deliveries.filter((d) => d !== delivery)
-      api.log("error", "monitor output could not be delivered; giving up", { ...fields, error: delivery.lastError })
+    queue.remove(delivery)
+    this.forgetMonitorKeys(delivery)
+    const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
+    if (delivery.wake) {
+      this.deps.api.log("error", "monitor exit notice could not be delivered; giving up", { ...fields, label: delivery.label })
       this.deps.onGiveUp?.(delivery)
-      return false
+    } else {
+      this.deps.api.log("warn", "monitor output could not be delivered; dropped (still in monitor_output)", fields)
     }
-    api.log("warn", "monitor output send failed; will retry", { ...fields, kind, error: delivery.lastError })
-    return false
+    queue.schedule(this.options.pendingRetryMs)
   }
 
-  private settle(queue: SessionQueue, delivery: Delivery): void {
-    queue.deliveries = queue.deliveries.filter((d) => d !== delivery)
-    const prefix = `${delivery.sessionID}|monitor-output:${delivery.batch.monitorId}:`
-    // Nothing follows a terminal batch, so its monitor's keys are no longer needed.
+  private sessionGone(delivery: Delivery): void {
+    this.deps.api.log("warn", "session is gone; dropping its monitor output", { ...logFields(delivery, false), error: delivery.lastError })
+    this.forgetSession(delivery.sessionID)
+  }
+
+  private stillQueued(queue: SessionQueue, delivery: Delivery): boolean {
+    // Forgotten (monitor stopped, session deleted, disposed) while a call was in flight.
+    return !this.disposed && queue.deliveries.includes(delivery) && this.queues.get(queue.sessionID) === queue
+  }
+
+  private settle(queue: SessionQueue, delivery: Delivery, message: string, reason: string): void {
+    queue.remove(delivery)
+    // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
     if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
-    else {
-      this.forgetSent((key) => key.startsWith(prefix))
-      this.matchWakes?.forgetMonitor(delivery.batch.monitorId)
-    }
+    else this.forgetMonitorKeys(delivery)
+    this.deps.api.log("info", message, { ...logFields(delivery, reason === "max_active_defer_ms reached"), reason, attempts: delivery.attempts })
+  }
+
+  private forgetMonitorKeys(delivery: Delivery): void {
+    if (delivery.batch.stillRunning) return
+    this.forgetSent((key) => key.includes(`|monitor-output:${delivery.batch.monitorId}:`))
+    this.matchWakes?.forgetMonitor(delivery.batch.monitorId)
   }
 
   private forgetSent(matches: (key: string) => boolean): void {
     for (const key of this.sent) if (matches(key)) this.sent.delete(key)
   }
 
-  /** After an ambiguous failure: is this envelope already in the session? */
-  private async alreadyInHistory(delivery: Delivery): Promise<boolean> {
-    const needle = `monitor_id: ${delivery.batch.monitorId}\nbatch: ${delivery.batch.batchSeq}\n`
-    const since = delivery.firstQueuedAt - this.options.acceptedMessageSkewMs
-    try {
-      const messages = await this.deps.api.recentMessages(delivery.sessionID)
-      return messages.some((m) => m.role === "user" && m.created >= since && m.text.includes(needle))
-    } catch {
-      return false
-    }
-  }
-
-  private async refreshIdentity(sessionID: string, queue: SessionQueue): Promise<void> {
-    try {
-      queue.identity = latestUserIdentity(await this.deps.api.recentMessages(sessionID)) ?? queue.identity
-    } catch {
-      // Keep the identity seen last; a forced wake must not wait on a history read.
-    }
-  }
-
   private defer(queue: SessionQueue, reason: string): void {
     if (queue.lastDeferral === reason) return
     queue.lastDeferral = reason
     const head = queue.deliveries[0]
-    if (head) this.deps.api.log("info", "monitor output deferred", { ...this.logFields(head, false), reason })
+    if (head) this.deps.api.log("info", "monitor output deferred", { ...logFields(head, false), reason })
   }
 
-  private schedule(sessionID: string, queue: SessionQueue, delayMs: number): void {
-    if (queue.deliveries.length === 0 || this.disposed) return
-    if (queue.timer !== undefined) this.deps.scheduler.clearTimeout(queue.timer)
-    queue.timer = this.deps.scheduler.setTimeout(() => {
-      queue.timer = undefined
-      void this.pump(sessionID)
-    }, Math.max(1, delayMs))
-  }
-
-  private dropIfEmpty(sessionID: string, queue: SessionQueue): void {
-    if (queue.deliveries.length > 0 || queue.pumping) return
-    if (queue.timer !== undefined) this.deps.scheduler.clearTimeout(queue.timer)
-    queue.timer = undefined
-    // Keep the hold: a new batch right after a dispatch must still respect it.
-    if (queue.holdUntil <= this.deps.scheduler.now()) this.queues.delete(sessionID)
-  }
-
-  private logFields(delivery: Delivery, force: boolean): Record<string, unknown> {
-    return {
-      sessionID: delivery.sessionID,
-      monitorId: delivery.batch.monitorId,
-      batchSeq: delivery.batch.batchSeq,
-      source: delivery.key,
-      shouldReply: delivery.wake,
-      forceActiveDispatch: force,
-      ...(delivery.matchWake ? { matchWake: `${delivery.matchWake.ordinal}/${delivery.matchWake.limit}` } : {}),
-    }
+  private dropIfEmpty(queue: SessionQueue): void {
+    if (queue.deliveries.length > 0 || queue.busy) return
+    queue.cancelTimer()
+    if (this.queues.get(queue.sessionID) !== queue) return
+    // Keep the hold: a new batch right after a dispatch must still respect it; then let go.
+    const holdLeft = queue.holdUntil - this.deps.scheduler.now()
+    if (holdLeft > 0 && !this.disposed) queue.after(holdLeft, () => this.dropIfEmpty(queue))
+    else this.queues.delete(queue.sessionID)
   }
 }
 
-function batchBytes(batch: OutputBatch): number {
-  let bytes = 0
-  for (const line of batch.lines) bytes += line.byteLength
-  return bytes
-}
-
-function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
+function logFields(delivery: Delivery, force: boolean): Record<string, unknown> {
+  return {
+    sessionID: delivery.sessionID,
+    monitorId: delivery.batch.monitorId,
+    batchSeq: delivery.batch.batchSeq,
+    label: delivery.label,
+    source: delivery.key,
+    shouldReply: delivery.wake,
+    forceActiveDispatch: force,
+    ...(delivery.matchWake ? { matchWake: `${delivery.matchWake.ordinal}/${delivery.matchWake.limit}` } : {}),
+  }
 }

@@ -52,16 +52,16 @@ export type LogLevel = "debug" | "info" | "warn" | "error"
 export interface SessionApi {
   /** Sessions that are not idle, with their status type (idle sessions are absent). */
   busySessions(): Promise<Record<string, string>>
-  /** The session's most recent messages, oldest first. */
-  recentMessages(sessionID: string): Promise<SessionMessage[]>
+  /** The session's newest `limit` messages, oldest first. Throws `DeliveryError("gone")` on 404. */
+  recentMessages(sessionID: string, limit: number): Promise<SessionMessage[]>
   prompt(sessionID: string, request: PromptRequest): Promise<void>
   parentOf(sessionID: string): Promise<string | undefined>
+  /** False when the session is gone (404), undefined when the server could not say. */
+  sessionExists(sessionID: string): Promise<boolean | undefined>
   log(level: LogLevel, message: string, extra: Record<string, unknown>): void
   toast(variant: ToastVariant, title: string, message: string): void
 }
 
-// Enough history to find the latest real user message behind a run of injected ones.
-const RECENT_MESSAGES = 60
 const LOG_SERVICE = "opencode-monitor"
 
 export function createSessionApi(client: OpencodeClient, directory?: string): SessionApi {
@@ -74,9 +74,9 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
       for (const [id, status] of Object.entries(result.data)) busy[id] = status.type
       return busy
     },
-    async recentMessages(sessionID) {
-      const result = await client.session.messages({ path: { id: sessionID }, query: { ...query, limit: RECENT_MESSAGES } })
-      if (result.error || !result.data) throw new Error(`GET /session/${sessionID}/message failed: ${describe(result.error)}`)
+    async recentMessages(sessionID, limit) {
+      const result = await client.session.messages({ path: { id: sessionID }, query: { ...query, limit } })
+      if (result.error || !result.data) throw readError(`GET /session/${sessionID}/message`, result)
       return result.data.map(({ info, parts }) => toSessionMessage(info, parts))
     },
     async prompt(sessionID, request) {
@@ -102,8 +102,17 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
     },
     async parentOf(sessionID) {
       const result = await client.session.get({ path: { id: sessionID }, query })
-      if (result.error || !result.data) throw new Error(`GET /session/${sessionID} failed: ${describe(result.error)}`)
+      if (result.error || !result.data) throw readError(`GET /session/${sessionID}`, result)
       return result.data.parentID || undefined
+    },
+    async sessionExists(sessionID) {
+      try {
+        const result = await client.session.get({ path: { id: sessionID }, query })
+        if (result.data) return true
+        return result.response?.status === 404 ? false : undefined
+      } catch {
+        return undefined
+      }
     },
     log(level, message, extra) {
       client.app.log({ body: { service: LOG_SERVICE, level, message, extra } }).catch(() => {})
@@ -140,6 +149,12 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     model: { providerID: info.providerID, modelID: info.modelID },
     text: texts.map((p) => p.text).join("\n"),
   }
+}
+
+/** A failed read: `gone` when the session does not exist (404), a plain error otherwise. */
+function readError(what: string, result: { error?: unknown; response?: Response }): Error {
+  const message = `${what} failed: ${describe(result.error)}`
+  return result.response?.status === 404 ? new DeliveryError("gone", message) : new Error(message)
 }
 
 function describe(error: unknown): string {

@@ -1,4 +1,5 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import type { Scheduler } from "../scheduler"
 import { carriesWake } from "./match-wake"
 import type { SessionApi } from "./session-api"
 
@@ -17,8 +18,8 @@ const MAX_PARENT_DEPTH = 16
 
 /**
  * The one classification function. Automation wins over everything (an orchestrator's internal
- * run is never the user's turn); then a parentID makes a subagent. When the lookup fails the
- * session counts as primary: a monitor blind to its exit is worse than an extra wake.
+ * run is never the user's turn); then a parentID makes a subagent, whose root is found by walking
+ * up nested subagents. Throws when a lookup fails: the caller decides (SessionSources).
  */
 export async function classifySession(
   api: Pick<SessionApi, "parentOf">,
@@ -27,35 +28,89 @@ export async function classifySession(
   automationAgents: readonly string[],
 ): Promise<SessionSource> {
   if (agent && automationAgents.includes(agent)) return { kind: "automation", agent }
-  let parentID: string | undefined
-  try {
-    parentID = await api.parentOf(sessionID)
-  } catch {
-    return { kind: "primary" }
-  }
+  const parentID = await api.parentOf(sessionID)
   if (!parentID) return { kind: "primary" }
   let rootID = parentID
   for (let depth = 0; depth < MAX_PARENT_DEPTH; depth++) {
-    let next: string | undefined
-    try {
-      next = await api.parentOf(rootID)
-    } catch {
-      break
-    }
+    const next = await api.parentOf(rootID)
     if (!next) break
     rootID = next
   }
   return { kind: "subagent", parentID, rootID }
 }
 
+// A terminal batch of a session not yet classified waits for this many lookups, this far apart.
+const CLASSIFY_ATTEMPTS = 3
+
+/**
+ * The classification of each session that started a monitor. Only a successful lookup is kept;
+ * a failed one is retried at the next need. When the source still cannot be determined, the
+ * session counts as primary for that batch: a monitor blind to its exit is worse than an extra
+ * wake.
+ */
+export class SessionSources {
+  private readonly known = new Map<string, SessionSource>()
+  private readonly agents = new Map<string, string | undefined>()
+
+  constructor(
+    private readonly api: Pick<SessionApi, "parentOf" | "log">,
+    private readonly automationAgents: readonly string[],
+    private readonly retry: { scheduler: Scheduler; delayMs: number },
+  ) {}
+
+  /** At monitor_start: remember the agent and classify now if not known yet. */
+  async learn(sessionID: string, agent: string | undefined): Promise<void> {
+    if (!this.agents.has(sessionID)) this.agents.set(sessionID, agent)
+    if (!this.known.has(sessionID)) await this.classify(sessionID).catch(() => undefined)
+  }
+
+  cached(sessionID: string): SessionSource | undefined {
+    return this.known.get(sessionID)
+  }
+
+  /** The cached source, or a fresh lookup retried a few times; primary when it keeps failing. */
+  async sourceOf(sessionID: string): Promise<SessionSource> {
+    for (let attempt = 1; ; attempt++) {
+      const known = this.known.get(sessionID)
+      if (known) return known
+      try {
+        return await this.classify(sessionID)
+      } catch (error) {
+        if (attempt >= CLASSIFY_ATTEMPTS) {
+          this.api.log("warn", "session source unknown; treating it as primary for this batch", {
+            sessionID,
+            error: error instanceof Error ? error.message : String(error),
+          })
+          return { kind: "primary" }
+        }
+        await new Promise<void>((resolve) => this.retry.scheduler.setTimeout(resolve, this.retry.delayMs))
+      }
+    }
+  }
+
+  forget(sessionID: string): void {
+    this.known.delete(sessionID)
+    this.agents.delete(sessionID)
+  }
+
+  private async classify(sessionID: string): Promise<SessionSource> {
+    const source = await classifySession(this.api, sessionID, this.agents.get(sessionID), this.automationAgents)
+    this.known.set(sessionID, source)
+    return source
+  }
+}
+
 /** Where one batch goes, and whether that delivery may wake its session. */
 export type Route = { sessionID: string; wake: boolean; subagentSessionID?: string }
 
 /**
- * Primary: observations and the wakes (the terminal batch, a batch with a `wake_pattern` match),
- * in its own session. Subagent: observations only in the child; with `subagent_wake: "parent"`
- * its wakes also go to the root primary session, naming the child. Automation: observations
- * only, never woken. A match wake may still turn into an observation (MatchWakePolicy).
+ * Primary: observations and the wakes (the terminal batch, a batch carrying a `wake_pattern`
+ * match), in its own session. Subagent: observations in the child, never a wake there; with
+ * `subagent_wake: "parent"` (the default) the exit notice wakes the root primary session instead,
+ * naming the child, and a batch carrying a match goes to the child as an observation and to the
+ * root as a match wake; with `"off"` both stay in the child as observations. Automation:
+ * observations only, never woken. Streaming batches go to the owning session whatever its source.
+ * A match wake may still turn into an observation (MatchWakePolicy, past `wake_limit`).
  */
 export function routeBatch(
   source: SessionSource,
@@ -63,11 +118,13 @@ export function routeBatch(
   batch: OutputBatch,
   subagentWake: "off" | "parent",
 ): Route[] {
-  const wake = isTerminalBatch(batch) || carriesWake(batch)
+  const terminal = isTerminalBatch(batch)
+  const wake = terminal || carriesWake(batch)
   if (source.kind === "primary") return [{ sessionID: ownerSessionID, wake }]
   const own: Route = { sessionID: ownerSessionID, wake: false }
   if (source.kind === "subagent" && wake && subagentWake === "parent") {
-    return [own, { sessionID: source.rootID, wake: true, subagentSessionID: ownerSessionID }]
+    const root: Route = { sessionID: source.rootID, wake: true, subagentSessionID: ownerSessionID }
+    return terminal ? [root] : [own, root]
   }
   return [own]
 }

@@ -13,7 +13,12 @@ export type OutputBatch = {
   status: MonitorStatus
   /** What left retention or delivery since the previous batch (shown as `dropped:`). */
   dropped: DropCounts
+  /** Set by the observation budget (delivery/budget.ts) when it held lines back; the envelope says so. */
+  budget?: BudgetNote
 }
+
+/** Lines held back by the observation budget since the previous envelope (`since_sequence` reads them). */
+export type BudgetNote = { kind: "held" | "summary"; lines: number; bytes: number; sinceSequence: number }
 
 export const isTerminalBatch = (batch: OutputBatch): boolean => !batch.stillRunning
 

@@ -94,7 +94,8 @@ function startWatchdog(pgid: number, graceMs: number): ChildProcess {
   return watchdog
 }
 
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+/** Signals a whole process group; a group already gone is not an error. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
   try {
     process.kill(-pgid, signal)
   } catch {
@@ -130,7 +131,8 @@ export function liveGroupMembers(pgid: number): number[] {
   return members
 }
 
-async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+/** Polls `condition` until it holds (true) or `timeoutMs` passes (false). */
+export async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
   while (!condition()) {
     if (Date.now() >= deadline) return false

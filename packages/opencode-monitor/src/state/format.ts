@@ -36,6 +36,12 @@ export type MonitorStateEntry = {
   pidStartTime: string | undefined
   linesSeen: number
   lastLines: StateLine[]
+  /**
+   * Added by the restart-safe work (optional, so older readers and writers stay compatible): the
+   * monitor ended, but its exit notice had not reached the session yet; a restarted server
+   * delivers it with the recorded status.
+   */
+  wakePending?: boolean
 }
 
 export type ServerStateFile = {
@@ -133,6 +139,7 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     pidStartTime: typeof pidStartTime === "string" ? pidStartTime : undefined,
     linesSeen,
     lastLines,
+    ...(entry.wakePending === true ? { wakePending: true } : {}),
   }
 }
 

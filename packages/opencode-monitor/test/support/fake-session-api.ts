@@ -20,6 +20,15 @@ export class FakeSessionApi implements SessionApi {
   /** Errors the next prompt calls throw, in order; "store" variants keep the message first. */
   failures: { kind: "gone" | "rejected" | "ambiguous"; stored?: boolean }[] = []
   statusFails = false
+  /** History reads fail while this is true, or when it returns true for the read's number (1-based). */
+  historyFails: boolean | ((read: number) => boolean) = false
+  historyReads = 0
+  /** The next this-many parent lookups fail. */
+  parentFailures = 0
+  /** While set, prompt calls wait for it after being recorded: a send in flight. */
+  promptGate: Promise<void> | undefined
+  /** Every prompt call, including the ones that failed. */
+  promptCalls: { sessionID: string; at: number }[] = []
 
   constructor(private readonly now: () => number) {}
 
@@ -28,11 +37,18 @@ export class FakeSessionApi implements SessionApi {
     return { ...this.busy }
   }
 
-  async recentMessages(sessionID: string) {
-    return [...(this.history.get(sessionID) ?? [])]
+  /** Like the real API: the newest `limit` messages (all without a limit), oldest first. */
+  async recentMessages(sessionID: string, limit = 60) {
+    const read = ++this.historyReads
+    const fails = typeof this.historyFails === "function" ? this.historyFails(read) : this.historyFails
+    if (fails) throw new Error("history unavailable")
+    const all = this.history.get(sessionID) ?? []
+    return all.slice(Math.max(0, all.length - limit))
   }
 
   async prompt(sessionID: string, request: PromptRequest) {
+    this.promptCalls.push({ sessionID, at: this.now() })
+    if (this.promptGate) await this.promptGate
     const failure = this.failures.shift()
     if (failure && !failure.stored) throw new DeliveryError(failure.kind, `simulated ${failure.kind}`)
     this.sent.push({ ...request, sessionID, at: this.now() })
@@ -41,7 +57,18 @@ export class FakeSessionApi implements SessionApi {
   }
 
   async parentOf(sessionID: string) {
+    if (this.parentFailures > 0) {
+      this.parentFailures--
+      throw new Error("GET /session failed: 500")
+    }
     return this.parents.get(sessionID)
+  }
+
+  /** Sessions deleted from this fake opencode. */
+  gone = new Set<string>()
+
+  async sessionExists(sessionID: string) {
+    return !this.gone.has(sessionID)
   }
 
   log(level: LogLevel, message: string, extra: Record<string, unknown>) {

@@ -1,0 +1,357 @@
+import { type BudgetNote, type DropCounts, isTerminalBatch, NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import type { MonitorLine } from "../pipeline/line"
+import type { Scheduler, TimerHandle } from "../scheduler"
+import { formatMonitorBatch } from "./envelope"
+import type { Route } from "./session-source"
+
+export type BudgetOptions = {
+  /** Refill rate of each monitor's bucket; 0 turns streaming observations off (wakes still come). */
+  bytesPerMinute: number
+  /** Capacity of each monitor's bucket: what a quiet monitor may send at once. */
+  burstBytes: number
+  /** Observations into one session between two real user turns, all monitors together. */
+  sessionBytes: number
+  /** Past the budget, at most one summary envelope per monitor this often, only while output flows. */
+  summaryIntervalMs: number
+}
+
+export type BudgetDeps = {
+  scheduler: Scheduler
+  /** The next stage (the injector's enqueue); `wakeLimit` is the monitor's `wake_limit` (0 = none). */
+  forward: (batch: OutputBatch, route: Route, label: string, wakeLimit: number) => void
+  /** The monitor may still cause a match wake (`wake_limit` not used up): the injector knows. */
+  matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
+}
+
+/** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
+export const STARTUP_LINES = 20
+/** The fixed, documented list of words that make a line error-looking (case-insensitive). */
+export const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
+/** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
+const PENDING_PRIORITY_MAX = 20
+/** Priority lines a summary envelope shows besides the last line. */
+const SUMMARY_PRIORITY_LINES = 5
+// Estimate of an envelope's fixed text (header, status, dropped and budget lines) and of one
+// line's `[stream seq=N] ` prefix, used to choose lines; what is charged is the real text's size.
+const ENVELOPE_OVERHEAD_BYTES = 480
+const LINE_PREFIX_BYTES = 24
+const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
+
+/** True when the text contains one of ERROR_WORDS, in any case. */
+export const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
+
+/**
+ * Wakes are never held back by the budget: the terminal batch, and a running batch routed to wake
+ * (it carries a `wake_pattern` match) while its monitor has match wakes left. Past `wake_limit`
+ * such a batch is a plain observation.
+ */
+export const isWakeDelivery = (batch: OutputBatch, route: Route, matchWakeLeft: boolean): boolean =>
+  isTerminalBatch(batch) || (route.wake && (!batch.stillRunning || matchWakeLeft))
+
+/** A person's message, not one of the synthetic prompts this or another plugin injects. */
+export function isRealUserTurn(parts: readonly { type: string; synthetic?: boolean }[]): boolean {
+  return parts.some((part) => part.type === "text" && part.synthetic !== true)
+}
+
+/** What one monitor has sent into one session and what it holds back since its last envelope. */
+type Stream = {
+  key: string
+  sessionID: string
+  monitorId: string
+  tokens: number
+  refilledAt: number
+  lastEnvelopeAt: number
+  held: { lines: number; bytes: number; firstSeq: number; dropped: DropCounts }
+  lastHeld: { batch: OutputBatch; line: MonitorLine | undefined } | undefined
+  pendingPriority: MonitorLine[]
+  /** Where held-back observations go: never a wake route. */
+  route: Route
+  label: string
+  hasPattern: boolean
+  wakeLimit: number
+  timer: { handle: TimerHandle; at: number } | undefined
+}
+
+/**
+ * The observation budget (SPEC §14): between the pipeline and the injector, decides how much of a
+ * monitor's streaming output reaches a session. Each monitor has a token bucket of bytes (refilled
+ * per minute, with a burst), each session a total between two real user turns. When a batch does
+ * not fit, its most informative lines go first (startup, error-looking, matching, the latest); the
+ * rest is counted in `dropped:` and the envelope says how to read it with `monitor_output`. Past
+ * the budget a monitor gets at most one summary envelope per interval, and only while it prints.
+ */
+export class ObservationBudget {
+  private readonly streams = new Map<string, Stream>()
+  private readonly sessionSpent = new Map<string, number>()
+
+  constructor(
+    private readonly options: BudgetOptions,
+    private readonly deps: BudgetDeps,
+  ) {}
+
+  /** `wakeLimit`: the monitor's `wake_limit` (0 without a `wake_pattern`), passed on to the injector. */
+  admit(batch: OutputBatch, routed: Route, label: string, hasPattern: boolean, wakeLimit = 0): void {
+    const wake = isWakeDelivery(batch, routed, this.deps.matchWakeLeft?.(batch.monitorId, wakeLimit) ?? false)
+    // A match past wake_limit is an observation; a subagent's root session gets none of it (the
+    // child has its own route for those lines).
+    if (routed.wake && !wake && routed.subagentSessionID !== undefined) return
+    const route = routed.wake && !wake ? { ...routed, wake: false } : routed
+    const stream = this.stream(batch.monitorId, route, label, hasPattern, wakeLimit)
+    if (wake) {
+      this.send(stream, batch, batch.lines, { charge: false, route })
+      if (isTerminalBatch(batch)) this.forgetStream(stream)
+    } else if (this.options.bytesPerMinute === 0) {
+      this.hold(stream, batch, [])
+    } else {
+      this.admitObservation(stream, batch)
+    }
+  }
+
+  /**
+   * The whole batch (with held priority lines) when it fits; else the priority lines that fit, with
+   * the latest line; else nothing yet, and its priority lines wait for room.
+   */
+  private admitObservation(stream: Stream, batch: OutputBatch): void {
+    const available = this.room(stream)
+    const pending = stream.pendingPriority
+    const candidates = pending.length > 0 ? [...pending, ...batch.lines] : batch.lines
+    if (estimate(candidates) <= available) {
+      this.send(stream, batch, candidates, { charge: true })
+      return
+    }
+    // Each new line is looked at once; held priority lines were found when they were held.
+    const fresh = batch.lines.filter((line) => this.isPriority(stream, line))
+    const priority = pending.length > 0 ? [...pending, ...fresh] : fresh
+    const chosen = this.choose(priority, batch.lines[batch.lines.length - 1], available)
+    if (chosen) this.send(stream, batch, chosen, { charge: true })
+    else this.hold(stream, batch, priority)
+  }
+
+  /** A person wrote in the session: its total and its monitors' buckets start afresh. */
+  onUserTurn(sessionID: string): void {
+    this.sessionSpent.delete(sessionID)
+    for (const stream of this.streams.values()) {
+      if (stream.sessionID !== sessionID) continue
+      stream.tokens = this.options.burstBytes
+      stream.refilledAt = this.deps.scheduler.now()
+    }
+  }
+
+  forgetMonitor(monitorId: string): void {
+    for (const stream of this.streams.values()) if (stream.monitorId === monitorId) this.forgetStream(stream)
+  }
+
+  forgetSession(sessionID: string): void {
+    this.sessionSpent.delete(sessionID)
+    for (const stream of this.streams.values()) if (stream.sessionID === sessionID) this.forgetStream(stream)
+  }
+
+  dispose(): void {
+    for (const stream of this.streams.values()) this.forgetStream(stream)
+    this.sessionSpent.clear()
+  }
+
+  /** Monitor-and-session pairs with state; a monitor's is deleted when it ends. */
+  get streamCount(): number {
+    return this.streams.size
+  }
+
+  /** Bytes charged to a session since its last real user turn. */
+  spent(sessionID: string): number {
+    return this.sessionSpent.get(sessionID) ?? 0
+  }
+
+  private stream(monitorId: string, route: Route, label: string, hasPattern: boolean, wakeLimit: number): Stream {
+    const key = `${route.sessionID}|${monitorId}`
+    let stream = this.streams.get(key)
+    if (!stream) {
+      const now = this.deps.scheduler.now()
+      stream = {
+        key,
+        sessionID: route.sessionID,
+        monitorId,
+        tokens: this.options.burstBytes,
+        refilledAt: now,
+        lastEnvelopeAt: now,
+        held: emptyHeld(),
+        lastHeld: undefined,
+        pendingPriority: [],
+        route,
+        label,
+        hasPattern,
+        wakeLimit,
+        timer: undefined,
+      }
+      this.streams.set(key, stream)
+    }
+    // A match wake's route is never kept: what the stream sends later is an observation.
+    stream.route = route.wake ? { ...route, wake: false } : route
+    stream.label = label
+    stream.wakeLimit = wakeLimit
+    return stream
+  }
+
+  /** Bytes this stream may send now: its refilled bucket, within what its session has left. */
+  private room(stream: Stream): number {
+    const now = this.deps.scheduler.now()
+    const gained = ((now - stream.refilledAt) * this.options.bytesPerMinute) / 60_000
+    stream.tokens = Math.min(this.options.burstBytes, stream.tokens + gained)
+    stream.refilledAt = now
+    return Math.min(stream.tokens, this.options.sessionBytes - this.spent(stream.sessionID))
+  }
+
+  private isPriority(stream: Stream, line: MonitorLine): boolean {
+    return line.seq <= STARTUP_LINES || isErrorLooking(line.text) || (stream.hasPattern && line.matched)
+  }
+
+  /**
+   * Priority lines in order (startup, then error-looking, then matching; oldest first in each),
+   * then the latest line, while they fit. Undefined when not one priority line fits.
+   */
+  private choose(priority: MonitorLine[], latest: MonitorLine | undefined, available: number) {
+    if (priority.length === 0 || available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES) return undefined
+    const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line.text) ? 1 : 2)
+    const ordered = priority.map((line) => ({ line, rank: rank(line) })).sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
+    const chosen = new Set<MonitorLine>()
+    let cost = ENVELOPE_OVERHEAD_BYTES
+    for (const line of [...ordered.map((o) => o.line), ...(latest ? [latest] : [])]) {
+      const lineCost = line.byteLength + LINE_PREFIX_BYTES
+      if (chosen.has(line) || cost + lineCost > available) continue
+      if (chosen.size === 0 && line === latest && !priority.includes(line)) return undefined
+      chosen.add(line)
+      cost += lineCost
+    }
+    return chosen.size > 0 ? [...chosen].sort((a, b) => a.seq - b.seq) : undefined
+  }
+
+  /**
+   * Forwards `shown` (lines of `batch`, or held earlier), counting everything held back since the
+   * last envelope in `dropped:`, with a note saying how to read it.
+   */
+  private send(
+    stream: Stream,
+    batch: OutputBatch,
+    shown: MonitorLine[],
+    how: { charge: boolean; summary?: boolean; route?: Route },
+  ) {
+    const fresh = new Set(batch.lines)
+    const visible = new Set(shown)
+    for (const line of batch.lines) if (!visible.has(line)) this.countHeld(stream, line)
+    for (const line of shown) if (!fresh.has(line)) this.uncountHeld(stream, line)
+    const { held } = stream
+    const budget: BudgetNote | undefined =
+      held.lines > 0
+        ? { kind: how.summary ? "summary" : "held", lines: held.lines, bytes: held.bytes, sinceSequence: held.firstSeq - 1 }
+        : undefined
+    const out: OutputBatch = {
+      ...batch,
+      lines: shown,
+      dropped: addDrops(addDrops(held.dropped, batch.dropped), { matched: held.lines, unmatched: 0, bytes: held.bytes }),
+      ...(budget ? { budget } : {}),
+    }
+    if (how.charge) {
+      const cost = Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.label }))
+      stream.tokens -= cost
+      this.sessionSpent.set(stream.sessionID, this.spent(stream.sessionID) + cost)
+    }
+    stream.held = emptyHeld()
+    stream.lastHeld = undefined
+    stream.pendingPriority = []
+    stream.lastEnvelopeAt = this.deps.scheduler.now()
+    this.clearTimer(stream)
+    this.deps.forward(out, how.route ?? stream.route, stream.label, stream.wakeLimit)
+  }
+
+  /** Holds a whole batch back; its priority lines wait (bounded) for room in a later envelope. */
+  private hold(stream: Stream, batch: OutputBatch, pendingPriority: MonitorLine[]): void {
+    for (const line of batch.lines) this.countHeld(stream, line)
+    stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
+    stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
+    stream.pendingPriority = pendingPriority.slice(-PENDING_PRIORITY_MAX)
+    if (this.options.bytesPerMinute > 0) this.arm(stream)
+  }
+
+  private countHeld(stream: Stream, line: MonitorLine): void {
+    const { held } = stream
+    if (held.lines === 0 || line.seq < held.firstSeq) held.firstSeq = line.seq
+    held.lines++
+    held.bytes += line.byteLength
+  }
+
+  private uncountHeld(stream: Stream, line: MonitorLine): void {
+    stream.held.lines--
+    stream.held.bytes -= line.byteLength
+  }
+
+  /**
+   * One timer per holding stream, at the earliest of: the bucket having room for the oldest held
+   * priority line (so an error printed just before a silence still arrives), and the summary being
+   * due. Never armed for a silent stream: only holding a batch arms it.
+   */
+  private arm(stream: Stream): void {
+    const now = this.deps.scheduler.now()
+    let at = stream.lastEnvelopeAt + this.options.summaryIntervalMs
+    const first = stream.pendingPriority[0]
+    if (first) {
+      const need = estimate([first])
+      const sessionLeft = this.options.sessionBytes - this.spent(stream.sessionID)
+      if (need <= sessionLeft) at = Math.min(at, now + ((need - stream.tokens) * 60_000) / this.options.bytesPerMinute)
+    }
+    at = Math.max(now + 1, Math.ceil(at))
+    if (stream.timer && stream.timer.at <= at) return
+    this.clearTimer(stream)
+    const handle = this.deps.scheduler.setTimeout(() => {
+      stream.timer = undefined
+      this.onTimer(stream)
+    }, at - now)
+    stream.timer = { handle, at }
+  }
+
+  private onTimer(stream: Stream): void {
+    const last = stream.lastHeld
+    if (!last || stream.held.lines === 0) return
+    const available = this.room(stream)
+    const chosen = this.choose(stream.pendingPriority, last.line, available)
+    if (chosen) {
+      this.sendHeld(stream, chosen, false)
+    } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
+      // Past the budget: one summary with a few held priority lines and the last line.
+      const shown = stream.pendingPriority.slice(0, SUMMARY_PRIORITY_LINES)
+      if (last.line && !shown.includes(last.line)) shown.push(last.line)
+      this.sendHeld(stream, shown, true)
+    } else {
+      this.arm(stream)
+    }
+  }
+
+  /** An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key. */
+  private sendHeld(stream: Stream, shown: MonitorLine[], summary: boolean): void {
+    const last = stream.lastHeld
+    if (!last) return
+    this.send(stream, { ...last.batch, lines: [], dropped: NO_DROPS }, shown, { charge: true, summary })
+  }
+
+  private clearTimer(stream: Stream): void {
+    if (stream.timer !== undefined) this.deps.scheduler.clearTimeout(stream.timer.handle)
+    stream.timer = undefined
+  }
+
+  private forgetStream(stream: Stream): void {
+    this.clearTimer(stream)
+    this.streams.delete(stream.key)
+  }
+}
+
+function estimate(lines: readonly MonitorLine[]): number {
+  let bytes = ENVELOPE_OVERHEAD_BYTES
+  for (const line of lines) bytes += line.byteLength + LINE_PREFIX_BYTES
+  return bytes
+}
+
+function emptyHeld(): Stream["held"] {
+  return { lines: 0, bytes: 0, firstSeq: 0, dropped: { matched: 0, unmatched: 0, bytes: 0 } }
+}
+
+function addDrops(a: DropCounts, b: DropCounts): DropCounts {
+  return { matched: a.matched + b.matched, unmatched: a.unmatched + b.unmatched, bytes: a.bytes + b.bytes }
+}

@@ -1,0 +1,43 @@
+import type { OutputBatch } from "../pipeline/batcher"
+import type { Delivery } from "./session-queue"
+
+export type CoalesceBounds = { maxLines: number; maxBytes: number }
+
+/**
+ * Keeps a monitor's waiting streaming output within the bound: the oldest waiting batches give
+ * way, and what they held is counted in the `dropped:` line of the next batch of that monitor.
+ * A terminal batch is never dropped, nor a batch already attempted (it may have landed).
+ * Returns the deliveries that remain, in order.
+ */
+export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: CoalesceBounds): Delivery[] {
+  const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && d.batch.stillRunning)
+  let lines = 0
+  let bytes = 0
+  for (const d of waiting) {
+    lines += d.batch.lines.length
+    bytes += batchBytes(d.batch)
+  }
+  const dropped = new Set<Delivery>()
+  for (let i = 0; i < waiting.length - 1; i++) {
+    if (lines <= bounds.maxLines && bytes <= bounds.maxBytes) break
+    const oldest = waiting[i] as Delivery
+    if (oldest.attempts > 0) continue
+    const next = waiting[i + 1] as Delivery
+    const oldestBytes = batchBytes(oldest.batch)
+    next.dropped = {
+      matched: next.dropped.matched + oldest.dropped.matched + oldest.batch.lines.length,
+      unmatched: next.dropped.unmatched + oldest.dropped.unmatched,
+      bytes: next.dropped.bytes + oldest.dropped.bytes + oldestBytes,
+    }
+    lines -= oldest.batch.lines.length
+    bytes -= oldestBytes
+    dropped.add(oldest)
+  }
+  return dropped.size === 0 ? deliveries : deliveries.filter((d) => !dropped.has(d))
+}
+
+function batchBytes(batch: OutputBatch): number {
+  let bytes = 0
+  for (const line of batch.lines) bytes += line.byteLength
+  return bytes
+}

@@ -1,0 +1,114 @@
+import { formatMonitorBatch } from "./envelope"
+import type { Identity } from "./gates"
+import { readBack } from "./history"
+import { DeliveryError, type SessionApi } from "./session-api"
+import type { Delivery } from "./session-queue"
+
+export type PolicyOptions = {
+  pendingRetryMs: number
+  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
+  acceptedMessageSkewMs: number
+}
+
+// Backoff after failures: pending_retry_ms, doubling, at most this.
+export const MAX_RETRY_DELAY_MS = 30_000
+// A wake is abandoned only after failing this long (its session still existing), with a log line
+// and a toast; an observation after this many failed attempts (its lines stay in monitor_output).
+export const WAKE_GIVE_UP_MS = 30 * 60_000
+export const OBSERVATION_MAX_ATTEMPTS = 8
+
+/** `found`: it is in the session. `absent`: it is not and may be sent. `unknown`: cannot tell yet. */
+export type Verdict = "found" | "absent" | "unknown"
+export type SendOutcome = "sent" | "failed" | "gone"
+export type FailureOutcome = { retryInMs: number } | { giveUp: true }
+
+/**
+ * How one delivery is sent, checked and retried: send once; after an ambiguous failure check the
+ * history before anything else and never send blind; back off on failures, never faster than
+ * `pending_retry_ms`; give up only on the documented bounds.
+ */
+export class DeliveryPolicy {
+  constructor(
+    private readonly options: PolicyOptions,
+    private readonly api: SessionApi,
+    private readonly now: () => number,
+  ) {}
+
+  async send(delivery: Delivery, identity: Identity): Promise<{ outcome: SendOutcome; kind?: string }> {
+    delivery.attempts++
+    const text = formatMonitorBatch({
+      batch: { ...delivery.batch, dropped: delivery.dropped },
+      label: delivery.label,
+      subagentSessionID: delivery.subagentSessionID,
+      wake: delivery.matchWake,
+    })
+    try {
+      await this.api.prompt(delivery.sessionID, {
+        noReply: !delivery.wake,
+        agent: identity.agent,
+        model: identity.model,
+        text,
+        metadata: {
+          "opencode-monitor": { key: delivery.key, monitorId: delivery.batch.monitorId, noReply: !delivery.wake },
+        },
+      })
+    } catch (error) {
+      const kind = error instanceof DeliveryError ? error.kind : "ambiguous"
+      delivery.lastError = errorText(error)
+      if (kind === "gone") return { outcome: "gone", kind }
+      if (kind === "ambiguous") {
+        delivery.unsure = true
+        delivery.unsureSince = this.now()
+      }
+      return { outcome: "failed", kind }
+    }
+    delivery.failures = 0
+    delivery.firstFailureAt = undefined
+    return { outcome: "sent" }
+  }
+
+  /** After an ambiguous failure: is this envelope in the session? Never "absent" on a failed read. */
+  async verify(delivery: Delivery): Promise<Verdict> {
+    const needle = `monitor_id: ${delivery.batch.monitorId}\nbatch: ${delivery.batch.batchSeq}\n`
+    const since = delivery.firstQueuedAt - this.options.acceptedMessageSkewMs
+    const landed = (m: { role: string; created: number; text: string }) =>
+      m.role === "user" && m.created >= since && m.text.includes(needle)
+    let messages: Awaited<ReturnType<typeof readBack>>
+    try {
+      // Back far enough to see every message since the delivery was first queued.
+      messages = await readBack(this.api, delivery.sessionID, (read) => read.some(landed) || (read[0]?.created ?? 0) < since)
+    } catch (error) {
+      delivery.lastError = `history unavailable: ${errorText(error)}`
+      return "unknown"
+    }
+    if (messages.some(landed)) return "found"
+    // An accepted prompt_async is stored after its answer: give it time to appear.
+    if (this.now() - delivery.unsureSince < this.settleMs()) return "unknown"
+    delivery.unsure = false
+    return "absent"
+  }
+
+  /** When the next attempt may run, or that it is time to give up. */
+  failed(delivery: Delivery): FailureOutcome {
+    const now = this.now()
+    delivery.failures++
+    delivery.firstFailureAt ??= now
+    if (delivery.wake ? now - delivery.firstFailureAt >= WAKE_GIVE_UP_MS : delivery.attempts >= OBSERVATION_MAX_ATTEMPTS) {
+      return { giveUp: true }
+    }
+    let delay = Math.min(MAX_RETRY_DELAY_MS, this.options.pendingRetryMs * 2 ** (delivery.failures - 1))
+    delay = Math.max(delay, this.options.pendingRetryMs)
+    // An unsure send is checked once it had time to show in the history.
+    if (delivery.unsure) delay = Math.max(delay, delivery.unsureSince + this.settleMs() - now)
+    delivery.retryAt = now + delay
+    return { retryInMs: delay }
+  }
+
+  private settleMs(): number {
+    return Math.max(this.options.pendingRetryMs, this.options.acceptedMessageSkewMs)
+  }
+}
+
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}

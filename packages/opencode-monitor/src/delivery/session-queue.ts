@@ -1,0 +1,102 @@
+import type { DropCounts, OutputBatch } from "../pipeline/batcher"
+import type { Scheduler, TimerHandle } from "../scheduler"
+import type { WakeReason } from "./match-wake"
+
+/** One batch on its way to one session. */
+export type Delivery = {
+  key: string
+  sessionID: string
+  batch: OutputBatch
+  label: string
+  wake: boolean
+  subagentSessionID: string | undefined
+  /** The batch's own drops plus those of streaming batches coalesced into this one. */
+  dropped: DropCounts
+  firstQueuedAt: number
+  attempts: number
+  /** Failed attempts in a row (sends, and checks of an unsure send); 0 after a success. */
+  failures: number
+  firstFailureAt: number | undefined
+  /** No attempt before this time (backoff after a failure). */
+  retryAt: number
+  /** The last send may have reached the server: the history is checked before anything else. */
+  unsure: boolean
+  /** When the unsure send was made: it may take this long to show in the history. */
+  unsureSince: number
+  lastError: string | undefined
+  // --- match wake (issue 18): a running batch routed with `wake` is a match-wake candidate ---
+  /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
+  wakeLimit: number
+  /** Decided at send time: this running batch wakes the session, for this reason. */
+  matchWake: WakeReason | undefined
+  /** Not sent before this time (a match wake waiting for wake_min_interval_ms or the session cap). */
+  notBefore: number
+}
+
+/**
+ * The queue of one target session and its timer. Runs one step at a time (`pump`): a step that
+ * is asked for while another runs is run again right after it, never alongside it.
+ */
+export class SessionQueue {
+  deliveries: Delivery[] = []
+  holdUntil = 0
+  lastDeferral: string | undefined
+  private timer: TimerHandle | undefined
+  private pumping = false
+  private again = false
+
+  constructor(
+    readonly sessionID: string,
+    private readonly scheduler: Scheduler,
+    private readonly step: (queue: SessionQueue) => Promise<void>,
+    private readonly onIdle: (queue: SessionQueue) => void,
+  ) {}
+
+  get busy(): boolean {
+    return this.pumping
+  }
+
+  async pump(): Promise<void> {
+    if (this.pumping) {
+      this.again = true
+      return
+    }
+    this.pumping = true
+    try {
+      do {
+        this.again = false
+        await this.step(this)
+      } while (this.again)
+    } finally {
+      this.pumping = false
+      this.onIdle(this)
+    }
+  }
+
+  /** The next step in `delayMs` (replacing any earlier timer); nothing when the queue is empty. */
+  schedule(delayMs: number): void {
+    if (this.deliveries.length === 0) return
+    this.after(delayMs, () => void this.pump())
+  }
+
+  /** Runs `callback` in `delayMs` on the queue's one timer (replacing any earlier one). */
+  after(delayMs: number, callback: () => void): void {
+    this.cancelTimer()
+    this.timer = this.scheduler.setTimeout(
+      () => {
+        this.timer = undefined
+        callback()
+      },
+      Math.max(1, delayMs),
+    )
+  }
+
+  cancelTimer(): void {
+    if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
+    this.timer = undefined
+  }
+
+  remove(delivery: Delivery): void {
+    this.deliveries = this.deliveries.filter((d) => d !== delivery)
+  }
+}

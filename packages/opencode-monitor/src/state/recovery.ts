@@ -1,0 +1,245 @@
+import { readdirSync, readFileSync, renameSync, rmSync } from "node:fs"
+import { join } from "node:path"
+import { readBack } from "../delivery/history"
+import type { SessionApi, SessionMessage } from "../delivery/session-api"
+import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import { MonitorLine } from "../pipeline/line"
+import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
+import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
+import { formatStatus, type MonitorStatus } from "../status"
+import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
+
+type Owner = { pid: number; pidStartTime: string | undefined }
+
+export type RecoveryDeps = {
+  directory: string
+  api: Pick<SessionApi, "recentMessages" | "sessionExists" | "log">
+  /** Hands the `lost` terminal batch to delivery (routing, gates, agent and model as for any wake). */
+  deliver: (batch: OutputBatch, label: string, sessionID: string, history: readonly SessionMessage[]) => Promise<void>
+  /** Resolves once these monitors' wakes have left the delivery queues (sent or given up). */
+  whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
+  killGraceMs: number
+  env?: Record<string, string | undefined>
+  /** This server process; defaults to process.pid and its /proc start time. */
+  self?: Owner
+  /** Process checks, injectable for tests; default /proc. */
+  mayStillRun?: (pid: number, startTime: string | undefined) => boolean
+  isSameLiveProcess?: (pid: number, startTime: string | undefined) => boolean
+}
+
+/** What recovery did with one monitor a dead server recorded as running. */
+export type RecoveredMonitor = {
+  id: string
+  sessionID: string
+  outcome: "reported" | "session_gone" | "already_reported"
+  survivorPid: number | undefined
+}
+
+const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
+const SERVER_FILE = /^server-(\d+)-([^.]+)\.json$/
+// A file a recovering server took over: `claimed-<pid>-<start>--<the original name>`.
+const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
+
+/**
+ * When the plugin loads (SPEC §12): every monitor that a dead server process of this project
+ * recorded as running is reported once to its session as a terminal wake with `Status: lost`;
+ * one that had ended but whose exit notice was still queued gets that notice, as it ended.
+ * A live server's file is never touched; a dead one's is claimed by an atomic rename first, so
+ * two servers starting on the same data never both report it. Never throws: unreadable files
+ * are skipped with a log line.
+ */
+export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
+  const dir = projectStateDir(deps.directory, deps.env)
+  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return [] // No record yet: nothing ever ran here.
+  }
+  const recovered: RecoveredMonitor[] = []
+  const claimedPaths: string[] = []
+  for (const name of names.sort()) {
+    const claimed = claim(deps, dir, name, self)
+    if (!claimed) continue
+    claimedPaths.push(claimed.path)
+    for (const entry of claimed.file.monitors) {
+      // Ended with its notice delivered (or stopped on request): nothing is owed.
+      if (entry.statusKind !== "running" && !entry.wakePending) continue
+      if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
+        // The ids land in an envelope header and a request path: a record is data, not trusted.
+        deps.api.log("warn", "ignoring a malformed entry in a monitor state file", { file: claimed.path })
+        continue
+      }
+      recovered.push(await reportLost(deps, entry))
+    }
+  }
+  const records = names.filter((name) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)).length
+  if (records > 0) {
+    deps.api.log("info", "restart recovery looked at the monitor state folder", {
+      folder: dir,
+      files: records,
+      claimed: claimedPaths.length,
+      reported: recovered.filter((r) => r.outcome === "reported").length,
+    })
+  }
+  const reported = recovered.filter((r) => r.outcome === "reported")
+  // Until the notices are out the claims stay: if this server dies too, the next one takes over
+  // (and finds what was already delivered in the session history).
+  if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
+  for (const path of claimedPaths) removeQuietly(path)
+  return recovered
+}
+
+/** Takes a dead server's file for this process; undefined when there is nothing to take. */
+function claim(deps: RecoveryDeps, dir: string, name: string, self: Owner): { path: string; file: ServerStateFile } | undefined {
+  const server = SERVER_FILE.exec(name)
+  const taken = CLAIMED_FILE.exec(name)
+  const match = server ?? taken
+  if (!match) {
+    // Temp files, the stop-requests folder and anything else are not records.
+    if (name.endsWith(".json")) deps.api.log("warn", "ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
+    return undefined
+  }
+  const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
+  if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
+  const alive = deps.mayStillRun ?? mayStillRun
+  // A server (or a recovering server) that may still run owns its file: never touched.
+  if (alive(owner.pid, owner.pidStartTime)) return undefined
+
+  const path = join(dir, name)
+  let text: string
+  try {
+    text = readFileSync(path, "utf8")
+  } catch {
+    return undefined // another server claimed it a moment ago
+  }
+  const parsed = parseStateFile(text)
+  if (!parsed.ok) {
+    deps.api.log("warn", "ignoring an unreadable monitor state file", { file: path, error: parsed.error })
+    return undefined
+  }
+  if (parsed.file.server.directory !== deps.directory) {
+    deps.api.log("warn", "ignoring a monitor state file of another directory", { file: path, directory: parsed.file.server.directory })
+    return undefined
+  }
+  const original = taken ? (taken[3] as string) : name
+  const claimedPath = join(dir, `claimed-${self.pid}-${self.pidStartTime ?? "unknown"}--${original}`)
+  try {
+    // Atomic: of two servers renaming the same file, exactly one succeeds.
+    renameSync(path, claimedPath)
+  } catch {
+    return undefined
+  }
+  return { path: claimedPath, file: parsed.file }
+}
+
+async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
+  const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
+  const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
+  // An exit whose notice was still queued is reported as it ended; a running one was cut off.
+  const ended = entry.statusKind === "running" ? undefined : recordedStatus(entry)
+  if (!ended) result.survivorPid = await stopSurvivor(deps, entry)
+  if ((await deps.api.sessionExists(entry.sessionID)) === false) {
+    deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
+    return { ...result, outcome: "session_gone" }
+  }
+  let history: SessionMessage[] = []
+  try {
+    // Far enough back to see every envelope of this monitor: to the person's message before its start.
+    history = await readBack(deps.api, entry.sessionID, (messages) =>
+      messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
+    )
+  } catch {
+    // Unknown history: report anyway (a missed notice is worse than a repeated one).
+  }
+  const seen = envelopesOf(history, entry.id)
+  if (seen.some((e) => e.status !== "running")) {
+    deps.api.log("info", "lost monitor not reported: its session already has its exit notice", fields)
+    return { ...result, outcome: "already_reported" }
+  }
+  const batch: OutputBatch = {
+    monitorId: entry.id,
+    batchSeq: Math.max(0, ...seen.map((e) => e.batch)) + 1,
+    lines: entry.lastLines.map(
+      (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
+    ),
+    stillRunning: false,
+    status: ended ?? { kind: "lost", survivorPid: result.survivorPid },
+    dropped: NO_DROPS,
+  }
+  deps.api.log("info", ended ? "delivering an exit notice its stopped server still owed" : "reporting a monitor lost when its server stopped", {
+    ...fields,
+    status: formatStatus(batch.status),
+    survivorPid: result.survivorPid,
+  })
+  await deps.deliver(batch, entry.label, entry.sessionID, history)
+  return { ...result, outcome: "reported" }
+}
+
+/**
+ * The watchdog should have ended the group when the server died. A leader still running is
+ * signalled only when pid and start time prove it is the recorded process; its group (which
+ * cannot change hands while it has members) is then ended like any stop. The pid is returned
+ * when something of the group survives even SIGKILL, so the notice can name it.
+ */
+async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<number | undefined> {
+  if (!(deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)) return undefined
+  deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
+    monitorId: entry.id,
+    pid: entry.pid,
+  })
+  const groupGone = () => liveGroupMembers(entry.pid).length === 0
+  for (const [signal, waitMs] of [
+    ["SIGTERM", deps.killGraceMs],
+    ["SIGKILL", 2_000],
+  ] as const) {
+    if (!groupGone()) signalGroup(entry.pid, signal)
+    if (await waitUntil(groupGone, waitMs)) return undefined
+  }
+  return entry.pid
+}
+
+/** The status a record says a monitor ended with, read back from its kind and text. */
+function recordedStatus(entry: MonitorStateEntry): MonitorStatus | undefined {
+  const text = entry.status
+  const code = /code=(-?\d+)/.exec(text)?.[1]
+  const signal = /signal=([A-Z0-9]+)/.exec(text)?.[1] ?? null
+  switch (entry.statusKind) {
+    case "exited":
+      return code === undefined ? undefined : { kind: "exited", code: Number(code) }
+    case "signaled":
+      return signal ? { kind: "signaled", signal } : undefined
+    case "timed_out": {
+      const afterMs = /after (\d+) ms/.exec(text)?.[1]
+      return afterMs === undefined ? undefined : { kind: "timed_out", afterMs: Number(afterMs), signal }
+    }
+    case "stopped":
+      return { kind: "stopped", signal }
+    default:
+      return undefined
+  }
+}
+
+/** This monitor's envelopes in a session history: their batch numbers and statuses. */
+function envelopesOf(history: readonly SessionMessage[], monitorId: string): { batch: number; status: string }[] {
+  const head = `monitor_id: ${monitorId}\nbatch: `
+  const out: { batch: number; status: string }[] = []
+  for (const message of history) {
+    if (message.role !== "user" || !message.synthetic) continue
+    const at = message.text.indexOf(head)
+    if (at < 0) continue
+    const rest = message.text.slice(at + head.length)
+    out.push({ batch: Number.parseInt(rest, 10) || 0, status: /\nStatus: (.*)\n/.exec(rest)?.[1] ?? "running" })
+  }
+  return out
+}
+
+function removeQuietly(path: string): void {
+  try {
+    rmSync(path, { force: true })
+  } catch {
+    // A leftover claimed file of a finished recovery is harmless: its owner (this server) is alive,
+    // and once it is gone the next server finds every entry already reported in the history.
+  }
+}

@@ -1,0 +1,150 @@
+import { randomBytes } from "node:crypto"
+import { type FSWatcher, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import { stopRequestDir } from "./format"
+
+/**
+ * A person's stop from the TUI (SPEC §11): the TUI drops a small file into
+ * `stopRequestDir(projectStateDir(directory))`, addressed to the server process that owns the
+ * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
+ * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
+ */
+export const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
+
+export type StopRequest = {
+  format: typeof STOP_REQUEST_FORMAT
+  /** The pid of the server whose state file lists the monitor. */
+  serverPid: number
+  sessionID: string
+  monitorId: string
+  requestedAt: number
+}
+
+/** A request nobody took (its server is gone) is removed by any server after this long. */
+export const STOP_REQUEST_STALE_MS = 60_000
+
+/** Writes a stop request; returns its path. Throws only on a real I/O error (the TUI shows it). */
+export function writeStopRequest(
+  projectDir: string,
+  request: Omit<StopRequest, "format" | "requestedAt">,
+  now = Date.now(),
+): string {
+  const dir = stopRequestDir(projectDir)
+  mkdirSync(dir, { recursive: true })
+  const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
+  const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
+  const path = join(dir, name)
+  writeFileSync(`${path}.tmp`, JSON.stringify(body))
+  renameSync(`${path}.tmp`, path)
+  return path
+}
+
+export function parseStopRequest(text: string): StopRequest | undefined {
+  let raw: unknown
+  try {
+    raw = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  if (typeof raw !== "object" || raw === null) return undefined
+  const r = raw as Record<string, unknown>
+  if (r.format !== STOP_REQUEST_FORMAT) return undefined
+  if (!Number.isInteger(r.serverPid) || !Number.isInteger(r.requestedAt)) return undefined
+  if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
+  return {
+    format: STOP_REQUEST_FORMAT,
+    serverPid: r.serverPid as number,
+    sessionID: r.sessionID,
+    monitorId: r.monitorId,
+    requestedAt: r.requestedAt as number,
+  }
+}
+
+export type StopRequestHandler = {
+  /** This server's pid: requests addressed to another server are left to it. */
+  serverPid: number
+  /**
+   * Does this plugin instance run that monitor of that session? One server process may hold several
+   * instances for one directory (opencode 1.18 creates two), so a request is left for its owner.
+   */
+  owns: (sessionID: string, monitorId: string) => boolean
+  /** Stops a monitor `owns` accepted. */
+  stop: (sessionID: string, monitorId: string) => void
+  now?: () => number
+  onError?: (message: string) => void
+}
+
+/**
+ * One pass over the folder: takes (and removes) the requests for monitors this instance runs,
+ * drops unreadable ones and stale ones nobody took. Never throws.
+ */
+export function scanStopRequests(projectDir: string, handler: StopRequestHandler): number {
+  const dir = stopRequestDir(projectDir)
+  let names: string[]
+  try {
+    names = readdirSync(dir)
+  } catch {
+    return 0
+  }
+  const now = handler.now?.() ?? Date.now()
+  let stopped = 0
+  for (const name of names) {
+    const path = join(dir, name)
+    try {
+      if (!name.endsWith(".json")) {
+        // A temp file left by a writer that died mid-write.
+        if (name.endsWith(".tmp") && now - statSync(path).mtimeMs > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
+        continue
+      }
+      const request = parseStopRequest(readFileSync(path, "utf8"))
+      if (!request) {
+        rmSync(path, { force: true })
+        continue
+      }
+      if (request.serverPid !== handler.serverPid || !handler.owns(request.sessionID, request.monitorId)) {
+        // Not ours: another server or instance takes it; nobody did in a minute, so nobody will.
+        if (now - request.requestedAt > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
+        continue
+      }
+      rmSync(path, { force: true })
+      handler.stop(request.sessionID, request.monitorId)
+      stopped += 1
+    } catch (error) {
+      handler.onError?.(`stop request ${name}: ${error instanceof Error ? error.message : String(error)}`)
+    }
+  }
+  return stopped
+}
+
+/**
+ * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
+ * it first) and scans on every change. Creates nothing. Returns the function that stops watching.
+ */
+export function watchStopRequests(projectDir: string, handler: StopRequestHandler, pollMs = 1_000): () => void {
+  const dir = stopRequestDir(projectDir)
+  let watcher: FSWatcher | undefined
+  let closed = false
+  const scan = () => {
+    if (closed) return
+    if (!watcher) {
+      try {
+        watcher = watch(dir, scan)
+        watcher.on("error", () => {
+          watcher?.close()
+          watcher = undefined
+        })
+      } catch {
+        // Not there yet: the poll looks again.
+      }
+    }
+    scanStopRequests(projectDir, handler)
+  }
+  const timer = setInterval(scan, pollMs)
+  timer.unref?.()
+  scan()
+  return () => {
+    closed = true
+    clearInterval(timer)
+    watcher?.close()
+  }
+}

@@ -1,0 +1,207 @@
+import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+import type { LogLevel } from "../delivery/session-api"
+import type { MonitorInfo, MonitorSnapshot } from "../manager"
+import { processStartTime } from "../process/proc-stat"
+import type { Scheduler, TimerHandle } from "../scheduler"
+import { formatStatus } from "../status"
+import {
+  type MonitorStateEntry,
+  projectStateDir,
+  STATE_FORMAT,
+  STATE_LAST_LINES,
+  STATE_LINE_TEXT_MAX,
+  STATE_MAX_MONITORS,
+  type ServerStateFile,
+  type StateLine,
+  serverStateFileName,
+} from "./format"
+
+export type StateWriterOptions = {
+  /** The project directory of this plugin instance (one state folder per directory). */
+  directory: string
+  /** The monitors of this plugin instance as they are now. */
+  source: () => MonitorSnapshot[]
+  scheduler: Scheduler
+  log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
+  env?: Record<string, string | undefined>
+  /** This server process; defaults to process.pid and its /proc start time. */
+  server?: { pid: number; pidStartTime: string | undefined }
+  /** A leader's start time, to prove its identity later; defaults to /proc. */
+  startTimeOf?: (pid: number) => string | undefined
+  /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
+  wakePending?: (monitor: { id: string; sessionID: string }) => boolean
+}
+
+/** At most ~4 writes a second, whatever the output rate. */
+export const STATE_WRITE_MIN_INTERVAL_MS = 250
+/** While a monitor runs its counters and last lines are looked at this often (the TUI wants ≤ 1 s). */
+export const STATE_POLL_MS = 500
+/**
+ * An ended monitor stays in the record this long, for the TUI's "recently exited" list. It is
+ * never reported by a restarted server: only entries still marked running are.
+ */
+export const STATE_ENDED_RETAIN_MS = 120_000
+
+/**
+ * Keeps this server process's record of its monitors on disk (SPEC §11, §12): written atomically
+ * (temp file + rename), throttled, bounded, removed on a clean dispose. Writing never throws into
+ * the server: a failure is one log line.
+ */
+export class MonitorStateWriter {
+  readonly path: string
+  private readonly dir: string
+  private readonly server: { pid: number; pidStartTime: string | undefined }
+  private readonly entries = new Map<string, MonitorStateEntry>()
+  private timer: TimerHandle | undefined
+  private timerAt = 0
+  private lastWriteAt = Number.NEGATIVE_INFINITY
+  private lastBody: string | undefined
+  private failing = false
+  private disposed = false
+
+  constructor(private readonly options: StateWriterOptions) {
+    this.dir = projectStateDir(options.directory, options.env)
+    this.server = options.server ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
+    this.path = join(this.dir, serverStateFileName(this.server.pid, this.server.pidStartTime))
+  }
+
+  /** Something changed (start, exit): the record is rewritten within STATE_WRITE_MIN_INTERVAL_MS. */
+  changed(): void {
+    if (this.disposed) return
+    const now = this.options.scheduler.now()
+    this.arm(Math.max(0, this.lastWriteAt + STATE_WRITE_MIN_INTERVAL_MS - now))
+  }
+
+  /** Clean end of this server's plugin instance: nothing of it is left to recover. */
+  dispose(): void {
+    if (this.disposed) return
+    this.disposed = true
+    if (this.timer !== undefined) this.options.scheduler.clearTimeout(this.timer)
+    this.timer = undefined
+    this.remove()
+  }
+
+  /** The record as it would be written now (also what tests read). */
+  snapshot(): ServerStateFile {
+    const now = this.options.scheduler.now()
+    this.collect(now)
+    return {
+      format: STATE_FORMAT,
+      server: { ...this.server, directory: this.options.directory, updatedAt: now },
+      monitors: bounded([...this.entries.values()]),
+    }
+  }
+
+  private arm(delayMs: number): void {
+    const at = this.options.scheduler.now() + delayMs
+    if (this.timer !== undefined) {
+      if (this.timerAt <= at) return
+      this.options.scheduler.clearTimeout(this.timer)
+    }
+    this.timerAt = at
+    this.timer = this.options.scheduler.setTimeout(() => {
+      this.timer = undefined
+      this.flush()
+    }, delayMs)
+  }
+
+  private flush(): void {
+    if (this.disposed) return
+    const file = this.snapshot()
+    const body = JSON.stringify(file.monitors)
+    if (body !== this.lastBody) {
+      if (file.monitors.length === 0) this.remove()
+      else this.write(file)
+      this.lastBody = body
+      this.lastWriteAt = file.server.updatedAt
+    }
+    // Running monitors print, and exit notices get sent: look again soon. Ended ones only expire.
+    if (file.monitors.some((m) => m.statusKind === "running" || m.wakePending)) this.arm(STATE_POLL_MS)
+    else {
+      const expiries = file.monitors.map((m) => (m.endedAt ?? 0) + STATE_ENDED_RETAIN_MS - file.server.updatedAt)
+      if (expiries.length > 0) this.arm(Math.max(STATE_WRITE_MIN_INTERVAL_MS, Math.min(...expiries)))
+    }
+  }
+
+  private collect(now: number): void {
+    for (const { info, pid, lastLines } of this.options.source()) {
+      const known = this.entries.get(info.id)
+      // Read once, while the leader surely runs; an ended leader's pid may already be reused.
+      const pidStartTime =
+        known?.pidStartTime ??
+        (known === undefined && info.status.kind === "running" ? (this.options.startTimeOf ?? processStartTime)(pid) : undefined)
+      this.entries.set(info.id, toEntry(info, pid, pidStartTime, lastLines))
+    }
+    for (const [id, entry] of this.entries) {
+      if (entry.statusKind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
+      else delete entry.wakePending
+      // An exit notice still on its way is kept whatever its age: a restart must deliver it.
+      if (entry.endedAt !== undefined && !entry.wakePending && now - entry.endedAt >= STATE_ENDED_RETAIN_MS) {
+        this.entries.delete(id)
+      }
+    }
+  }
+
+  private write(file: ServerStateFile): void {
+    const temp = `${this.path}.tmp`
+    try {
+      mkdirSync(this.dir, { recursive: true, mode: 0o700 })
+      writeFileSync(temp, `${JSON.stringify(file)}\n`, { mode: 0o600 })
+      renameSync(temp, this.path)
+      this.failing = false
+    } catch (error) {
+      this.fail("write", error)
+    }
+  }
+
+  private remove(): void {
+    try {
+      rmSync(this.path, { force: true })
+    } catch (error) {
+      this.fail("remove", error)
+    }
+  }
+
+  private fail(what: string, error: unknown): void {
+    // One line per failure streak, not one per write.
+    if (this.failing) return
+    this.failing = true
+    this.options.log("warn", `could not ${what} the monitor state file; the TUI and restart recovery will not see it`, {
+      path: this.path,
+      error: error instanceof Error ? error.message : String(error),
+    })
+  }
+}
+
+function toEntry(
+  info: MonitorInfo,
+  pid: number,
+  pidStartTime: string | undefined,
+  lastLines: MonitorSnapshot["lastLines"],
+): MonitorStateEntry {
+  return {
+    id: info.id,
+    sessionID: info.sessionID,
+    label: info.label,
+    startedAt: info.startedAt,
+    endedAt: info.endedAt,
+    statusKind: info.status.kind,
+    status: formatStatus(info.status),
+    stoppedBy: info.stoppedBy,
+    pid,
+    pidStartTime,
+    linesSeen: info.counters.total,
+    lastLines: lastLines.slice(-STATE_LAST_LINES).map(
+      (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
+    ),
+  }
+}
+
+/** Running monitors and undelivered exits first (oldest first), then the most recently ended ones, within the bound. */
+function bounded(entries: MonitorStateEntry[]): MonitorStateEntry[] {
+  const owed = (e: MonitorStateEntry) => e.statusKind === "running" || e.wakePending === true
+  const running = entries.filter(owed).sort((a, b) => a.startedAt - b.startedAt)
+  const ended = entries.filter((e) => !owed(e)).sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
+  return [...running, ...ended].slice(0, STATE_MAX_MONITORS)
+}

@@ -1,0 +1,114 @@
+import { readdirSync, readFileSync } from "node:fs"
+import { join } from "node:path"
+import { parseStateFile } from "../state/format"
+import type { MonitorView } from "./view"
+
+export type LocalSnapshot = {
+  /** Every monitor listed by a state file of this project, once each (the newest record wins). */
+  monitors: MonitorView[]
+  /** Short notes for the person: unreadable files, files of another format. Never a stack trace. */
+  notes: string[]
+  /** Pids of live servers with a readable state file. */
+  liveServers: number[]
+}
+
+export type LocalStateDeps = {
+  isServerAlive?: (pid: number, pidStartTime: string | undefined) => boolean
+  readDir?: (dir: string) => string[]
+  readFile?: (path: string) => string
+}
+
+/** Reads every server state file of one project folder. Missing folder: nothing. Never throws. */
+export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): LocalSnapshot {
+  const isAlive = deps.isServerAlive ?? isServerAlive
+  const readDir = deps.readDir ?? ((dir: string) => readdirSync(dir))
+  const readFile = deps.readFile ?? ((path: string) => readFileSync(path, "utf8"))
+  const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
+  let names: string[]
+  try {
+    names = readDir(projectDir).filter((name) => name.startsWith("server-") && name.endsWith(".json"))
+  } catch {
+    return snapshot
+  }
+  const newest = new Map<string, { view: MonitorView; updatedAt: number }>()
+  let unreadable = 0
+  let otherFormat = 0
+  for (const name of names.sort()) {
+    let text: string
+    try {
+      text = readFile(join(projectDir, name))
+    } catch {
+      continue // removed between readdir and read: its server ended
+    }
+    const parsed = parseStateFile(text)
+    if (!parsed.ok) {
+      if (parsed.error.startsWith("unknown format")) otherFormat += 1
+      else unreadable += 1
+      continue
+    }
+    const { server, monitors } = parsed.file
+    const alive = safe(() => isAlive(server.pid, server.pidStartTime), false)
+    if (alive) snapshot.liveServers.push(server.pid)
+    for (const monitor of monitors) {
+      const view: MonitorView = { ...monitor, serverPid: alive ? server.pid : undefined }
+      if (!alive && monitor.statusKind === "running") {
+        // Its server is gone and no live server took the record over: say so, never "running".
+        view.statusKind = "lost"
+        view.status = "lost (its opencode server ended)"
+      }
+      const seen = newest.get(monitor.id)
+      if (!seen || seen.updatedAt < server.updatedAt) newest.set(monitor.id, { view, updatedAt: server.updatedAt })
+    }
+  }
+  snapshot.monitors = [...newest.values()].map((entry) => entry.view)
+  if (unreadable > 0) snapshot.notes.push(`${unreadable} unreadable monitor state ${unreadable === 1 ? "file" : "files"} skipped`)
+  if (otherFormat > 0) {
+    snapshot.notes.push(
+      `${otherFormat} state ${otherFormat === 1 ? "file" : "files"} from another opencode-monitor version skipped: update both parts to the same version`,
+    )
+  }
+  return snapshot
+}
+
+/**
+ * The state file drops an ended monitor after a while; the TUI keeps the ones it saw, so the
+ * sidebar can still count them. `memory` is the TUI's own map; at most `max` are kept.
+ */
+export function withRemembered(memory: Map<string, MonitorView>, current: readonly MonitorView[], max = 200): MonitorView[] {
+  const present = new Set(current.map((m) => m.id))
+  for (const monitor of current) {
+    if (monitor.statusKind === "running") continue
+    memory.delete(monitor.id) // re-inserted last: the newest stay when the map is trimmed
+    memory.set(monitor.id, monitor)
+  }
+  for (const id of memory.keys()) {
+    if (memory.size <= max) break
+    memory.delete(id)
+  }
+  return [...current, ...[...memory.values()].filter((m) => !present.has(m.id)).map((m) => ({ ...m, serverPid: undefined }))]
+}
+
+/** Is the process alive and, when its start time is known, still the same process (not a reused pid)? */
+export function isServerAlive(pid: number, pidStartTime: string | undefined): boolean {
+  try {
+    process.kill(pid, 0)
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false
+  }
+  if (!pidStartTime) return true
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
+    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
+    return fields[19] === pidStartTime
+  } catch {
+    return true // no /proc (macOS): the pid check is all there is
+  }
+}
+
+function safe<T>(fn: () => T, fallback: T): T {
+  try {
+    return fn()
+  } catch {
+    return fallback
+  }
+}

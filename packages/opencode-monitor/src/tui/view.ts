@@ -1,0 +1,131 @@
+import type { MonitorStateEntry, StateLine } from "../state/format"
+import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
+
+/** A monitor as the TUI shows it; `serverPid` is set when it came from a local state file (stop works). */
+export type MonitorView = MonitorStateEntry & { serverPid: number | undefined }
+
+export type Tone = "title" | "running" | "success" | "error" | "warning" | "muted" | "text"
+export type Row = { text: string; tone: Tone }
+
+export type SidebarOptions = {
+  now: number
+  /** Cells available for one line. */
+  width: number
+  /** An ended monitor stays in the list this long, then folds into the count. */
+  keepEndedMs: number
+  /** At most this many ended monitors are listed. */
+  maxEnded: number
+  /** A short note under the list (e.g. where the data came from). */
+  note?: string
+}
+
+/** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
+/** Shown under monitors read from the session's messages (no local state file: a remote server). */
+export const REMOTE_NOTE = "(from messages; stop unavailable)"
+
+export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 60_000, maxEnded: 3 }
+
+/** The short status: `running 12s`, `exited (code=3)`, `timed out`, `stopped`, `lost`. */
+export function shortStatus(monitor: MonitorView, now: number): string {
+  switch (monitor.statusKind) {
+    case "running":
+      return `running ${formatElapsed(now - monitor.startedAt)}`
+    case "exited":
+    case "signaled": {
+      const text = screenLine(monitor.status)
+      return /^exited \((code|signal)=[\w-]{1,16}\)$/.test(text) ? text : monitor.statusKind
+    }
+    case "timed_out":
+      return "timed out"
+    case "stopped":
+      return monitor.stoppedBy === "person" ? "stopped by you" : "stopped"
+    default:
+      return monitor.statusKind
+  }
+}
+
+export function toneOf(monitor: MonitorView): Tone {
+  switch (monitor.statusKind) {
+    case "running":
+      return "running"
+    case "exited":
+      return /code=0\)/.test(monitor.status) ? "success" : "error"
+    case "stopped":
+      return "muted"
+    case "timed_out":
+    case "lost":
+      return "warning"
+    default:
+      return "error"
+  }
+}
+
+/** Running first (oldest first), then ended ones, newest first. */
+export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
+  const running = monitors.filter((m) => m.statusKind === "running").sort((a, b) => a.startedAt - b.startedAt)
+  const ended = monitors
+    .filter((m) => m.statusKind !== "running")
+    .sort((a, b) => (b.endedAt ?? b.startedAt) - (a.endedAt ?? a.startedAt))
+  return [...running, ...ended]
+}
+
+export function lastLineOf(monitor: MonitorView): StateLine | undefined {
+  return monitor.lastLines[monitor.lastLines.length - 1]
+}
+
+/** The sidebar block for one session; empty when the session has no monitors. */
+export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOptions): Row[] {
+  if (monitors.length === 0) return []
+  const width = Math.max(8, options.width)
+  const all = ordered(monitors)
+  const running = all.filter((m) => m.statusKind === "running")
+  const recent = all
+    .filter((m) => m.statusKind !== "running" && options.now - (m.endedAt ?? m.startedAt) <= options.keepEndedMs)
+    .slice(0, options.maxEnded)
+  const folded = all.length - running.length - recent.length
+  const rows: Row[] = [
+    { text: truncateToWidth(`Monitors${running.length > 0 ? ` (${running.length} running)` : ""}`, width), tone: "title" },
+  ]
+  for (const monitor of [...running, ...recent]) {
+    const status = shortStatus(monitor, options.now)
+    const room = width - displayWidth(status) - 3
+    const label = truncateToWidth(screenLine(monitor.label) || "command", Math.max(1, room))
+    const gap = " ".repeat(Math.max(1, width - 2 - displayWidth(label) - displayWidth(status)))
+    rows.push({ text: truncateToWidth(`• ${label}${gap}${status}`, width), tone: toneOf(monitor) })
+    const last = lastLineOf(monitor)
+    const count = `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
+    const detail = last ? `  ${count} › ${screenLine(last.text)}` : `  ${count}`
+    rows.push({ text: truncateToWidth(detail, width), tone: "muted" })
+  }
+  if (folded > 0) rows.push({ text: truncateToWidth(`  + ${folded} ended earlier`, width), tone: "muted" })
+  if (options.note) rows.push({ text: truncateToWidth(screenLine(options.note), width), tone: "muted" })
+  return rows
+}
+
+/** One option of the monitors dialog. */
+export function dialogOption(monitor: MonitorView, now: number): { title: string; description: string } {
+  const count = `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
+  return {
+    title: truncateToWidth(screenLine(monitor.label) || "command", 48),
+    description: `${shortStatus(monitor, now)} · ${count} · ${monitor.id}`,
+  }
+}
+
+/** The detail view of one monitor: status, counters, recent retained output with seq. */
+export function detailRows(monitor: MonitorView, now: number, width: number): Row[] {
+  const rows: Row[] = []
+  const line = (text: string, tone: Tone) => rows.push({ text: truncateToWidth(text, width), tone })
+  line(`${screenLine(monitor.label) || "command"} (${screenLine(monitor.id)})`, "title")
+  line(`Status: ${screenLine(monitor.status) || monitor.statusKind}`, toneOf(monitor))
+  if (monitor.stoppedBy) line(`Stopped by: ${screenLine(monitor.stoppedBy)}`, "muted")
+  const ended = monitor.endedAt ?? now
+  line(`Started: ${new Date(monitor.startedAt).toISOString()} (${formatElapsed(ended - monitor.startedAt)} run)`, "muted")
+  line(`Lines seen: ${monitor.linesSeen}`, "text")
+  line("", "text")
+  if (monitor.lastLines.length === 0) line("No output retained.", "muted")
+  else {
+    line(`Last ${monitor.lastLines.length} retained lines:`, "muted")
+    for (const l of monitor.lastLines) line(`[${l.stream} seq=${l.seq}] ${screenLine(l.text)}`, l.stream === "stderr" ? "warning" : "text")
+  }
+  return rows
+}

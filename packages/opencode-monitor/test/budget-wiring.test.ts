@@ -1,0 +1,58 @@
+import { afterEach, describe, expect, test } from "bun:test"
+import type { Part, UserMessage } from "@opencode-ai/sdk"
+import { defaultMonitorConfig } from "../src/config"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
+import { FakeSessionApi } from "./support/fake-session-api"
+import { waitFor } from "./support/processes"
+import { toolContext } from "./support/tool-context"
+
+// The budget as a stage between MonitorManager and the injector, with real processes.
+const instances: MonitorPluginInstance[] = []
+afterEach(async () => {
+  for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
+})
+
+function plugin() {
+  const api = new FakeSessionApi(() => Date.now())
+  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api })
+  instances.push(instance)
+  const start = async (command: string) => {
+    const out = await instance.hooks.tool?.monitor_start?.execute({ command } as never, toolContext("ses_a"))
+    return String(typeof out === "string" ? out : out?.output).match(/mon_[0-9a-f]{8}/)?.[0] ?? ""
+  }
+  const chat = (synthetic: boolean) =>
+    instance.hooks["chat.message"]?.(
+      { sessionID: "ses_a" },
+      { message: {} as UserMessage, parts: [{ type: "text", text: "hi", synthetic } as Part] },
+    )
+  return { api, instance, start, chat }
+}
+
+describe("the observation budget in the plugin", () => {
+  test("a flood into a busy session: the exit notice is never dropped and carries the held count", async () => {
+    const { api, instance, start } = plugin()
+    api.busy.ses_a = "busy"
+    const id = await start("seq 1 20000; exit 4")
+    expect(await waitFor(() => instance.manager.list("ses_a", true)[0]?.status.kind === "exited", 20_000)).toBe(true)
+    delete api.busy.ses_a
+    await instance.hooks.event?.({ event: { type: "session.idle", properties: { sessionID: "ses_a" } } as never })
+    expect(await waitFor(() => api.sent.some((p) => !p.noReply), 10_000)).toBe(true)
+    const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
+    expect(wake).toContain(`monitor_id: ${id}`)
+    expect(wake).toContain("Status: exited (code=4)")
+    expect(wake).toMatch(/^budget: \d+ lines \(\d+ bytes\) since the last envelope were held back/m)
+    // Far fewer envelopes than the 400 batches the flood made.
+    expect(api.sent.length).toBeLessThanOrEqual(4)
+  }, 30_000)
+
+  test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {
+    const { instance, start, chat, api } = plugin()
+    await start("seq 1 200")
+    expect(await waitFor(() => api.sent.length > 0 && instance.budget.spent("ses_a") > 0, 10_000)).toBe(true)
+    const spent = instance.budget.spent("ses_a")
+    await chat(true)
+    expect(instance.budget.spent("ses_a")).toBe(spent)
+    await chat(false)
+    expect(instance.budget.spent("ses_a")).toBe(0)
+  }, 30_000)
+})

@@ -1,0 +1,310 @@
+import { describe, expect, test } from "bun:test"
+import { type BudgetOptions, isRealUserTurn, ObservationBudget } from "../src/delivery/budget"
+import { formatMonitorBatch } from "../src/delivery/envelope"
+import type { Route } from "../src/delivery/session-source"
+import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
+import { MonitorLine } from "../src/pipeline/line"
+import { FakeScheduler } from "./support/fake-scheduler"
+
+const enc = new TextEncoder()
+const OPTIONS: BudgetOptions = {
+  bytesPerMinute: 4_096,
+  burstBytes: 16_384,
+  sessionBytes: 65_536,
+  summaryIntervalMs: 300_000,
+}
+
+type Sent = { batch: OutputBatch; route: Route; bytes: number; at: number; wakeLimit: number }
+
+/** A budget wired to a fake clock, and a monitor that prints batches of lines into it. */
+function setup(options: Partial<BudgetOptions> = {}) {
+  const scheduler = new FakeScheduler()
+  const sent: Sent[] = []
+  /** Match wakes each monitor has left (what the injector's MatchWakePolicy would say). */
+  const wakesLeft = new Map<string, number>()
+  const budget = new ObservationBudget(
+    { ...OPTIONS, ...options },
+    {
+      scheduler,
+      forward: (batch, route, label, wakeLimit) =>
+        sent.push({ batch, route, bytes: Buffer.byteLength(formatMonitorBatch({ batch, label })), at: scheduler.now(), wakeLimit }),
+      matchWakeLeft: (monitorId) => (wakesLeft.get(monitorId) ?? 0) > 0,
+    },
+  )
+  const monitors = new Map<string, { seq: number; batchSeq: number }>()
+  const print = (
+    texts: string[],
+    opts: {
+      monitorId?: string
+      sessionID?: string
+      pattern?: boolean
+      status?: OutputBatch["status"]
+      /** Every line matched `wake_pattern`; the batch is routed as a match wake with this wake_limit. */
+      wakeLimit?: number
+      route?: Partial<Route>
+    } = {},
+  ) => {
+    const monitorId = opts.monitorId ?? "mon_a"
+    const m = monitors.get(monitorId) ?? { seq: 0, batchSeq: 0 }
+    monitors.set(monitorId, m)
+    const lines = texts.map((text) => new MonitorLine(++m.seq, "stdout", enc.encode(text), false, true))
+    if (opts.wakeLimit !== undefined) for (const line of lines) line.wake = true
+    const terminal = opts.status !== undefined
+    const batch: OutputBatch = {
+      monitorId,
+      batchSeq: ++m.batchSeq,
+      lines,
+      stillRunning: !terminal,
+      status: opts.status ?? { kind: "running" },
+      dropped: NO_DROPS,
+    }
+    const route = { sessionID: opts.sessionID ?? "ses_1", wake: terminal || opts.wakeLimit !== undefined, ...opts.route }
+    budget.admit(batch, route, "dev-server", opts.pattern ?? false, opts.wakeLimit ?? 0)
+    return batch
+  }
+  /** `seconds` of a monitor printing 10 ordinary 60-byte request lines a second. */
+  const chatter = (seconds: number, opts: { monitorId?: string; sessionID?: string } = {}) => {
+    for (let s = 0; s < seconds; s++) {
+      const base = (monitors.get(opts.monitorId ?? "mon_a")?.seq ?? 0) + 1
+      print(
+        Array.from({ length: 10 }, (_, i) => `GET /api/items/${String(base + i).padStart(6, "0")} 200 OK in 3ms ...........`),
+        opts,
+      )
+      scheduler.advance(1_000)
+    }
+  }
+  const bytesTo = (sessionID = "ses_1") => sent.filter((s) => s.route.sessionID === sessionID).reduce((n, s) => n + s.bytes, 0)
+  const texts = () => sent.flatMap((s) => s.batch.lines.map((l) => l.text))
+  return { scheduler, sent, budget, print, chatter, bytesTo, texts, wakesLeft }
+}
+
+describe("ObservationBudget", () => {
+  test("a quiet monitor's output passes whole while it fits the burst", () => {
+    const { sent, print } = setup()
+    print(["server listening on :3000", "ready"])
+    expect(sent).toHaveLength(1)
+    expect(sent[0]?.batch.lines.map((l) => l.text)).toEqual(["server listening on :3000", "ready"])
+    expect(sent[0]?.batch.budget).toBeUndefined()
+  })
+
+  test("token bucket: a chatty monitor gets its burst, then no more than the per-minute rate", () => {
+    const { chatter, bytesTo, sent } = setup({ sessionBytes: 10_000_000 })
+    chatter(600)
+    // 10 minutes: the burst plus ten minutes of refill, never more.
+    expect(bytesTo()).toBeLessThanOrEqual(16_384 + 10 * 4_096)
+    // Without the budget this is 600 envelopes and ~570 KB.
+    expect(bytesTo()).toBeGreaterThan(16_384 + 8 * 4_096)
+    expect(sent.length).toBeLessThan(80)
+  })
+
+  test("what the budget held back is counted in dropped: and the envelope says how to read it", () => {
+    const { chatter, sent } = setup({ sessionBytes: 10_000_000 })
+    chatter(120)
+    const afterGap = sent.find((s) => s.batch.budget !== undefined)
+    expect(afterGap).toBeDefined()
+    const note = afterGap?.batch.budget
+    expect(note?.kind).toBe("held")
+    expect(afterGap?.batch.dropped.matched).toBe(note?.lines ?? -1)
+    const text = formatMonitorBatch({ batch: afterGap?.batch as OutputBatch, label: "dev-server" })
+    expect(text).toContain(`budget: ${note?.lines} lines (${note?.bytes} bytes) since the last envelope were held back`)
+    expect(text).toContain(`monitor_output {"monitor_id":"mon_a","since_sequence":${note?.sinceSequence}}`)
+    // Every line is either shown or counted as held, none twice.
+    const shown = sent.reduce((n, s) => n + s.batch.lines.length, 0)
+    const held = sent.reduce((n, s) => n + s.batch.dropped.matched, 0)
+    const last = sent[sent.length - 1]?.batch.lines.at(-1)?.seq ?? 0
+    expect(shown + held).toBe(last)
+  })
+
+  test("session total: all monitors of a session together stay within it between user turns", () => {
+    const { chatter, bytesTo, sent, scheduler } = setup({ summaryIntervalMs: 3_600_000 })
+    for (let s = 0; s < 1_800; s++) {
+      chatter(1, { monitorId: `mon_${"abc"[s % 3]}` })
+    }
+    expect(scheduler.now()).toBe(1_800_000)
+    expect(bytesTo()).toBeLessThanOrEqual(65_536)
+    expect(bytesTo()).toBeGreaterThan(60_000)
+    expect(sent.every((s) => s.batch.budget?.kind !== "summary")).toBe(true)
+  })
+
+  test("a person's message resets the session's total and its monitors' buckets", () => {
+    const { chatter, bytesTo, budget, sent } = setup({ summaryIntervalMs: 3_600_000 })
+    chatter(1_200)
+    const before = bytesTo()
+    expect(before).toBeLessThanOrEqual(65_536)
+    const count = sent.length
+    chatter(60)
+    expect(sent.length).toBe(count)
+    budget.onUserTurn("ses_1")
+    expect(budget.spent("ses_1")).toBe(0)
+    chatter(1)
+    expect(sent.length).toBe(count + 1)
+  })
+
+  test("only a person's message counts as a user turn, never an injected synthetic one", () => {
+    expect(isRealUserTurn([{ type: "text", synthetic: true }])).toBe(false)
+    expect(isRealUserTurn([{ type: "text" }, { type: "file" }])).toBe(true)
+    expect(isRealUserTurn([{ type: "text", synthetic: false }])).toBe(true)
+    expect(isRealUserTurn([{ type: "file" }])).toBe(false)
+  })
+
+  test("when tight, an error-looking line gets through first, with the latest line", () => {
+    const { chatter, print, texts, sent } = setup({ sessionBytes: 10_000_000 })
+    chatter(30)
+    const count = sent.length
+    print(["GET /a 200", "Error: connect ECONNREFUSED 127.0.0.1:5432", "GET /b 200", "GET /c 200"])
+    chatter(10)
+    expect(texts()).toContain("Error: connect ECONNREFUSED 127.0.0.1:5432")
+    const carrying = sent.slice(count).find((s) => s.batch.lines.some((l) => l.text.startsWith("Error:")))
+    expect(carrying?.batch.lines.length).toBeLessThan(10)
+    expect(carrying?.batch.budget?.kind).toBe("held")
+  })
+
+  test("an error-looking line printed just before a silence arrives once the bucket has room, not at the summary", () => {
+    const { chatter, print, sent, scheduler } = setup({ sessionBytes: 10_000_000 })
+    chatter(30)
+    print(["GET /a 200", "FATAL: panic: runtime error: index out of range", "GET /b 200"])
+    const printedAt = scheduler.now()
+    scheduler.advance(60_000)
+    const carrying = sent.find((s) => s.batch.lines.some((l) => l.text.startsWith("FATAL")))
+    expect(carrying).toBeDefined()
+    expect(carrying?.batch.lines[0]?.text).toBe("FATAL: panic: runtime error: index out of range")
+    // Sent once the bucket had room for it (~8 s of refill), long before a summary would be due.
+    expect((carrying?.at ?? Number.POSITIVE_INFINITY) - printedAt).toBeLessThan(15_000)
+    expect(carrying?.batch.budget?.kind).toBe("held")
+    expect(scheduler.pendingTimers).toBe(0)
+    expect(printedAt).toBe(30_000)
+  })
+
+  test("each word of the fixed list makes a line error-looking, in any case", () => {
+    for (const word of ["ERROR", "Failed", "panic:", "NullPointerException", "Traceback (most recent call last):"]) {
+      const { chatter, print, texts } = setup({ sessionBytes: 10_000_000 })
+      chatter(30)
+      print(["GET /a 200", `x ${word} y`, "GET /b 200"])
+      chatter(20)
+      expect(texts()).toContain(`x ${word} y`)
+    }
+  })
+
+  test("the first lines after start go first when their batch does not fit", () => {
+    const { print, texts, scheduler } = setup({ burstBytes: 1_024 })
+    const stack = Array.from({ length: 13 }, (_, i) => `    at Module._load (node:internal/modules/cjs/loader:${1000 + i}:12)`)
+    print(["booting", "Cannot find module 'express'", ...stack])
+    scheduler.advance(10_000)
+    expect(texts().slice(0, 2)).toEqual(["booting", "Cannot find module 'express'"])
+  })
+
+  test("with match_pattern set, matching lines get through as they fit, not only when a whole batch does", () => {
+    // Batches of 50 lines (~3.5 KB) never fit a 1 KB burst whole; matching lines still go, a few at a time.
+    const run = (pattern: boolean) => {
+      const { print, sent, scheduler } = setup({ burstBytes: 1_024, sessionBytes: 10_000_000 })
+      for (let s = 0; s < 60; s++) {
+        print(
+          Array.from({ length: 50 }, (_, i) => `build step ${s * 50 + i + 100} done .......................`),
+          { pattern },
+        )
+        scheduler.advance(1_000)
+      }
+      return sent.filter((x) => x.batch.budget?.kind !== "summary").flatMap((x) => x.batch.lines)
+    }
+    expect(run(false).filter((l) => l.seq > 20)).toHaveLength(0)
+    expect(run(true).filter((l) => l.seq > 20).length).toBeGreaterThan(5)
+  })
+
+  test("past the budget: one summary per interval while output flows, with the last line and counts", () => {
+    const { chatter, sent, scheduler } = setup({ sessionBytes: 20_000, summaryIntervalMs: 300_000 })
+    chatter(3_600)
+    const summaries = sent.filter((s) => s.batch.budget?.kind === "summary")
+    expect(summaries.length).toBeGreaterThanOrEqual(10)
+    expect(summaries.length).toBeLessThanOrEqual(12)
+    const times = summaries.map((s) => s.batch.batchSeq)
+    for (let i = 1; i < times.length; i++) expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(300)
+    const last = summaries.at(-1)?.batch as OutputBatch
+    expect(last.lines.at(-1)?.text).toMatch(/^GET \/api\/items\//)
+    expect(last.budget?.lines).toBeGreaterThan(2_000)
+    const text = formatMonitorBatch({ batch: last, label: "dev-server" })
+    expect(text).toContain("summary: output keeps flowing past the observation budget")
+    expect(scheduler.now()).toBe(3_600_000)
+  })
+
+  test("nothing at all while the monitor is silent", () => {
+    const { chatter, sent, scheduler } = setup({ sessionBytes: 20_000 })
+    chatter(400)
+    const count = sent.length
+    const lastAt = scheduler.now()
+    scheduler.advance(3_600_000)
+    // At most the summary of what was held before the silence, then nothing.
+    expect(sent.length).toBeLessThanOrEqual(count + 1)
+    if (sent.length === count + 1) expect(sent.at(-1)?.batch.budget?.kind).toBe("summary")
+    expect(scheduler.pendingTimers).toBe(0)
+    expect(lastAt).toBe(400_000)
+  })
+
+  test("wakes are never held back and carry their own lines and the held counts", () => {
+    const { chatter, print, sent } = setup({ sessionBytes: 1_024 })
+    chatter(120)
+    const wake = print(["shutting down", "bye"], { status: { kind: "exited", code: 1 } })
+    const last = sent.at(-1)
+    expect(last?.batch.batchSeq).toBe(wake.batchSeq)
+    expect(last?.batch.lines.map((l) => l.text)).toEqual(["shutting down", "bye"])
+    expect(last?.batch.stillRunning).toBe(false)
+    expect(last?.batch.dropped.matched).toBeGreaterThan(0)
+    expect(last?.batch.budget?.kind).toBe("held")
+  })
+
+  test("a line that can still become a match wake passes straight through, with its wake_limit; past it, it is budgeted", () => {
+    const { chatter, print, sent, wakesLeft, budget } = setup({ sessionBytes: 1_024 })
+    chatter(120)
+    const spent = budget.spent("ses_1")
+    wakesLeft.set("mon_a", 1)
+    const wake = print(["GET /health 500 FAIL"], { wakeLimit: 1 })
+    const last = sent.at(-1)
+    expect(last?.batch.batchSeq).toBe(wake.batchSeq)
+    expect(last?.route.wake).toBe(true)
+    expect(last?.wakeLimit).toBe(1)
+    expect(last?.batch.lines.map((l) => l.text)).toEqual(["GET /health 500 FAIL"])
+    expect(budget.spent("ses_1")).toBe(spent)
+    // wake_limit used up: the next match is a plain observation, held back like any other line.
+    wakesLeft.set("mon_a", 0)
+    const count = sent.length
+    print(["GET /health 500 again"], { wakeLimit: 1 })
+    expect(sent).toHaveLength(count)
+    // A subagent's match meant for its root session: past wake_limit the root gets none of it.
+    print(["GET /health 500 a third time"], { wakeLimit: 1, route: { sessionID: "ses_root", subagentSessionID: "ses_1" } })
+    expect(sent).toHaveLength(count)
+    expect(budget.spent("ses_root")).toBe(0)
+  })
+
+  test("with streaming observations off, a match wake still comes; a match past wake_limit does not", () => {
+    const { print, sent, wakesLeft } = setup({ bytesPerMinute: 0 })
+    wakesLeft.set("mon_a", 1)
+    print(["ready on :3000"], { wakeLimit: 1 })
+    expect(sent.map((s) => [s.route.wake, s.batch.lines.map((l) => l.text)])).toEqual([[true, ["ready on :3000"]]])
+    wakesLeft.set("mon_a", 0)
+    print(["ready on :3000 again"], { wakeLimit: 1 })
+    expect(sent).toHaveLength(1)
+  })
+
+  test("0 turns streaming observations off; the exit wake still comes", () => {
+    const { chatter, print, sent, scheduler } = setup({ bytesPerMinute: 0 })
+    chatter(600)
+    expect(sent).toHaveLength(0)
+    expect(scheduler.pendingTimers).toBe(0)
+    print(["done"], { status: { kind: "exited", code: 0 } })
+    expect(sent).toHaveLength(1)
+    expect(sent[0]?.batch.lines.map((l) => l.text)).toEqual(["done"])
+    expect(sent[0]?.batch.dropped.matched).toBe(6_000)
+  })
+
+  test("a monitor that ended leaves no state or timer behind", () => {
+    const { chatter, print, budget, scheduler } = setup({ sessionBytes: 1_024 })
+    chatter(20)
+    chatter(20, { monitorId: "mon_b" })
+    expect(budget.streamCount).toBe(2)
+    print([], { status: { kind: "exited", code: 0 } })
+    expect(budget.streamCount).toBe(1)
+    budget.forgetMonitor("mon_b")
+    expect(budget.streamCount).toBe(0)
+    expect(scheduler.pendingTimers).toBe(0)
+    budget.dispose()
+  })
+})

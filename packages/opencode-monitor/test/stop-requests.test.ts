@@ -1,0 +1,199 @@
+import { afterEach, describe, expect, test } from "bun:test"
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { defaultMonitorConfig } from "../src/config"
+import { createMonitorPlugin } from "../src/hooks"
+import { projectStateDir, stopRequestDir } from "../src/state/format"
+import {
+  parseStopRequest,
+  STOP_REQUEST_STALE_MS,
+  scanStopRequests,
+  watchStopRequests,
+  writeStopRequest,
+} from "../src/state/stop-requests"
+import { FakeSessionApi } from "./support/fake-session-api"
+import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+
+const roots: string[] = []
+afterEach(() => {
+  for (const root of roots.splice(0)) rmSync(root, { recursive: true, force: true })
+})
+
+function tempDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), "omo-stop-"))
+  roots.push(dir)
+  return dir
+}
+
+function recorder(serverPid: number, owned: string[] = [], now = () => 1_000_000) {
+  const calls: string[] = []
+  return {
+    calls,
+    handler: {
+      serverPid,
+      now,
+      owns: (_sessionID: string, monitorId: string) => owned.includes(monitorId),
+      stop(sessionID: string, monitorId: string) {
+        calls.push(`${sessionID}/${monitorId}`)
+      },
+    },
+  }
+}
+
+describe("stop requests between the TUI part and the server part", () => {
+  test("a request is written atomically and read back whole", () => {
+    const dir = tempDir()
+    const path = writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_a" }, 123)
+    expect(readdirSync(stopRequestDir(dir))).toEqual([path.slice(path.lastIndexOf("/") + 1)])
+    expect(parseStopRequest(require("node:fs").readFileSync(path, "utf8"))).toEqual({
+      format: "opencode-monitor/stop@1",
+      serverPid: 7,
+      sessionID: "ses_1",
+      monitorId: "mon_a",
+      requestedAt: 123,
+    })
+  })
+
+  test("the addressed server takes its requests and removes them; another server's requests stay", () => {
+    const dir = tempDir()
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_a" }, 1_000_000)
+    writeStopRequest(dir, { serverPid: 8, sessionID: "ses_1", monitorId: "mon_b" }, 1_000_000)
+    const seven = recorder(7, ["mon_a"])
+    expect(scanStopRequests(dir, seven.handler)).toBe(1)
+    expect(seven.calls).toEqual(["ses_1/mon_a"])
+    expect(readdirSync(stopRequestDir(dir))).toHaveLength(1)
+    const eight = recorder(8, ["mon_b"])
+    expect(scanStopRequests(dir, eight.handler)).toBe(1)
+    expect(readdirSync(stopRequestDir(dir))).toEqual([])
+  })
+
+  test("a request for a monitor this instance does not run is left for the instance that does", () => {
+    const dir = tempDir()
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_b" }, 1_000_000)
+    const first = recorder(7, ["mon_a"])
+    expect(scanStopRequests(dir, first.handler)).toBe(0)
+    expect(first.calls).toEqual([])
+    expect(readdirSync(stopRequestDir(dir))).toHaveLength(1)
+    const second = recorder(7, ["mon_b"])
+    expect(scanStopRequests(dir, second.handler)).toBe(1)
+    expect(second.calls).toEqual(["ses_1/mon_b"])
+    expect(readdirSync(stopRequestDir(dir))).toEqual([])
+  })
+
+  test("a request nobody owns is ignored, and removed once stale", () => {
+    const dir = tempDir()
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_gone" }, 1_000_000)
+    expect(scanStopRequests(dir, recorder(7, []).handler)).toBe(0)
+    expect(readdirSync(stopRequestDir(dir))).toHaveLength(1)
+    expect(scanStopRequests(dir, recorder(7, [], () => 1_000_000 + STOP_REQUEST_STALE_MS + 1).handler)).toBe(0)
+    expect(readdirSync(stopRequestDir(dir))).toEqual([])
+  })
+
+  test("unreadable requests are dropped, stale ones of a vanished server too, a temp file in progress stays", () => {
+    const dir = tempDir()
+    const folder = stopRequestDir(dir)
+    mkdirSync(folder, { recursive: true })
+    writeFileSync(join(folder, "stop-7-bad.json"), "{ not json")
+    writeFileSync(join(folder, "stop-7-other.json"), JSON.stringify({ format: "something/else", serverPid: 7 }))
+    writeFileSync(join(folder, "stop-9-x.json.tmp"), "{")
+    writeStopRequest(dir, { serverPid: 9, sessionID: "s", monitorId: "mon_old" }, 1_000_000 - STOP_REQUEST_STALE_MS - 1)
+    writeStopRequest(dir, { serverPid: 9, sessionID: "s", monitorId: "mon_new" }, 1_000_000)
+    const seven = recorder(7, [])
+    expect(() => scanStopRequests(dir, seven.handler)).not.toThrow()
+    expect(seven.calls).toEqual([])
+    const left = readdirSync(folder).sort()
+    expect(left).toHaveLength(2)
+    expect(left.some((name) => name.endsWith(".json.tmp"))).toBe(true)
+    // A temp file abandoned long ago goes too.
+    const old = (Date.now() - STOP_REQUEST_STALE_MS * 2) / 1000
+    utimesSync(join(folder, "stop-9-x.json.tmp"), old, old)
+    scanStopRequests(dir, recorder(7, [], () => Date.now()).handler)
+    expect(readdirSync(folder).some((name) => name.endsWith(".tmp"))).toBe(false)
+  })
+
+  test("no folder: nothing to do, nothing created", () => {
+    const dir = join(tempDir(), "absent")
+    expect(scanStopRequests(dir, recorder(7).handler)).toBe(0)
+    const stop = watchStopRequests(dir, recorder(7).handler, 50)
+    stop()
+    expect(existsSync(dir)).toBe(false)
+  })
+
+  test("the watcher finds a request made after it started, even when the folder did not exist yet", async () => {
+    const dir = tempDir()
+    const seven = recorder(7, ["mon_a"], () => Date.now())
+    const stop = watchStopRequests(dir, seven.handler, 100)
+    try {
+      writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_a" })
+      expect(await waitFor(() => seven.calls.length === 1, 5_000)).toBe(true)
+    } finally {
+      stop()
+    }
+  })
+})
+
+describe("a stop from the TUI is a person's stop", () => {
+  test("the owning server ends the process group; the agent is told by an observation, not woken", async () => {
+    const root = tempDir()
+    const env = { ...process.env, XDG_STATE_HOME: root }
+    const api = new FakeSessionApi(Date.now)
+    const marker = uniqueMarker("person_stop")
+    const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api, directory: root, env })
+    try {
+      const started = await instance.manager.start({
+        sessionID: "ses_1",
+        directory: root,
+        command: `echo ready; sleep 30; : ${marker}`,
+        label: "long",
+      })
+      expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
+      writeStopRequest(projectStateDir(root, env), { serverPid: process.pid, sessionID: "ses_1", monitorId: started.id })
+      expect(await waitFor(() => instance.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
+      expect(liveProcesses(marker)).toEqual([])
+      const info = instance.manager.get("ses_1", started.id)
+      expect(info?.stoppedBy).toBe("person")
+      expect(await waitFor(() => api.sent.some((p) => p.text.includes("Status: stopped")), 5_000)).toBe(true)
+      const terminal = api.sent.filter((p) => p.text.includes("Status: stopped"))
+      expect(terminal).toHaveLength(1)
+      expect(terminal[0]?.text).toContain("Status: stopped (by the person at the screen)")
+      expect(api.sent.every((p) => p.noReply)).toBe(true)
+    } finally {
+      await instance.hooks.dispose?.()
+    }
+  }, 30_000)
+
+  test("two plugin instances for one directory in one process: the one running the monitor stops it", async () => {
+    const root = tempDir()
+    const env = { ...process.env, XDG_STATE_HOME: root }
+    const api = new FakeSessionApi(Date.now)
+    const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
+    const idle = createMonitorPlugin(config, { api, directory: root, env })
+    const busy = createMonitorPlugin(config, { api, directory: root, env })
+    try {
+      const started = await busy.manager.start({ sessionID: "ses_1", directory: root, command: "sleep 30", label: "long" })
+      writeStopRequest(projectStateDir(root, env), { serverPid: process.pid, sessionID: "ses_1", monitorId: started.id })
+      expect(await waitFor(() => busy.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
+      expect(busy.manager.get("ses_1", started.id)?.stoppedBy).toBe("person")
+    } finally {
+      await idle.hooks.dispose?.()
+      await busy.hooks.dispose?.()
+    }
+  }, 30_000)
+
+  test("a request addressed to another server leaves this server's monitor running", async () => {
+    const root = tempDir()
+    const env = { ...process.env, XDG_STATE_HOME: root }
+    const api = new FakeSessionApi(Date.now)
+    const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api, directory: root, env })
+    try {
+      const started = await instance.manager.start({ sessionID: "ses_1", directory: root, command: "sleep 30", label: "long" })
+      const path = writeStopRequest(projectStateDir(root, env), { serverPid: process.pid + 1, sessionID: "ses_1", monitorId: started.id })
+      await new Promise((resolve) => setTimeout(resolve, 1_500))
+      expect(instance.manager.get("ses_1", started.id)?.status.kind).toBe("running")
+      expect(existsSync(path)).toBe(true)
+    } finally {
+      await instance.hooks.dispose?.()
+    }
+  }, 30_000)
+})

@@ -1,0 +1,23 @@
+import type { MonitorStateEntry } from "../../src/state/format"
+
+/** One state-file entry: a running monitor of ses_1 with two last lines (pid 999999999: no such process). */
+export function stateEntry(id: string, overrides: Partial<MonitorStateEntry> = {}): MonitorStateEntry {
+  return {
+    id,
+    sessionID: "ses_1",
+    label: `label-${id}`,
+    startedAt: 1_000,
+    endedAt: undefined,
+    statusKind: "running",
+    status: "running",
+    stoppedBy: undefined,
+    pid: 999_999_999,
+    pidStartTime: "1",
+    linesSeen: 2,
+    lastLines: [
+      { stream: "stdout", seq: 1, text: "compiling" },
+      { stream: "stderr", seq: 2, text: "warning: slow" },
+    ],
+    ...overrides,
+  }
+}

@@ -1,0 +1,96 @@
+/**
+ * `npm test`: the whole suite in about the time of its slowest live file. The plugin's unit tests run
+ * in one `bun test`; each live file (a real opencode server of its own) runs in its own `bun test`
+ * process, several at once, since a live scenario mostly waits on timers and the server. Files that
+ * say `// test-runner: slow` start first. Output of each file is printed whole when it ends, so
+ * parallel runs never interleave; the last line is the plain `N passed, N failed` count.
+ *
+ *   npm test                          everything
+ *   npm test -- packages/live-qa      only files under these paths
+ *   TEST_JOBS=2 npm test              at most 2 files at once (default 4)
+ */
+import { readdirSync, readFileSync, statSync } from "node:fs"
+import { join, relative, resolve } from "node:path"
+
+const ROOT = resolve(import.meta.dir, "..")
+const JOBS = Math.max(1, Number(process.env.TEST_JOBS ?? 4))
+
+type Job = { name: string; files: string[]; slow: boolean }
+type Result = { job: Job; pass: number; fail: number; code: number; seconds: number; output: string }
+
+function testFiles(dir: string): string[] {
+  const out: string[] = []
+  for (const entry of readdirSync(dir)) {
+    if (entry === "node_modules" || entry.startsWith(".")) continue
+    const path = join(dir, entry)
+    if (statSync(path).isDirectory()) out.push(...testFiles(path))
+    else if (entry.endsWith(".test.ts")) out.push(path)
+  }
+  return out.sort()
+}
+
+function jobs(filters: string[]): Job[] {
+  const wanted = (file: string) => filters.length === 0 || filters.some((f) => relative(ROOT, file).startsWith(f))
+  const unit = testFiles(join(ROOT, "packages/opencode-monitor/test")).filter(wanted)
+  const others = testFiles(join(ROOT, "packages"))
+    .filter((f) => !f.startsWith(join(ROOT, "packages/opencode-monitor/")))
+    .filter(wanted)
+  const list: Job[] = others.map((file) => ({
+    name: relative(ROOT, file),
+    files: [file],
+    slow: readFileSync(file, "utf8").includes("// test-runner: slow"),
+  }))
+  if (unit.length > 0) list.push({ name: "packages/opencode-monitor (unit)", files: unit, slow: true })
+  return list.sort((a, b) => Number(b.slow) - Number(a.slow))
+}
+
+async function run(job: Job): Promise<Result> {
+  const started = Date.now()
+  const child = Bun.spawn({
+    cmd: [process.execPath, "test", "--timeout", "120000", ...job.files],
+    cwd: ROOT,
+    stdout: "pipe",
+    stderr: "pipe",
+    env: { ...process.env, FORCE_COLOR: "0" },
+  })
+  const [stdout, stderr, code] = await Promise.all([
+    new Response(child.stdout).text(),
+    new Response(child.stderr).text(),
+    child.exited,
+  ])
+  const output = stdout + stderr
+  const count = (word: string) => Number(output.match(new RegExp(`^\\s*(\\d+) ${word}$`, "m"))?.[1] ?? 0)
+  let fail = count("fail")
+  // A file that crashed or timed out before bun printed its counts still counts as a failure.
+  if (code !== 0 && fail === 0) fail = 1
+  return { job, pass: count("pass"), fail, code, seconds: (Date.now() - started) / 1000, output }
+}
+
+async function main(): Promise<number> {
+  const queue = jobs(process.argv.slice(2))
+  if (queue.length === 0) {
+    console.error("no test files match")
+    return 1
+  }
+  console.log(`running ${queue.length} test jobs, ${JOBS} at a time`)
+  const results: Result[] = []
+  const worker = async () => {
+    for (let job = queue.shift(); job; job = queue.shift()) {
+      const result = await run(job)
+      results.push(result)
+      console.log(`\n===== ${job.name}: ${result.pass} pass, ${result.fail} fail (${result.seconds.toFixed(0)} s)`)
+      console.log(result.output.trimEnd())
+    }
+  }
+  await Promise.all(Array.from({ length: JOBS }, worker))
+  console.log("\n===== summary")
+  for (const r of results) {
+    console.log(`${r.fail === 0 ? "ok  " : "FAIL"} ${r.job.name}: ${r.pass} pass, ${r.fail} fail, ${r.seconds.toFixed(0)} s`)
+  }
+  const pass = results.reduce((n, r) => n + r.pass, 0)
+  const fail = results.reduce((n, r) => n + r.fail, 0)
+  console.log(`\n${pass} passed, ${fail} failed`)
+  return fail === 0 && results.every((r) => r.code === 0) ? 0 : 1
+}
+
+process.exitCode = await main()
