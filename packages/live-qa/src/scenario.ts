@@ -5,7 +5,7 @@
  */
 import type { Envelope, MonitorQA } from "./monitor-qa.ts";
 import { type PsEntry, psAll } from "./process-group.ts";
-import { renderMessages, type SessionMessage, textOf, waitFor } from "./timeline.ts";
+import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts";
 
 /** A person's prompt for the scripted agent: a sentence, then STEP/SAY directives. */
 export function planPrompt(intro: string, steps: Array<[tool: string, args: Record<string, unknown>]>, say: string): string {
@@ -59,6 +59,28 @@ export function waitForReply(
 }
 
 /** Live (non-zombie) processes whose arguments contain `marker`, or that sit in one of `groups`. */
+/** The parent's messages after `parentWithChild`, when nothing else reached it. */
+export const PARENT_OWN_TURN = [
+  ["user", "USER_SAYS start"],
+  ["assistant", "Answering the user: start"],
+];
+
+/**
+ * A subagent set-up without the `task` tool: a parent session with one finished turn of its own,
+ * then a child session of it (created with `parentID`) given `childPrompt`.
+ */
+export async function parentWithChild(qa: MonitorQA, childPrompt: string): Promise<{ parentID: string; childID: string }> {
+  const parentID = await qa.newSession({ title: "parent" });
+  await qa.prompt(parentID, "USER_SAYS start");
+  await waitForReply(qa, parentID, "", (t) => t === "Answering the user: start", "the parent's own turn");
+  await waitForIdle(qa.server.client, parentID, 30_000, { busyGraceMs: 0 });
+  const childID = await qa.newSession({ title: "child", parentID });
+  const child = await qa.server.client.session.get({ path: { id: childID } });
+  if (child.data?.parentID !== parentID) throw new Error(`session ${childID} was created without parent ${parentID}`);
+  await qa.prompt(childID, childPrompt);
+  return { parentID, childID };
+}
+
 export function liveProcesses(marker: string, groups: ReadonlySet<number> = new Set()): PsEntry[] {
   return psAll().filter(
     (e) => !e.stat.startsWith("Z") && (e.command.includes(marker) || groups.has(e.pgid)) && !e.command.startsWith("ps "),

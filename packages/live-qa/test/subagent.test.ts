@@ -9,7 +9,16 @@
 import { afterEach, expect, test } from "bun:test";
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { after, explained, isAssistant, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
+import {
+  after,
+  explained,
+  isAssistant,
+  PARENT_OWN_TURN,
+  parentWithChild,
+  planPrompt,
+  waitForEnvelope,
+  waitForReply,
+} from "../src/scenario.ts";
 import { textOf, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
@@ -26,14 +35,7 @@ const CHILD_PROMPT = planPrompt(
 
 /** A parent with one finished turn of its own, and a child of it that starts the monitor. */
 async function parentAndChild(live: MonitorQA) {
-  const parentID = await live.newSession({ title: "parent" });
-  await live.prompt(parentID, "USER_SAYS start");
-  await waitForReply(live, parentID, "", (t) => t === "Answering the user: start", "the parent's own turn");
-  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
-  const childID = await live.newSession({ title: "child", parentID });
-  const child = await live.server.client.session.get({ path: { id: childID } });
-  expect(child.data?.parentID).toBe(parentID);
-  await live.prompt(childID, CHILD_PROMPT);
+  const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT);
   await waitForEnvelope(live, childID, (e) => e.status === "running", "the child's observation");
   return { parentID, childID };
 }
@@ -66,10 +68,7 @@ test('subagent, subagent_wake "off": the child keeps the exit notice as an obser
     await expectChildObservesOnly(live, childID, ["running", "exited (code=6)"]);
     // The parent still holds only its own turn.
     const parent = await live.messages(parentID);
-    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual([
-      ["user", "USER_SAYS start"],
-      ["assistant", "Answering the user: start"],
-    ]);
+    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN);
     expect(log()).not.toContain(parentID);
     // The model was asked three times: the parent's turn and the child's two steps, never again.
     expect(live.model.scripted()).toHaveLength(3);

@@ -1,13 +1,23 @@
 /**
  * Issue 18, scenario 4: a wake_pattern match in a monitor a subagent (child session) started.
- * The child is never woken by it. With subagent_wake "off" nothing reaches the root session; with
- * "parent" the match wake is routed to the root session like an exit notice, naming the child,
- * and the root's agent answers it. About 20–30 s per test; each test starts its own server.
+ * The child is never woken by it: it gets the line as an observation either way. With
+ * subagent_wake "off" nothing reaches the root session; by default ("parent") the match wake is
+ * routed to the root session like an exit notice, naming the child, and the root's agent answers
+ * it. About 20–30 s per test; each test starts its own server.
  */
 import { afterEach, expect, test } from "bun:test";
 import { matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
 import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { after, explained, isAssistant, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
+import {
+  after,
+  explained,
+  isAssistant,
+  PARENT_OWN_TURN,
+  parentWithChild,
+  planPrompt,
+  waitForEnvelope,
+  waitForReply,
+} from "../src/scenario.ts";
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
@@ -24,12 +34,7 @@ const CHILD_PROMPT = planPrompt(
 
 /** A parent with one finished turn of its own, and a child of it whose monitor prints the line. */
 async function parentAndChild(live: MonitorQA) {
-  const parentID = await live.newSession({ title: "parent" });
-  await live.prompt(parentID, "USER_SAYS start");
-  await waitForReply(live, parentID, "", (t) => t === "Answering the user: start", "the parent's own turn");
-  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
-  const childID = await live.newSession({ title: "child", parentID });
-  await live.prompt(childID, CHILD_PROMPT);
+  const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT);
   const inChild = await waitForEnvelope(live, childID, (e) => e.text.includes("ready on :4400"), "the matching line in the child");
   await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 });
   return { parentID, childID, inChild };
@@ -55,17 +60,14 @@ test('subagent match, subagent_wake "off": the child observes the line, nothing 
   await explained(live, { parent: parentID, child: childID }, async () => {
     await expectChildObservesOnly(live, childID, inChild);
     const parent = await live.messages(parentID);
-    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual([
-      ["user", "USER_SAYS start"],
-      ["assistant", "Answering the user: start"],
-    ]);
+    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN);
     expect(live.pluginLog().join("\n")).not.toContain(parentID);
     expect((await live.stop()).leftovers).toEqual([]);
   });
 }, 120_000);
 
-test('subagent match, subagent_wake "parent": the match wake goes to the root, names the child, and is answered there', async () => {
-  const live = await startMonitorQA({ pluginOptions: { subagent_wake: "parent" } });
+test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
+  const live = await startMonitorQA();
   qa = live;
   const { parentID, childID, inChild } = await parentAndChild(live);
   const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root");

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import type { Part, UserMessage } from "@opencode-ai/sdk"
-import { defaultMonitorConfig } from "../src/config"
+import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
@@ -12,12 +12,12 @@ afterEach(async () => {
   for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
 })
 
-function plugin() {
+function plugin(config: Partial<MonitorConfig> = {}) {
   const api = new FakeSessionApi(() => Date.now())
-  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api })
+  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300, ...config }, { api })
   instances.push(instance)
-  const start = async (command: string) => {
-    const out = await instance.hooks.tool?.monitor_start?.execute({ command } as never, toolContext("ses_a"))
+  const start = async (command: string, args: Record<string, unknown> = {}) => {
+    const out = await instance.hooks.tool?.monitor_start?.execute({ command, ...args } as never, toolContext("ses_a"))
     return String(typeof out === "string" ? out : out?.output).match(/mon_[0-9a-f]{8}/)?.[0] ?? ""
   }
   const chat = (synthetic: boolean) =>
@@ -43,6 +43,19 @@ describe("the observation budget in the plugin", () => {
     expect(wake).toMatch(/^budget: \d+ lines \(\d+ bytes\) since the last envelope were held back/m)
     // Far fewer envelopes than the 400 batches the flood made.
     expect(api.sent.length).toBeLessThanOrEqual(4)
+  }, 30_000)
+
+  test("a match wake comes through the budget with streaming off; a match past wake_limit does not", async () => {
+    const { api, start } = plugin({ observation_bytes_per_minute: 0, wake_min_interval_ms: 1_000 })
+    await start("echo booting; echo ready on 3000; sleep 1.5; echo ready on 3000 again; sleep 30", { wake_pattern: "ready on" })
+    expect(await waitFor(() => api.sent.some((p) => !p.noReply), 10_000)).toBe(true)
+    const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
+    expect(wake).toContain("wake: line matched wake_pattern (1 of 1)")
+    expect(wake).toContain("ready on 3000")
+    // The second match, past wake_limit 1, is an observation: held back like any other line.
+    await new Promise((resolve) => setTimeout(resolve, 3_000))
+    expect(api.sent.filter((p) => p.text.includes("again"))).toHaveLength(0)
+    expect(api.sent).toHaveLength(1)
   }, 30_000)
 
   test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {

@@ -100,10 +100,16 @@ describe("routeBatch", () => {
       expect(routeBatch({ kind: "primary" }, "ses_p", matched, "off")).toEqual([{ sessionID: "ses_p", wake: true }])
     })
 
-    test("subagent: the child is never woken; with subagent_wake=parent the root is, naming the child", () => {
+    test("subagent: the child is never woken; by default (parent) the root is, naming the child", () => {
       expect(routeBatch(subagent, "ses_child", matched, "off")).toEqual([{ sessionID: "ses_child", wake: false }])
-      expect(routeBatch(subagent, "ses_child", matched, "parent")).toEqual([
+      // The child keeps the running lines as an observation; the root gets the match wake.
+      expect(routeBatch(subagent, "ses_child", matched, defaultMonitorConfig().subagent_wake)).toEqual([
         { sessionID: "ses_child", wake: false },
+        { sessionID: "ses_root", wake: true, subagentSessionID: "ses_child" },
+      ])
+      // A match in the terminal batch: like any exit notice, only the root gets it.
+      const ended: OutputBatch = { ...matched, stillRunning: false, status: { kind: "exited", code: 0 } }
+      expect(routeBatch(subagent, "ses_child", ended, "parent")).toEqual([
         { sessionID: "ses_root", wake: true, subagentSessionID: "ses_child" },
       ])
     })
