@@ -1,27 +1,12 @@
 import { describe, expect, test } from "bun:test"
 import type { InjectorOptions } from "../src/delivery/injector"
 import type { OutputBatch } from "../src/pipeline/batcher"
-import { MonitorLine } from "../src/pipeline/line"
-import type { MonitorStatus } from "../src/status"
 import { settle } from "./support/fake-session-api"
-import { setupInjector } from "./support/injector-setup"
+import { setupInjector, testBatch } from "./support/injector-setup"
 
 const S = "ses_parent"
 
-function batch(seq: number, opts: { terminal?: MonitorStatus; lines?: number; monitorId?: string } = {}): OutputBatch {
-  const lines = Array.from(
-    { length: opts.lines ?? 1 },
-    (_, i) => new MonitorLine(seq * 100 + i, "stdout", new TextEncoder().encode(`line ${seq}.${i}`), false, true),
-  )
-  return {
-    monitorId: opts.monitorId ?? "mon_1",
-    batchSeq: seq,
-    lines,
-    stillRunning: !opts.terminal,
-    status: opts.terminal ?? { kind: "running" },
-    dropped: { matched: 0, unmatched: 0, bytes: 0 },
-  }
-}
+const batch = testBatch
 
 function setup(options: Partial<InjectorOptions> = {}) {
   const base = setupInjector(options)

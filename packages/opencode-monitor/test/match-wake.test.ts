@@ -1,70 +1,33 @@
 import { describe, expect, test } from "bun:test"
-import { type InjectorOptions, MonitorOutputInjector } from "../src/delivery/injector"
+import type { InjectorOptions } from "../src/delivery/injector"
 import { MatchWakePolicy } from "../src/delivery/match-wake"
 import type { Route } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter } from "../src/pipeline/filter"
-import { MonitorLine } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
-import type { MonitorStatus } from "../src/status"
 import { FakeScheduler } from "./support/fake-scheduler"
-import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { settle } from "./support/fake-session-api"
+import { setupInjector, testBatch } from "./support/injector-setup"
 
 const S = "ses_parent"
 const enc = new TextEncoder()
 
-/** A batch of `lines` lines; the ones listed in `wakeAt` (indexes) matched wake_pattern. */
-function batch(
-  seq: number,
-  opts: { terminal?: MonitorStatus; lines?: number; wakeAt?: number[]; monitorId?: string } = {},
-): OutputBatch {
-  const lines = Array.from({ length: opts.lines ?? 1 }, (_, i) => {
-    const wake = opts.wakeAt?.includes(i) ?? false
-    const line = new MonitorLine(seq * 100 + i, "stdout", enc.encode(wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`), false, true)
-    line.wake = wake
-    return line
-  })
-  return {
-    monitorId: opts.monitorId ?? "mon_1",
-    batchSeq: seq,
-    lines,
-    stillRunning: !opts.terminal,
-    status: opts.terminal ?? { kind: "running" },
-    dropped: { matched: 0, unmatched: 0, bytes: 0 },
-  }
-}
+const batch = testBatch
 const match = (seq: number, opts: Parameters<typeof batch>[1] = {}) => batch(seq, { wakeAt: [0], ...opts })
 
 function setup(options: Partial<InjectorOptions> = {}) {
-  const scheduler = new FakeScheduler()
-  const api = new FakeSessionApi(() => scheduler.now())
-  scheduler.advance(1_000_000)
-  const injector = new MonitorOutputInjector(
-    {
-      userMessageWindowMs: 2_000,
-      pendingRetryMs: 1_000,
-      postDispatchHoldMs: 250,
-      acceptedMessageSkewMs: 5_000,
-      maxActiveDeferMs: 60_000,
-      pendingMaxLines: 100,
-      pendingMaxBytes: 32_768,
-      matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6 },
-      ...options,
-    },
-    { api, scheduler },
-  )
-  const advance = async (ms: number) => {
-    for (let t = 0; t < ms; t += 50) {
-      scheduler.advance(Math.min(50, ms - t))
-      await settle()
-    }
-  }
+  const base = setupInjector({
+    maxActiveDeferMs: 60_000,
+    matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6 },
+    ...options,
+  })
+  const { api, injector } = base
   // As routeBatch routes a primary session's batches: a wake route for a match or the exit.
   const send = (b: OutputBatch, wakeLimit = 1, route?: Route) =>
     injector.enqueue(b, route ?? { sessionID: S, wake: !b.stillRunning || b.lines.some((l) => l.wake) }, "dev", wakeLimit)
   const wakes = () => api.sent.filter((p) => !p.noReply)
   const header = (text: string | undefined) => text?.split("\n").find((row) => row.startsWith("wake:"))
-  return { scheduler, api, injector, advance, send, wakes, header }
+  return { ...base, send, wakes, header }
 }
 
 describe("match wake: one wake through the exit wake's gates", () => {

@@ -1,4 +1,7 @@
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
+import type { OutputBatch } from "../../src/pipeline/batcher"
+import { MonitorLine } from "../../src/pipeline/line"
+import type { MonitorStatus } from "../../src/status"
 import { FakeScheduler } from "./fake-scheduler"
 import { FakeSessionApi, settle } from "./fake-session-api"
 
@@ -28,4 +31,30 @@ export function setupInjector(options: Partial<InjectorOptions> = {}) {
     }
   }
   return { scheduler, api, injector, advance, gaveUp }
+}
+
+const enc = new TextEncoder()
+
+/**
+ * Batch `seq` of a monitor: `lines` lines (`line <seq>.<i>`, seq numbers from seq*100); the
+ * indexes in `wakeAt` matched wake_pattern (`FAIL <seq>.<i>`). Running unless `terminal` is given.
+ */
+export function testBatch(
+  seq: number,
+  opts: { terminal?: MonitorStatus; lines?: number; wakeAt?: number[]; monitorId?: string } = {},
+): OutputBatch {
+  const lines = Array.from({ length: opts.lines ?? 1 }, (_, i) => {
+    const wake = opts.wakeAt?.includes(i) ?? false
+    const line = new MonitorLine(seq * 100 + i, "stdout", enc.encode(wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`), false, true)
+    line.wake = wake
+    return line
+  })
+  return {
+    monitorId: opts.monitorId ?? "mon_1",
+    batchSeq: seq,
+    lines,
+    stillRunning: !opts.terminal,
+    status: opts.terminal ?? { kind: "running" },
+    dropped: { matched: 0, unmatched: 0, bytes: 0 },
+  }
 }
