@@ -158,8 +158,8 @@ export const MUTATIONS: Mutation[] = [
     id: "injector-force-early",
     what: "the max_active_defer_ms ceiling forces a wake immediately",
     file: "src/delivery/injector.ts",
-    find: "now - delivery.firstQueuedAt >= maxActiveDeferMs",
-    replace: "now - delivery.firstQueuedAt >= 0",
+    find: "now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs",
+    replace: "now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= 0",
     tests: DELIVERY,
   },
   {
