@@ -36,7 +36,8 @@ export type RecoveredMonitor = {
 }
 
 const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
-const SERVER_FILE = /^server-(\d+)-([^.]+)\.json$/
+// `server-<pid>-<start>[-<instance>].json`: one file per plugin instance of a server process.
+const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 // A file a recovering server took over: `claimed-<pid>-<start>--<the original name>`.
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
