@@ -69,10 +69,13 @@ test("a 10 lines/s monitor in an idle session stays within the budget for 5 minu
     expect(observations.length).toBeLessThan(60);
     expect(observations.some((e) => /^budget: \d+ lines/m.test(e.text))).toBe(true);
 
-    // The exit wake is never held back and carries its own last lines, and the held-back count.
+    // The exit wake is never held back and carries its own last lines.
     expect(wake.status).toBe("exited (code=3)");
     expect(wake.text).toContain("] chatty-last-line");
-    const note = wake.text.match(/monitor_output \{"monitor_id":"(mon_[0-9a-f]+)","since_sequence":(\d+)\}/);
+    // The envelope after held-back lines says how to read them: the wake, or the summary that went
+    // out just before it (the run is as long as the summary interval, so either can come last).
+    const readHint = /monitor_output \{"monitor_id":"(mon_[0-9a-f]+)","since_sequence":(\d+)\}/;
+    const note = [...envelopes].reverse().find((e) => readHint.test(e.text))?.text.match(readHint);
     expect(note?.[1]).toBe(wake.monitorId);
 
     // A line the budget held back is still readable with monitor_output.
