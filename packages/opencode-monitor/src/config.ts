@@ -27,7 +27,18 @@ export const MonitorConfigSchema = z
     kill_grace_ms: int(100).default(5_000),
     subagent_wake: z.enum(["off", "parent"]).default("off"),
     automation_agents: z.array(z.string().min(1)).default([]),
-    allowed_commands: z.array(z.string().min(1)).default([]),
+    // Program names: the fallback judges each simple command by its program word, so an entry
+    // with a space ("npm run dev") could never match and is refused rather than ignored.
+    allowed_commands: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .refine((name) => !/\s/.test(name), {
+            message: 'must be a program name without spaces, like "npm" (each simple command is judged by its program)',
+          }),
+      )
+      .default([]),
   })
   .strict()
 

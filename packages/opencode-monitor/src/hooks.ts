@@ -4,6 +4,7 @@ import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
 import { classifySession, routeBatch, type SessionSource } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
+import { resolveShell } from "./process/shell"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { formatStatus } from "./status"
 import { createMonitorTools } from "./tools"
@@ -27,6 +28,10 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
   const sources = new Map<string, SessionSource>()
+  // The bash tool's shell: opencode.json's `shell` (from the `config` hook) or $SHELL, resolved once.
+  let configuredShell: string | undefined
+  let shell: string | undefined
+  const currentShell = () => (shell ??= resolveShell(configuredShell, { env: deps.env }))
 
   const injector = new MonitorOutputInjector(
     {
@@ -54,6 +59,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   const manager = new MonitorManager(config, {
     scheduler,
     env: deps.env,
+    shell: currentShell,
     onBatch(batch, monitor) {
       const source = sources.get(monitor.sessionID) ?? { kind: "primary" }
       for (const route of routeBatch(source, monitor.sessionID, batch, config.subagent_wake)) {
@@ -83,7 +89,15 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         }
       },
       afterStop: (monitorId) => injector.forgetMonitor(monitorId),
+      shell: currentShell,
     }),
+
+    async config(input) {
+      // 1.18.33 passes its whole config; the v1 type does not list `shell` yet.
+      const value = (input as { shell?: unknown }).shell
+      configuredShell = typeof value === "string" && value !== "" ? value : undefined
+      shell = undefined
+    },
 
     async event({ event }) {
       const sessionID = sessionOf(event)

@@ -37,9 +37,13 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(asks).toEqual([
       {
         permission: "bash",
-        patterns: ["echo hello; exit 7"],
-        always: ["echo hello; exit 7"],
-        metadata: { command: "echo hello; exit 7", description: "opencode-monitor: run in the background" },
+        patterns: ["echo hello", "exit 7"],
+        always: ["echo *", "exit *"],
+        metadata: {
+          command: "echo hello; exit 7",
+          label: "qa",
+          description: 'opencode-monitor: run in the background as "qa"',
+        },
       },
     ])
     expect(out).toMatch(/^Started monitor mon_[0-9a-f]{8} \(label: qa\)\./)
@@ -132,8 +136,9 @@ describe("monitor tools through the plugin's hooks", () => {
   test("session.deleted stops that session's monitors and no process is left", async () => {
     const marker = uniqueMarker("deleted")
     const { run, instance } = plugin()
-    await run("monitor_start", { command: `sleep 30 # ${marker}` }, toolContext("ses_gone"))
-    await run("monitor_start", { command: `sleep 30 # ${marker}_keep` }, toolContext("ses_stays"))
+    // `; :` keeps the marker in the shell's argv: bash would exec a lone `sleep` and drop a comment.
+    await run("monitor_start", { command: `sleep 30; : ${marker}` }, toolContext("ses_gone"))
+    await run("monitor_start", { command: `sleep 30; : ${marker}_keep` }, toolContext("ses_stays"))
     await waitFor(() => liveProcesses(marker).length >= 2, 2_000)
     await instance.hooks.event?.({ event: { type: "session.deleted", properties: { sessionID: "ses_gone" } } as never })
     const gone = () => liveProcesses(marker).filter((row) => !row.includes(`${marker}_keep`)).length === 0

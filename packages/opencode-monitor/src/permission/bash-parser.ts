@@ -1,0 +1,75 @@
+import { existsSync } from "node:fs"
+import { createRequire } from "node:module"
+import { fileURLToPath } from "node:url"
+import type { Node, Parser } from "web-tree-sitter"
+
+/** One simple command as opencode's bash tool sees it. */
+export type SimpleCommand = {
+  /** The permission pattern: the command's text (with its redirections), trimmed. */
+  text: string
+  /** Its name and argument words, quotes kept, assignments and expansions left out. */
+  words: string[]
+  /** Its words with leading `NAME=value` assignments, in order, for the program word. */
+  wordsWithAssignments: string[]
+}
+
+const require = createRequire(import.meta.url)
+// The packed tarball carries the grammar here; a checkout resolves it from node_modules.
+const PACKED_GRAMMAR = fileURLToPath(new URL("../../grammar/tree-sitter-bash.wasm", import.meta.url))
+// Child node types opencode 1.18.33's bash tool reads as a command's words.
+const WORD_TYPES = new Set(["command_name", "word", "string", "raw_string", "concatenation"])
+
+let parser: Promise<Parser> | undefined
+
+/** Where the tree-sitter-bash grammar is loaded from. */
+export function grammarPath(): string {
+  return existsSync(PACKED_GRAMMAR) ? PACKED_GRAMMAR : require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
+}
+
+/** Loads web-tree-sitter and the bash grammar once, on first use (never at plugin load). */
+export function loadBashParser(): Promise<Parser> {
+  parser ??= (async () => {
+    const { Language, Parser } = await import("web-tree-sitter")
+    const runtime = require.resolve("web-tree-sitter/tree-sitter.wasm")
+    await Parser.init({ locateFile: () => runtime })
+    const bash = await Language.load(grammarPath())
+    const instance = new Parser()
+    instance.setLanguage(bash)
+    return instance
+  })().catch((error) => {
+    parser = undefined
+    throw error
+  })
+  return parser
+}
+
+/**
+ * Every simple command in a command string, nested ones included (pipelines, lists, subshells,
+ * `$(…)`, backticks, process substitution, here-doc bodies), in document order — the same set
+ * opencode's bash tool asks the `bash` permission for.
+ */
+export async function parseSimpleCommands(command: string): Promise<SimpleCommand[]> {
+  const tree = (await loadBashParser()).parse(command)
+  if (!tree) throw new Error("the bash parser returned no tree")
+  try {
+    return tree.rootNode.descendantsOfType("command").flatMap((node) => (node ? [simpleCommand(node)] : []))
+  } finally {
+    tree.delete()
+  }
+}
+
+function simpleCommand(node: Node): SimpleCommand {
+  const words: string[] = []
+  const wordsWithAssignments: string[] = []
+  for (const child of node.children) {
+    if (!child) continue
+    if (WORD_TYPES.has(child.type)) {
+      words.push(child.text)
+      wordsWithAssignments.push(child.text)
+    } else if (child.type === "variable_assignment" && words.length === 0) {
+      wordsWithAssignments.push(child.text)
+    }
+  }
+  const statement = node.parent?.type === "redirected_statement" ? node.parent : node
+  return { text: statement.text.trim(), words, wordsWithAssignments }
+}
