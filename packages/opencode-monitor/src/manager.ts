@@ -103,7 +103,7 @@ export class MonitorManager {
     const env = this.deps.env ?? process.env
     const shell = this.deps.shell?.() ?? "sh"
     const [first] = await parseSimpleCommands(command)
-    const missing = findMissingProgram(first && programWord(first.wordsWithAssignments), shell, request.directory, env.PATH)
+    const missing = findMissingProgram(first && programWord(first.argv), shell, request.directory, env.PATH)
     if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`)
 
     let child: MonitoredProcess
@@ -126,7 +126,7 @@ export class MonitorManager {
     const info: MonitorInfo = {
       id,
       sessionID: request.sessionID,
-      label: sanitizeLabel(request.label ?? programName(first?.wordsWithAssignments ?? [])),
+      label: sanitizeLabel(request.label ?? programName(first?.argv ?? [])),
       pattern: request.matchPattern || undefined,
       startedAt: this.scheduler.now(),
       endedAt: undefined,

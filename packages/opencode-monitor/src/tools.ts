@@ -166,7 +166,7 @@ function startArgs(config: MonitorConfig, shell: string) {
 /** The program name of the command's first simple command, as the monitor is labelled by default. */
 async function defaultLabel(command: string): Promise<string> {
   const [first] = await parseSimpleCommands(command)
-  return programName(first?.wordsWithAssignments ?? [])
+  return programName(first?.argv ?? [])
 }
 
 function describeMonitor(info: MonitorInfo) {

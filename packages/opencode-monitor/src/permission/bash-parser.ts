@@ -9,8 +9,8 @@ export type SimpleCommand = {
   text: string
   /** Its name and argument words, quotes kept, assignments and expansions left out. */
   words: string[]
-  /** Its words with leading `NAME=value` assignments, in order, for the program word. */
-  wordsWithAssignments: string[]
+  /** Every word as written, leading `NAME=value` assignments, numbers and expansions included. */
+  argv: string[]
 }
 
 const require = createRequire(import.meta.url)
@@ -18,6 +18,7 @@ const require = createRequire(import.meta.url)
 const PACKED_GRAMMAR = fileURLToPath(new URL("../../grammar/tree-sitter-bash.wasm", import.meta.url))
 // Child node types opencode 1.18.33's bash tool reads as a command's words.
 const WORD_TYPES = new Set(["command_name", "word", "string", "raw_string", "concatenation"])
+const REDIRECT_TYPES = new Set(["file_redirect", "heredoc_redirect", "herestring_redirect"])
 
 let parser: Promise<Parser> | undefined
 
@@ -60,16 +61,12 @@ export async function parseSimpleCommands(command: string): Promise<SimpleComman
 
 function simpleCommand(node: Node): SimpleCommand {
   const words: string[] = []
-  const wordsWithAssignments: string[] = []
+  const argv: string[] = []
   for (const child of node.children) {
-    if (!child) continue
-    if (WORD_TYPES.has(child.type)) {
-      words.push(child.text)
-      wordsWithAssignments.push(child.text)
-    } else if (child.type === "variable_assignment" && words.length === 0) {
-      wordsWithAssignments.push(child.text)
-    }
+    if (!child || REDIRECT_TYPES.has(child.type)) continue
+    if (WORD_TYPES.has(child.type)) words.push(child.text)
+    argv.push(child.text)
   }
   const statement = node.parent?.type === "redirected_statement" ? node.parent : node
-  return { text: statement.text.trim(), words, wordsWithAssignments }
+  return { text: statement.text.trim(), words, argv }
 }

@@ -31,7 +31,7 @@ const MAX_NESTING = 4
 /**
  * The questions for one command string. The bash tool's own questions come first and unchanged;
  * where it cannot see what runs, commands hidden in `sh -c '…'`, `bash -c`, `eval '…'`, `xargs cmd`,
- * `find -exec cmd`, and behind `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
+ * `find -exec cmd`, and behind `NAME=value` or `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
  * further `bash` patterns (never as "always" entries): a deny rule for them still applies.
  */
 export async function permissionQuestions(
@@ -68,9 +68,9 @@ async function addHidden(
   into: Collected,
   depth: number,
 ): Promise<void> {
-  const program = programWord(simple.wordsWithAssignments)
+  const program = programWord(simple.argv)
   if (program !== undefined) into.programs.push(program)
-  const inner = hiddenCommand(simple.words)
+  const inner = hiddenCommand(simple.argv)
   if (inner === undefined || depth > MAX_NESTING) return
   for (const nested of await parseSimpleCommands(inner)) {
     if (nested.words.length > 0) into.patterns.add(nested.text)
@@ -82,7 +82,7 @@ async function addHidden(
   }
 }
 
-/** The command string a wrapper runs, when its words say it literally; undefined otherwise. */
+/** The command string a wrapper runs, when its words (`argv`) say it literally; undefined otherwise. */
 export function hiddenCommand(words: readonly string[]): string | undefined {
   const plain = words.map(unquote)
   const program = programWord(words)
