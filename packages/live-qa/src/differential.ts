@@ -38,8 +38,8 @@ export function differentialAgent(): Script {
 
 export type Ask = { permission: string; patterns: string[]; always: string[] };
 /** What happened to one tool call: `ran`, `denied`, or `error: …` for any other failure. */
-export type CallOutcome = { status: string; verdict: string; asks: Ask[]; output: string };
-export type DiffRow = { command: string; bash: CallOutcome; monitor: CallOutcome };
+export type CallOutcome = { status: string; verdict: string; asks: Ask[]; output: string; exit: unknown };
+export type DiffRow = { command: string; sessionID: string; bash: CallOutcome; monitor: CallOutcome };
 
 /** Answers every permission request of the server "once" until stopped; returns the stopper. */
 export function autoReplyOnce(qa: MonitorQA): () => void {
@@ -79,7 +79,7 @@ export async function runDifferential(qa: MonitorQA, command: string, timeoutMs 
     `both tool calls of ${JSON.stringify(command)} to finish`,
   );
   await waitForIdle(qa.server.client, sessionID, timeoutMs, { busyGraceMs: 0 });
-  return { command, bash: outcome(qa, parts.bash), monitor: outcome(qa, parts.monitor) };
+  return { command, sessionID, bash: outcome(qa, parts.bash), monitor: outcome(qa, parts.monitor) };
 }
 
 function outcome(qa: MonitorQA, part: PartView): CallOutcome {
@@ -99,7 +99,8 @@ function outcome(qa: MonitorQA, part: PartView): CallOutcome {
       : error.includes("specified a rule which prevents")
         ? "denied"
         : `error: ${error.split("\n")[0]?.slice(0, 120)}`;
-  return { status, verdict, asks, output: part.state?.output ?? error };
+  const metadata = (part.state as { metadata?: { exit?: unknown } } | undefined)?.metadata;
+  return { status, verdict, asks, output: part.state?.output ?? error, exit: metadata?.exit };
 }
 
 const RANK: Record<string, number> = { ran: 0, denied: 2 };

@@ -21,6 +21,8 @@ export interface MonitorQAOptions {
   agentDelayMs?: number;
   /** More local plugins loaded beside opencode-monitor (benchmark probes). */
   extraPlugins?: [string, JsonObject][];
+  /** Extra environment of the server (e.g. SHELL). */
+  env?: Record<string, string>;
 }
 
 export interface Envelope {
@@ -55,6 +57,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       plugins: [[PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
+      env: options.env,
     });
   } catch (error) {
     await model.stop();

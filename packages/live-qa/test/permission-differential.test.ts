@@ -42,7 +42,7 @@ const CORPUS: Case[] = [
   { command: "echo `rm -rf ./x`" },
   { command: "cat <(rm -rf ./x)" },
   { command: "x=$(rm -rf ./x)" },
-  { command: "FOO=1 rm -rf ./x" },
+  { command: "FOO=1 rm -rf ./x", stricter: true },
   { command: "FOO=secret echo hi" },
   { command: "echo 'rm -rf ./x'" },
   { command: 'echo "a; rm -rf ./x"' },
