@@ -15,16 +15,20 @@ const CORPUS = [
   'echo "shell=$0 SHELL=$SHELL"',
   "[[ 1 == 1 ]] && echo BASHISM_OK",
   "source /dev/null && echo SOURCE_OK",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
   'arr=(a b c); echo "${arr[1]} ${#arr[@]}"',
   "echo {1..5} x{a,b}",
   'set -o pipefail; false | true; echo "status=$?"',
   "[[ $RANDOM =~ ^[0-9]+$ ]] && echo RANDOM_IS_A_NUMBER",
   'cat <<< "here string"',
   "shopt -s extglob && echo EXTGLOB_OK",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
   'declare -A m=([k]=v); echo "${m[k]}"',
   "echo $((2**10))",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
   'echo "${BASH_VERSION:+has BASH_VERSION}"',
   'f() { local x=inner; echo "$x"; }; f',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
   's=hello; echo "${s^^} ${s:1:3}"',
   "diff <(echo a) <(echo a) && echo PROCSUB_OK",
   "type -t source shopt",

@@ -117,3 +117,19 @@ describe("where the bash tool cannot see what runs, the hidden command is asked 
     expect(hiddenCommand(first?.argv ?? [])).toBeUndefined()
   })
 })
+
+describe("the parser is loaded lazily", () => {
+  test("loading the plugin and creating its hooks does not load web-tree-sitter", () => {
+    // A fresh process: in this one, other tests have loaded the parser already.
+    const script = [
+      'const plugin = (await import("./packages/opencode-monitor/src/index.ts")).default',
+      "await plugin.server({ client: {}, directory: process.cwd(), worktree: process.cwd() }, {})",
+      'const { bashParserRequested } = await import("./packages/opencode-monitor/src/permission/bash-parser.ts")',
+      "console.log(JSON.stringify({ requested: bashParserRequested() }))",
+    ].join("\n")
+    const root = join(import.meta.dir, "..", "..", "..")
+    const result = Bun.spawnSync([process.execPath, "-e", script], { cwd: root, stderr: "pipe" })
+    expect(result.stderr.toString()).toBe("")
+    expect(JSON.parse(result.stdout.toString())).toEqual({ requested: false })
+  })
+})

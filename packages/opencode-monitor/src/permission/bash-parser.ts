@@ -27,6 +27,11 @@ export function grammarPath(): string {
   return existsSync(PACKED_GRAMMAR) ? PACKED_GRAMMAR : require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
 }
 
+/** True once the parser has been asked for: plugin load alone never loads it. */
+export function bashParserRequested(): boolean {
+  return parser !== undefined
+}
+
 /** Loads web-tree-sitter and the bash grammar once, on first use (never at plugin load). */
 export function loadBashParser(): Promise<Parser> {
   parser ??= (async () => {
