@@ -65,10 +65,15 @@ async function runShell(name: string, env: Record<string, string>) {
   const rows: { command: string; bash: Seen; monitor: Seen }[] = [];
   for (const command of CORPUS) {
     const row = await runDifferential(qa, command);
-    const sessionID = row.sessionID;
-    const exited = await waitForEnvelope(qa, sessionID, (e) => e.status.startsWith("exited"), `the exit of ${command}`);
-    const all = (await qa.envelopes(sessionID)).map((e) => e.text).join("\n");
-    rows.push({ command, bash: bashToolSeen(row.bash.output, row.bash.exit), monitor: monitorSeen(all, exited.status) });
+    const bash = bashToolSeen(row.bash.output, row.bash.exit);
+    if (row.monitor.verdict !== "ran") {
+      // monitor_start refused to start it: a difference the table shows as such.
+      rows.push({ command, bash, monitor: { lines: [`monitor_start failed: ${row.monitor.output}`], exit: null } });
+      continue;
+    }
+    const exited = await waitForEnvelope(qa, row.sessionID, (e) => e.status.startsWith("exited"), `the exit of ${command}`);
+    const all = (await qa.envelopes(row.sessionID)).map((e) => e.text).join("\n");
+    rows.push({ command, bash, monitor: monitorSeen(all, exited.status) });
   }
   return { name, rows };
 }
