@@ -3,8 +3,9 @@
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model
  * gives the same string to `bash` and to `monitor_start` in one step; the output lines and exit
  * status seen through the monitor (its envelopes) must equal what the bash tool returned — with
- * SHELL set to bash, unset, and set to a shell opencode refuses (fish). One server per SHELL
- * setting, the three in parallel; about 1–2 minutes on 2 busy cores.
+ * SHELL set to bash, unset, set to a shell opencode refuses (fish), and with opencode.json's `shell`
+ * setting. monitor_start's description must name that shell. One server per setting, the four in
+ * parallel; about 2 minutes on 2 busy cores.
  */
 import { afterAll, expect, test } from "bun:test";
 import { differentialAgent, runDifferential } from "../src/differential.ts";
@@ -36,10 +37,18 @@ const CORPUS = [
   "echo to-stderr >&2; echo to-stdout",
 ];
 
-const SHELLS: Record<string, Record<string, string>> = {
-  "SHELL=/bin/bash": { SHELL: "/bin/bash" },
-  "SHELL unset": {},
-  "SHELL=/usr/bin/fish (refused)": { SHELL: "/usr/bin/fish" },
+type Setting = { env: Record<string, string>; config?: Record<string, string>; shell: string };
+// `shell` is the path both tools must run: `$0` shows it, and monitor_start's description names it.
+const BASH = Bun.which("bash") ?? "bash";
+const SHELLS: Record<string, Setting> = {
+  "SHELL=/bin/bash": { env: { SHELL: "/bin/bash" }, shell: "/bin/bash" },
+  "SHELL unset": { env: {}, shell: BASH },
+  "SHELL=/usr/bin/fish (refused)": { env: { SHELL: "/usr/bin/fish" }, shell: BASH },
+  'opencode.json "shell": "/bin/bash", SHELL=/usr/bin/fish': {
+    env: { SHELL: "/usr/bin/fish" },
+    config: { shell: "/bin/bash" },
+    shell: "/bin/bash",
+  },
 };
 
 type Seen = { lines: string[]; exit: number | null };
@@ -59,8 +68,13 @@ function monitorSeen(text: string, status: string): Seen {
   return { lines: lines.sort(), exit: code === undefined ? null : Number(code) };
 }
 
-async function runShell(name: string, env: Record<string, string>) {
-  const qa = await startMonitorQA({ env, script: differentialAgent(), pluginOptions: { max_monitors_per_session: 16 } });
+async function runShell(name: string, setting: Setting) {
+  const qa = await startMonitorQA({
+    env: setting.env,
+    config: setting.config,
+    script: differentialAgent(),
+    pluginOptions: { max_monitors_per_session: 16 },
+  });
   servers.push(qa);
   const rows: { command: string; bash: Seen; monitor: Seen }[] = [];
   for (const command of CORPUS) {
@@ -75,13 +89,19 @@ async function runShell(name: string, env: Record<string, string>) {
     const all = (await qa.envelopes(row.sessionID)).map((e) => e.text).join("\n");
     rows.push({ command, bash, monitor: monitorSeen(all, exited.status) });
   }
-  return { name, rows };
+  const tool = qa.model.scripted()[0]?.request.tools?.find((t) => t.function.name === "monitor_start");
+  return { name, rows, description: tool?.function.description ?? "", setting };
 }
 
 test("the bash tool and monitor_start print the same lines and exit status, whatever SHELL is", async () => {
-  const results = await Promise.all(Object.entries(SHELLS).map(([name, env]) => runShell(name, env)));
+  const results = await Promise.all(Object.entries(SHELLS).map(([name, setting]) => runShell(name, setting)));
   const failures: string[] = [];
-  for (const { name, rows } of results) {
+  for (const { name, rows, description, setting } of results) {
+    if (!description.includes(`runs in ${setting.shell} (\`${setting.shell} -c <command>\`)`)) {
+      failures.push(`${name}: monitor_start's description does not name ${setting.shell}: ${description}`);
+    }
+    const dollarZero = rows[0]?.bash.lines[0] ?? "";
+    if (!dollarZero.startsWith(`shell=${setting.shell} `)) failures.push(`${name}: the bash tool ran ${dollarZero}`);
     console.log(`\n### ${name}\n\n| command | bash tool | monitor_start | same |\n|---|---|---|---|`);
     for (const row of rows) {
       const same = JSON.stringify(row.bash) === JSON.stringify(row.monitor);
