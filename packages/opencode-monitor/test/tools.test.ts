@@ -1,4 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
 import { FakeSessionApi } from "./support/fake-session-api"
@@ -30,6 +33,14 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(tools.monitor_start?.description).toContain("woken with its exit status")
   })
 
+  test("monitor_start names the bash tool's shell, also when opencode.json sets one", async () => {
+    const { tools, instance } = plugin()
+    expect(tools.monitor_start?.description).toMatch(/The command runs in \/\S+ \(`\/\S+ -c <command>`\)/)
+    await instance.hooks.config?.({ shell: "/bin/sh" } as never)
+    expect(tools.monitor_start?.description).toContain("The command runs in /bin/sh (`/bin/sh -c <command>`)")
+    expect((tools.monitor_start?.args.command as { description?: string } | undefined)?.description).toContain("/bin/sh -c <command>")
+  })
+
   test("monitor_start asks the bash permission with the command, then runs it", async () => {
     const asks: AskCall[] = []
     const { run, api } = plugin()
@@ -55,6 +66,28 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(api.toasts.map((t) => t.variant)).toEqual(["error"])
   })
 
+  test("an out-of-tree path asks external_directory first, then bash, both naming the command and label", async () => {
+    const asks: AskCall[] = []
+    const { run } = plugin()
+    const directory = mkdtempSync(join(tmpdir(), "tools-ext-"))
+    await run("monitor_start", { command: "cat ../outside.txt" }, toolContext("ses_a", { asks, directory }))
+    const parent = dirname(directory)
+    expect(asks).toEqual([
+      {
+        permission: "external_directory",
+        patterns: [join(parent, "*")],
+        always: [join(parent, "*")],
+        metadata: { command: "cat ../outside.txt", label: "cat", directories: [parent], patterns: [join(parent, "*")] },
+      },
+      {
+        permission: "bash",
+        patterns: ["cat ../outside.txt"],
+        always: ["cat *"],
+        metadata: { command: "cat ../outside.txt", label: "cat", description: 'opencode-monitor: run in the background as "cat"' },
+      },
+    ])
+  })
+
   test("a rejected permission spawns nothing", async () => {
     const marker = uniqueMarker("rejected")
     const { run, instance } = plugin()
@@ -72,8 +105,13 @@ describe("monitor tools through the plugin's hooks", () => {
     await expect(run("monitor_start", { command: "sleep 1" }, noAsk())).rejects.toThrow(
       'Permission denied: this opencode cannot ask the user, and "sleep" is not in allowed_commands',
     )
-    await expect(run("monitor_start", { command: "echo hi; rm -rf x" }, noAsk())).rejects.toThrow(/compound command/)
+    await expect(run("monitor_start", { command: "echo hi; rm -rf x" }, noAsk())).rejects.toThrow(
+      /"rm" is not in allowed_commands \(every program of a compound command must be listed\)/,
+    )
+    await expect(run("monitor_start", { command: "echo $(rm -rf x)" }, noAsk())).rejects.toThrow(/"rm"/)
+    await expect(run("monitor_start", { command: "KEY=1 command rm -rf x" }, noAsk())).rejects.toThrow(/"rm"/)
     expect(await run("monitor_start", { command: "echo hi" }, noAsk())).toStartWith("Started monitor")
+    expect(await run("monitor_start", { command: "echo a; echo b | echo c" }, noAsk())).toStartWith("Started monitor")
   })
 
   test("cap reached names the monitors to stop", async () => {
