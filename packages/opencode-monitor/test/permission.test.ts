@@ -100,6 +100,9 @@ describe("where the bash tool cannot see what runs, the hidden command is asked 
     ["env -i FOO=1 rm -rf ./x", "rm -rf ./x"],
     ["nohup rm -rf ./x", "rm -rf ./x"],
     ["FOO=1 rm -rf ./x", "rm -rf ./x"],
+    ["sudo -u root rm -rf /x", "rm -rf /x"],
+    ["timeout -s KILL 5 rm -rf ./x", "rm -rf ./x"],
+    ["nice -n 10 make build", "make build"],
   ])("%j hides %j", async (command, hidden) => {
     const [first] = await parseSimpleCommands(command)
     expect(hiddenCommand(first?.argv ?? [])).toBe(hidden)

@@ -92,7 +92,7 @@ describe("monitor tools through the plugin's hooks", () => {
     const marker = uniqueMarker("rejected")
     const { run, instance } = plugin()
     await expect(
-      run("monitor_start", { command: `sleep 5 # ${marker}` }, toolContext("ses_a", { ask: "reject" })),
+      run("monitor_start", { command: `sleep 5; : ${marker}` }, toolContext("ses_a", { ask: "reject" })),
     ).rejects.toThrow(/rejected permission/)
     await Bun.sleep(100)
     expect(liveProcesses(marker)).toEqual([])

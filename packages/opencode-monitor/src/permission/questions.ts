@@ -24,14 +24,25 @@ const DIRECTORY_COMMANDS = new Set(["cd", "chdir", "popd", "pushd"])
 const PATH_COMMANDS = new Set([...DIRECTORY_COMMANDS, "rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "cat"])
 const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh"])
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
-const XARGS_VALUE_OPTIONS = new Set(["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"])
+// Programs that run the rest of their words as a command: options that take a value, and how
+// many plain words come before the command (`timeout 5 cmd`).
+const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
+  xargs: { valueOptions: ["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"], before: 0 },
+  sudo: { valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"], before: 0 },
+  doas: { valueOptions: ["-u", "-C"], before: 0 },
+  nice: { valueOptions: ["-n"], before: 0 },
+  ionice: { valueOptions: ["-c", "-n", "-p"], before: 0 },
+  setsid: { valueOptions: [], before: 0 },
+  stdbuf: { valueOptions: ["-i", "-o", "-e"], before: 0 },
+  timeout: { valueOptions: ["-s", "-k"], before: 1 },
+}
 // How deep `sh -c "eval 'xargs …'"`-style nesting is followed.
 const MAX_NESTING = 4
 
 /**
  * The questions for one command string. The bash tool's own questions come first and unchanged;
  * where it cannot see what runs, commands hidden in `sh -c '…'`, `bash -c`, `eval '…'`, `xargs cmd`,
- * `find -exec cmd`, and behind `NAME=value` or `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
+ * `find -exec cmd`, `sudo`/`doas`/`nice`/`timeout`/`setsid`/`stdbuf`/`ionice cmd`, and behind `NAME=value` or `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
  * further `bash` patterns (never as "always" entries): a deny rule for them still applies.
  */
 export async function permissionQuestions(
@@ -94,9 +105,11 @@ export function hiddenCommand(words: readonly string[]): string | undefined {
     const flag = plain.findIndex((word, i) => i > 0 && /^-[a-zA-Z]*c[a-zA-Z]*$/.test(word))
     return flag > 0 ? plain[flag + 1] : undefined
   }
-  if (name === "xargs") {
+  const runner = RUNNERS[name]
+  if (runner) {
     let i = 1
-    while (i < plain.length && (plain[i] ?? "").startsWith("-")) i += XARGS_VALUE_OPTIONS.has(plain[i] ?? "") ? 2 : 1
+    while (i < plain.length && (plain[i] ?? "").startsWith("-")) i += runner.valueOptions.includes(plain[i] ?? "") ? 2 : 1
+    i += runner.before
     return i < words.length ? words.slice(i).join(" ") : undefined
   }
   if (name === "find") {
