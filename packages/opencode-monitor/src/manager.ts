@@ -7,7 +7,9 @@ import type { MonitorLine } from "./pipeline/line"
 import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters, RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } from "./process/process-group"
+import { parseSimpleCommands } from "./permission/bash-parser"
 import { findMissingProgram } from "./process/program-check"
+import { programName, programWord } from "./process/program-word"
 import { readPipe } from "./process/read-pipe"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { MonitorStatus } from "./status"
@@ -57,6 +59,8 @@ export type ManagerDeps = {
   env?: NodeJS.ProcessEnv
   /** Makes a fresh monitor id; injected so a test can force a collision. */
   newId?: () => string
+  /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
+  shell?: () => string
 }
 
 type Monitor = {
@@ -143,12 +147,14 @@ export class MonitorManager {
       throw error
     }
     const env = this.deps.env ?? process.env
-    const missing = findMissingProgram(command, request.directory, env.PATH)
+    const shell = this.deps.shell?.() ?? "sh"
+    const [first] = await parseSimpleCommands(command)
+    const missing = findMissingProgram(first && programWord(first.argv), shell, request.directory, env.PATH)
     if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`)
 
     let child: MonitoredProcess
     try {
-      child = await spawnInGroup({ command, cwd: request.directory, killGraceMs: this.config.kill_grace_ms, env })
+      child = await spawnInGroup({ command, shell, cwd: request.directory, killGraceMs: this.config.kill_grace_ms, env })
     } catch (error) {
       if (error instanceof SpawnError) throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
       throw error
@@ -168,7 +174,7 @@ export class MonitorManager {
     const info: MonitorInfo = {
       id,
       sessionID: request.sessionID,
-      label: sanitizeLabel(request.label ?? defaultLabel(command)),
+      label: sanitizeLabel(request.label ?? programName(first?.argv ?? [])),
       pattern: request.matchPattern || undefined,
       startedAt: this.scheduler.now(),
       endedAt: undefined,
@@ -362,11 +368,6 @@ function pidExists(pid: number): boolean {
 
 function randomMonitorId(): string {
   return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
-}
-
-function defaultLabel(command: string): string {
-  const program = command.split(/\s+/, 1)[0] ?? "command"
-  return program.slice(program.lastIndexOf("/") + 1) || "command"
 }
 
 function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {

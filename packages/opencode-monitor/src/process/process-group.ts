@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
+import { shellInvocation } from "./shell"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -29,6 +30,8 @@ export type SpawnOptions = {
   cwd: string
   killGraceMs: number
   env?: NodeJS.ProcessEnv
+  /** The shell to run the command in (process/shell.ts); `sh` when not given. */
+  shell?: string
 }
 
 const POLL_MS = 25
@@ -40,7 +43,8 @@ const POLL_MS = 25
  * because opencode gives plugins no hook on a hard kill.
  */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
-  const child = spawn("sh", ["-c", options.command], {
+  const invocation = shellInvocation(options.shell ?? "sh", options.command)
+  const child = spawn(invocation.file, invocation.args, {
     cwd: options.cwd,
     env: options.env ?? process.env,
     stdio: ["ignore", "pipe", "pipe"],
