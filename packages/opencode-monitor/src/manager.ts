@@ -9,6 +9,7 @@ import type { RingCounters, RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } from "./process/process-group"
 import { findMissingProgram } from "./process/program-check"
 import { readPipe } from "./process/read-pipe"
+import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { MonitorStatus } from "./status"
 
@@ -63,12 +64,23 @@ const EXITED_RETAINED_PER_SESSION = 10
 export class MonitorManager {
   private readonly monitors = new Map<string, Monitor>()
   private readonly scheduler: Scheduler
+  private readonly retention: ExitedRetention
 
   constructor(
     private readonly config: MonitorConfig,
     private readonly deps: ManagerDeps,
   ) {
     this.scheduler = deps.scheduler ?? realScheduler
+    this.retention = new ExitedRetention(
+      { maxBytes: config.retained_max_bytes, maxCount: config.retained_max_monitors, maxAgeMs: config.retained_max_age_ms },
+      this.scheduler,
+      (id) => this.monitors.delete(id),
+    )
+  }
+
+  /** Exited monitors kept across the server, and the estimated bytes of their output. */
+  get retained(): { count: number; bytes: number } {
+    return this.retention.totals
   }
 
   async start(request: StartRequest): Promise<MonitorInfo> {
@@ -167,7 +179,7 @@ export class MonitorManager {
   async stopSession(sessionID: string): Promise<void> {
     const ids = [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID).map((m) => m.info.id)
     await Promise.all(ids.map((id) => this.stop(sessionID, id, "session")))
-    for (const id of ids) this.monitors.delete(id)
+    for (const id of ids) this.forget(id)
   }
 
   /** Stops everything; resolves when no monitored process is left. */
@@ -226,17 +238,26 @@ export class MonitorManager {
     info.endedAt = this.scheduler.now()
     if (info.stoppedBy) pipeline.close()
     else pipeline.finish(info.status)
-    this.retainExited(info.sessionID)
+    this.retainExited(monitor)
     this.deps.onEnded?.(info)
   }
 
-  private retainExited(sessionID: string): void {
+  private retainExited(monitor: Monitor): void {
+    const { sessionID, id } = monitor.info
+    if (!this.monitors.has(id)) return
     const exited = [...this.monitors.values()].filter(
       (m) => m.info.sessionID === sessionID && m.info.status.kind !== "running",
     )
     for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) {
-      this.monitors.delete(old.info.id)
+      this.forget(old.info.id)
     }
+    // The server-wide budget (retention.ts) may evict older monitors of any session.
+    if (this.monitors.has(id)) this.retention.admit(id, monitor.pipeline.ring.compact())
+  }
+
+  private forget(id: string): void {
+    this.monitors.delete(id)
+    this.retention.forget(id)
   }
 }
 

@@ -23,6 +23,11 @@ export class MonitorLine {
     return this.bytes.byteLength
   }
 
+  /** Frees the decoded text (an ended monitor keeps only bytes); it is decoded again on use. */
+  dropText(): void {
+    this.cachedText = undefined
+  }
+
   /** Printable text: final state of `\r` redraws, no ANSI or control characters. */
   get text(): string {
     if (this.cachedText === undefined) this.cachedText = sanitizeLineText(decoder.decode(this.bytes))
