@@ -51,6 +51,8 @@ type Monitor = {
   process: MonitoredProcess
   stopSignal: Promise<NodeJS.Signals | null> | undefined
   timedOut: boolean
+  /** The pipes had to be closed by the monitor: something it could not find held them open. */
+  pipesHeld: boolean
   done: Promise<void>
 }
 
@@ -141,7 +143,7 @@ export class MonitorManager {
       stoppedBy: undefined,
       counters: pipeline.ring.counters,
     }
-    const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, done: Promise.resolve() }
+    const monitor: Monitor = { info, pipeline, process: child, stopSignal: undefined, timedOut: false, pipesHeld: false, done: Promise.resolve() }
     this.monitors.set(id, monitor)
     monitor.done = this.supervise(monitor)
     return info
@@ -229,6 +231,7 @@ export class MonitorManager {
     const sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
     if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
     if (!drained && !(await settlesWithin(reading, 1_000))) {
+      monitor.pipesHeld = true
       child.stdout.destroy()
       child.stderr.destroy()
     }
@@ -262,6 +265,15 @@ export class MonitorManager {
 }
 
 function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
+  const survivors = monitor.process.survivors()
+  const leftovers = {
+    ...(survivors.length > 0 ? { survivors } : {}),
+    ...(monitor.pipesHeld ? { pipesHeld: true } : {}),
+  }
+  return { ...endStatus(exit, monitor, sentSignal), ...leftovers } as MonitorStatus
+}
+
+function endStatus(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
   if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
   if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown" }

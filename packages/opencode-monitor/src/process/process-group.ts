@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
+import { attach, canTrack, DescendantTracker, detach, scanProcessTable } from "./tracker"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -14,12 +15,17 @@ export interface MonitoredProcess {
   readonly stderr: Readable
   /** Resolves when the group leader (`sh -c`) has exited. */
   readonly exited: Promise<ProcessExit>
-  /** SIGTERM to the whole group, SIGKILL after `graceMs`; resolves when no member is left. */
+  /**
+   * SIGTERM to the whole group and to tracked processes that left it, SIGKILL after `graceMs`;
+   * resolves when none is left, or 2 s after the SIGKILL with the rest in `survivors()`.
+   */
   terminateGroup(graceMs: number): Promise<NodeJS.Signals | null>
   /** SIGTERM to the whole group now, without waiting (for signal handlers). */
   signalGroupNow(): void
-  /** True while any live (non-zombie) process remains in the group. */
+  /** True while any live (non-zombie) process remains in the group or among tracked escapees. */
   groupAlive(): boolean
+  /** Processes still running after the final SIGKILL of `terminateGroup` (or not signallable). */
+  survivors(): number[]
   /** Disarms the watchdog once the group is known to be gone. */
   release(): void
 }
@@ -55,61 +61,111 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     throw new SpawnError("the process started without a pid or pipes")
   }
   const watchdog = startWatchdog(pid, options.killGraceMs)
+  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
+  const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
+  attach(tracker)
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
   })
 
-  const groupAlive = () => isGroupAlive(pid)
+  let survivors: number[] = []
+  const targets = () => {
+    tracker.refresh()
+    return tracker.live().filter((stat) => stat.pgrp !== pid)
+  }
+  const groupAlive = () => isGroupAlive(pid, tracker)
+  const signalAll = (signal: NodeJS.Signals): number[] => {
+    const denied: number[] = []
+    if (signalGroup(pid, signal) === "denied") denied.push(pid)
+    for (const stat of targets()) if (signalPid(stat.pid, signal) === "denied") denied.push(stat.pid)
+    return denied
+  }
   return {
     pid,
     stdout: child.stdout,
     stderr: child.stderr,
     exited,
     groupAlive,
-    signalGroupNow: () => signalGroup(pid, "SIGTERM"),
+    survivors: () => survivors,
+    signalGroupNow: () => {
+      signalAll("SIGTERM")
+    },
     async terminateGroup(graceMs) {
+      // One full scan (shared with concurrent stops, yielding) finds members that were never
+      // seen attached: orphans still in the session or group. Polls then cost O(tracked).
+      if (canTrack) tracker.adopt(await scanProcessTable())
       if (!groupAlive()) return null
-      signalGroup(pid, "SIGTERM")
+      signalAll("SIGTERM")
       if (await waitUntil(() => !groupAlive(), graceMs)) return "SIGTERM"
-      signalGroup(pid, "SIGKILL")
+      signalAll("SIGKILL")
       await waitUntil(() => !groupAlive(), 2_000)
+      // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
+      survivors = liveMembers(pid, tracker)
       return "SIGKILL"
     },
     release() {
-      if (watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
+      detach(tracker)
+      // With survivors the watchdog stays armed: it tries again if the server dies.
+      if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
     },
   }
 }
 
 function startWatchdog(pgid: number, graceMs: number): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
-  const script =
-    'while read -r _; do :; done; kill -TERM -"$1" 2>/dev/null || exit 0; sleep "$2"; kill -KILL -"$1" 2>/dev/null'
+  // Lines read before are `pid:starttime` of processes that left the group; each is signalled
+  // only while its start time still matches (the pid was not reused).
+  const script = [
+    'pg=$1; grace=$2; known=""',
+    'while read -r line; do known="$known $line"; done',
+    'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
+    'kill -TERM -"$pg" $(alive) 2>/dev/null',
+    'sleep "$grace"',
+    'kill -KILL -"$pg" $(alive) 2>/dev/null',
+  ].join("\n")
   const watchdog = spawn("sh", ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000)], {
     stdio: ["pipe", "ignore", "ignore"],
     detached: true,
   })
   watchdog.on("error", () => {})
+  watchdog.stdin?.on("error", () => {})
   watchdog.unref()
   return watchdog
 }
 
-function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+type SignalResult = "sent" | "gone" | "denied"
+
+function signalGroup(pgid: number, signal: NodeJS.Signals): SignalResult {
+  return signalPid(-pgid, signal)
+}
+
+function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
   try {
-    process.kill(-pgid, signal)
-  } catch {
-    // ESRCH: the group is already gone.
+    process.kill(pid, signal)
+    return "sent"
+  } catch (error) {
+    // EPERM: it exists but may not be signalled by this user; that is not "gone".
+    return (error as NodeJS.ErrnoException).code === "EPERM" ? "denied" : "gone"
   }
 }
 
-function isGroupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0)
-  } catch {
-    return false
+function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
+  return liveMembers(pgid, tracker).length > 0
+}
+
+/** Live processes of the monitor: its group, and tracked processes that left it. */
+function liveMembers(pgid: number, tracker: DescendantTracker): number[] {
+  const group = signalPid(-pgid, 0)
+  if (!canTrack) return group === "gone" ? [] : [pgid]
+  tracker.refresh()
+  const live = tracker.live().map((stat) => stat.pid)
+  // The group still answers but no tracked member runs: zombies nobody reaped yet, or an orphan
+  // never seen attached; only then is the whole table read.
+  if (group !== "gone" && live.length === 0) {
+    const members = liveGroupMembers(pgid)
+    if (members.length > 0) return members
   }
-  // The group still has a member, but it may only be a zombie nobody has reaped yet.
-  return process.platform === "linux" ? liveGroupMembers(pgid).length > 0 : true
+  return live
 }
 
 /** Live members of a process group; zombies are excluded because they run nothing. */
