@@ -115,6 +115,7 @@ function startWatchdog(pgid: number, graceMs: number): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
   // Lines read before are `pid:starttime` of processes that left the group; each is signalled
   // only while its start time still matches (the pid was not reused).
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
   const script = [
     'pg=$1; grace=$2; known=""',
     'while read -r line; do known="$known $line"; done',
