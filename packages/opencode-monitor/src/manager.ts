@@ -229,6 +229,7 @@ export class MonitorManager {
     // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
     const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
     const sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
+    if (!drained) await child.trackPipeHolders()
     if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
     if (!drained && !(await settlesWithin(reading, 1_000))) {
       monitor.pipesHeld = true

@@ -1,7 +1,14 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { readdirSync, readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
-import { attach, canTrack, DescendantTracker, detach, scanProcessTable } from "./tracker"
+import {
+  attach,
+  canTrack,
+  DescendantTracker,
+  descriptorTarget,
+  detach,
+  findHolders,
+  scanProcessTable,
+} from "./tracker"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -26,6 +33,11 @@ export interface MonitoredProcess {
   groupAlive(): boolean
   /** Processes still running after the final SIGKILL of `terminateGroup` (or not signallable). */
   survivors(): number[]
+  /**
+   * Finds the processes holding the command's output pipes (or sockets) and tracks them, so
+   * `groupAlive` and `terminateGroup` include them wherever they escaped to; resolves to their pids.
+   */
+  trackPipeHolders(): Promise<number[]>
   /** Disarms the watchdog once the group is known to be gone. */
   release(): void
 }
@@ -60,6 +72,9 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   if (pid === undefined || !child.stdout || !child.stderr) {
     throw new SpawnError("the process started without a pid or pipes")
   }
+  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
+  // holds them once the leader is gone. A leader that exits at once may be gone already.
+  const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
   const watchdog = startWatchdog(pid, options.killGraceMs)
   // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
   const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
@@ -87,6 +102,12 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     exited,
     groupAlive,
     survivors: () => survivors,
+    async trackPipeHolders() {
+      if (outputs.length === 0) return []
+      const holders = await findHolders(outputs)
+      tracker.track(holders)
+      return holders
+    },
     signalGroupNow: () => {
       signalAll("SIGTERM")
     },
@@ -94,13 +115,14 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       // One full scan (shared with concurrent stops, yielding) finds members that were never
       // seen attached: orphans still in the session or group. Polls then cost O(tracked).
       if (canTrack) tracker.adopt(await scanProcessTable())
-      if (!groupAlive()) return null
+      const gone = async () => (await liveMembers(pid, tracker)).length === 0
+      if (await gone()) return null
       signalAll("SIGTERM")
-      if (await waitUntil(() => !groupAlive(), graceMs)) return "SIGTERM"
+      if (await waitUntil(gone, graceMs)) return "SIGTERM"
       signalAll("SIGKILL")
-      await waitUntil(() => !groupAlive(), 2_000)
+      await waitUntil(gone, 2_000)
       // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-      survivors = liveMembers(pid, tracker)
+      survivors = await liveMembers(pid, tracker)
       return "SIGKILL"
     },
     release() {
@@ -115,10 +137,10 @@ function startWatchdog(pgid: number, graceMs: number): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
   // Lines read before are `pid:starttime` of processes that left the group; each is signalled
   // only while its start time still matches (the pid was not reused).
-  // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
   const script = [
     'pg=$1; grace=$2; known=""',
     'while read -r line; do known="$known $line"; done',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
     'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
     'kill -TERM -"$pg" $(alive) 2>/dev/null',
     'sleep "$grace"',
@@ -150,46 +172,40 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
   }
 }
 
+/**
+ * Cheap and synchronous: the group still answers a signal, or a tracked process that left it
+ * runs. A group of zombies reads as alive here; `liveMembers` tells them apart.
+ */
 function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
-  return liveMembers(pgid, tracker).length > 0
+  if (signalPid(-pgid, 0) !== "gone") return true
+  if (!canTrack) return false
+  tracker.refresh()
+  return tracker.live().length > 0
 }
 
-/** Live processes of the monitor: its group, and tracked processes that left it. */
-function liveMembers(pgid: number, tracker: DescendantTracker): number[] {
+/**
+ * Live processes of the monitor: its group, and tracked processes that left it. Costs O(tracked)
+ * while a tracked process runs; only when the group still answers with none of them running
+ * (zombies not yet reaped, or an orphan never seen attached) is the table read, by the shared
+ * asynchronous scan, so concurrent stops cost one scan per poll together and never block.
+ */
+async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
   const group = signalPid(-pgid, 0)
   if (!canTrack) return group === "gone" ? [] : [pgid]
   tracker.refresh()
   const live = tracker.live().map((stat) => stat.pid)
-  // The group still answers but no tracked member runs: zombies nobody reaped yet, or an orphan
-  // never seen attached; only then is the whole table read.
-  if (group !== "gone" && live.length === 0) {
-    const members = liveGroupMembers(pgid)
-    if (members.length > 0) return members
-  }
-  return live
+  if (live.length > 0 || group === "gone") return live
+  const table = await scanProcessTable()
+  tracker.adopt(table)
+  const members = tracker.live().map((stat) => stat.pid)
+  // Still answering with no live member found: what answers is a zombie. EPERM means a process
+  // that may not be signalled, which is not "gone".
+  return members.length === 0 && group === "denied" ? [pgid] : members
 }
 
-/** Live members of a process group; zombies are excluded because they run nothing. */
-export function liveGroupMembers(pgid: number): number[] {
-  const members: number[] = []
-  for (const entry of readdirSync("/proc")) {
-    if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue
-    let stat: string
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, "latin1")
-    } catch {
-      continue
-    }
-    // Fields after the parenthesised command name: state ppid pgrp ...
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") members.push(Number(entry))
-  }
-  return members
-}
-
-async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+async function waitUntil(condition: () => Promise<boolean>, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() >= deadline) return false
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
   }

@@ -1,5 +1,5 @@
-import { readdirSync, readFileSync } from "node:fs"
-import { readdir, readFile } from "node:fs/promises"
+import { readdirSync, readFileSync, readlinkSync } from "node:fs"
+import { readdir, readFile, readlink } from "node:fs/promises"
 
 /** The fields of /proc/<pid>/stat that tracking needs; `start` (clock ticks since boot) tells a reused pid. */
 export type ProcStat = { pid: number; state: string; ppid: number; pgrp: number; sid: number; start: string }
@@ -76,6 +76,38 @@ export function scanProcessTable(): Promise<ProcStat[]> {
   return inflightScan
 }
 
+/** What a process's descriptor points at (`pipe:[123]`, `socket:[456]`), or undefined. */
+export function descriptorTarget(pid: number, fd: number): string | undefined {
+  try {
+    return readlinkSync(`/proc/${pid}/fd/${fd}`)
+  } catch {
+    return undefined
+  }
+}
+
+/**
+ * Processes other than this one holding any of `targets` (descriptor targets as
+ * `descriptorTarget` reads them). Reads every process's descriptors, yielding: for the rare case
+ * of output pipes held open after the command ended.
+ */
+export async function findHolders(targets: string[]): Promise<number[]> {
+  const wanted = new Set(targets)
+  const holders: number[] = []
+  const pids = (await readdir("/proc")).filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57)
+  for (const pid of pids) {
+    if (Number(pid) === process.pid) continue
+    const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])
+    for (const fd of fds) {
+      const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => undefined)
+      if (target !== undefined && wanted.has(target)) {
+        holders.push(Number(pid))
+        break
+      }
+    }
+  }
+  return holders
+}
+
 /**
  * The processes a monitored command started, followed while they are still attached: every
  * child of a tracked process is tracked, so a child that calls setsid or setpgrp (or the
@@ -123,6 +155,14 @@ export class DescendantTracker {
       if (stat.sid === this.leader || stat.pgrp === this.leader) this.tracked.set(stat.pid, stat)
     }
     this.refresh()
+  }
+
+  /** Tracks these processes from now on (found by other means, e.g. holding the output pipes). */
+  track(pids: number[]): void {
+    for (const pid of pids) {
+      const stat = readStat(pid)
+      if (isLive(stat)) this.note(stat)
+    }
   }
 
   /** Tracked processes still running (pid not reused), as last refreshed. */
