@@ -178,6 +178,7 @@ describe("processes that leave the process group", () => {
     ["setsid", (m: string) => `setsid sh -c 'sleep 1000; : ${m}'`],
     ["setpgrp", (m: string) => `perl -e 'setpgrp(0, 0); sleep 1000' ${m}`],
     ["double fork into a new session", (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & sleep 0.3'`],
+    ["a classic double fork (the middle process exits at once)", (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`],
   ])("a child that escapes by %s is stopped with the monitor", async (_name, command) => {
     const marker = uniqueMarker("escape")
     const { m, collector } = manager()
@@ -226,16 +227,17 @@ describe("processes that leave the process group", () => {
     expect(outcomes.filter((o) => o.startsWith("clean status"))).toEqual([])
   }, 60_000)
 
-  test("a SIGKILL of the host also stops a child that left the group", async () => {
+  test("a SIGKILL of the host also stops children that left the group, seen attached or not", async () => {
     const marker = uniqueMarker("host_kill_escape")
     const graceMs = 300
     const host = spawn(
       process.execPath,
-      [join(import.meta.dir, "support/host.ts"), String(graceMs), `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`],
+      [join(import.meta.dir, "support/host.ts"), String(graceMs), `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
+        `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`],
       { stdio: ["ignore", "pipe", "inherit"] },
     )
     await new Promise<void>((resolve) => host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()))
-    expect(await waitFor(() => running(marker), 3_000)).toBe(true)
+    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
     // Give the tracker a few ticks to see the child and name it to the watchdog.
     await new Promise((r) => setTimeout(r, 500))
     host.kill("SIGKILL")

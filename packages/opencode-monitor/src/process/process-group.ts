@@ -6,6 +6,7 @@ import {
   DescendantTracker,
   descriptorTarget,
   detach,
+  findByEnvironment,
   findHolders,
   scanProcessTable,
 } from "./tracker"
@@ -50,6 +51,8 @@ export type SpawnOptions = {
 }
 
 const POLL_MS = 25
+/** Set in the command's environment to a token of its monitor. */
+export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
 
 /**
  * Runs `sh -c <command>` as the leader of a new session and process group, stdin closed, stdout
@@ -58,9 +61,12 @@ const POLL_MS = 25
  * because opencode gives plugins no hook on a hard kill.
  */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
+  // Every process the command starts inherits this unless it clears its environment: what finds
+  // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
+  const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
   const child = spawn("sh", ["-c", options.command], {
     cwd: options.cwd,
-    env: options.env ?? process.env,
+    env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   })
@@ -75,7 +81,7 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
   // holds them once the leader is gone. A leader that exits at once may be gone already.
   const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
-  const watchdog = startWatchdog(pid, options.killGraceMs)
+  const watchdog = startWatchdog(pid, options.killGraceMs, token)
   // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
   const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
   attach(tracker)
@@ -103,8 +109,11 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     groupAlive,
     survivors: () => survivors,
     async trackPipeHolders() {
-      if (outputs.length === 0) return []
-      const holders = await findHolders(outputs)
+      if (!canTrack) return []
+      const holders = [
+        ...(outputs.length > 0 ? await findHolders(outputs) : []),
+        ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
+      ]
       tracker.track(holders)
       return holders
     },
@@ -113,8 +122,12 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     },
     async terminateGroup(graceMs) {
       // One full scan (shared with concurrent stops, yielding) finds members that were never
-      // seen attached: orphans still in the session or group. Polls then cost O(tracked).
-      if (canTrack) tracker.adopt(await scanProcessTable())
+      // seen attached: orphans still in the session or group, and processes carrying the token.
+      // Polls then cost O(tracked).
+      if (canTrack) {
+        tracker.adopt(await scanProcessTable())
+        tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+      }
       const gone = async () => (await liveMembers(pid, tracker)).length === 0
       if (await gone()) return null
       signalAll("SIGTERM")
@@ -133,20 +146,22 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   }
 }
 
-function startWatchdog(pgid: number, graceMs: number): ChildProcess {
+function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
   // Lines read before are `pid:starttime` of processes that left the group; each is signalled
-  // only while its start time still matches (the pid was not reused).
+  // only while its start time still matches (the pid was not reused). Processes carrying the
+  // monitor's token in their environment are looked up at the time of each signal.
   const script = [
-    'pg=$1; grace=$2; known=""',
+    'pg=$1; grace=$2; tok=$3; known=""',
     'while read -r line; do known="$known $line"; done',
     // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
     'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
-    'kill -TERM -"$pg" $(alive) 2>/dev/null',
+    `bytok() { grep -lzx "${TOKEN_VARIABLE}=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
+    'kill -TERM -"$pg" $(alive) $(bytok) 2>/dev/null',
     'sleep "$grace"',
-    'kill -KILL -"$pg" $(alive) 2>/dev/null',
+    'kill -KILL -"$pg" $(alive) $(bytok) 2>/dev/null',
   ].join("\n")
-  const watchdog = spawn("sh", ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000)], {
+  const watchdog = spawn("sh", ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000), token], {
     stdio: ["pipe", "ignore", "ignore"],
     detached: true,
   })

@@ -109,6 +109,26 @@ export async function findHolders(targets: string[]): Promise<number[]> {
 }
 
 /**
+ * Processes other than this one whose environment holds `entry` (`NAME=value`, exactly). Reads
+ * the environment of every process this user may read, yielding; other users' are skipped.
+ */
+export async function findByEnvironment(entry: string): Promise<number[]> {
+  const needle = Buffer.from(`\0${entry}\0`)
+  const found: number[] = []
+  const pids = (await readdir("/proc")).filter((e) => e.charCodeAt(0) >= 48 && e.charCodeAt(0) <= 57)
+  for (let i = 0; i < pids.length; i += 64) {
+    const slice = pids.slice(i, i + 64)
+    const environments = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)))
+    environments.forEach((environment, k) => {
+      if (!environment || Number(slice[k]) === process.pid) return
+      const padded = Buffer.concat([Buffer.from("\0"), environment, Buffer.from("\0")])
+      if (padded.includes(needle)) found.push(Number(slice[k]))
+    })
+  }
+  return found
+}
+
+/**
  * The processes a monitored command started, followed while they are still attached: every
  * child of a tracked process is tracked, so a child that calls setsid or setpgrp (or the
  * grandchild of a double fork, if seen before its parent exits) stays known by pid and start
