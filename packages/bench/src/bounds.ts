@@ -6,11 +6,16 @@
 import { spawn, spawnSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import { defaultMonitorConfig, type MonitorConfig } from "../../opencode-monitor/src/config"
-import { formatMonitorBatch } from "../../opencode-monitor/src/delivery/envelope"
-import { MonitorManager } from "../../opencode-monitor/src/manager"
+import type { MonitorConfig } from "../../opencode-monitor/src/config"
 import type { OutputBatch } from "../../opencode-monitor/src/pipeline/batcher"
 import { StallMeter } from "./stall-meter.ts"
+
+// OMO_SRC=<path to another checkout's packages/opencode-monitor/src> measures that build instead
+// (how the "before" figures of BENCHMARKS.md were taken, from the commit before issue 13).
+const src = process.env.OMO_SRC ? join(process.cwd(), process.env.OMO_SRC) : join(import.meta.dir, "../../opencode-monitor/src")
+const { defaultMonitorConfig } = (await import(join(src, "config.ts"))) as typeof import("../../opencode-monitor/src/config")
+const { formatMonitorBatch } = (await import(join(src, "delivery/envelope.ts"))) as typeof import("../../opencode-monitor/src/delivery/envelope")
+const { MonitorManager } = (await import(join(src, "manager.ts"))) as typeof import("../../opencode-monitor/src/manager")
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 const rows: string[] = []
@@ -174,6 +179,8 @@ async function escapeRate(): Promise<void> {
     ["double fork, keeps the pipes, leader exits at once", (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0' & exit 0`],
     // setsid with a parent that stays a moment (seen attached).
     ["setsid child of a lingering parent", (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & sleep 0.2' >/dev/null 2>&1 & sleep 1000`],
+    // The residual: a double fork that also clears its environment.
+    ["double fork that clears its environment (env -i)", (m) => `setsid sh -c 'env -i sh -c "sleep 1000; : ${m}" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000`],
   ]
   for (const [name, command] of cases) {
     const { manager, whenEnded } = managerWith({ kill_grace_ms: 300, max_monitors_per_session: 16 })

@@ -81,14 +81,30 @@ function renderLine(line: MonitorLine): RenderedLine {
  * `batch_max_bytes` counts. Lines without a visual-break byte take a cheap upper bound.
  */
 export function envelopeBytes(line: MonitorLine): number {
+  // Hot path (every matched line of a flood): no string is built unless the line breaks.
   const bytes = line.bytes
-  const overhead = line.stream.length + String(line.seq).length + 9 + (line.truncated ? 12 : 0)
-  if (bytes.indexOf(0x0b) < 0 && bytes.indexOf(0x0c) < 0 && bytes.indexOf(0xc2) < 0 && bytes.indexOf(0xe2) < 0) {
-    return bytes.byteLength + overhead
+  const length = bytes.length
+  let breaks = false
+  if (length <= 256) {
+    for (let i = 0; i < length; i++) {
+      const b = bytes[i]
+      if (b === 0x0b || b === 0x0c || b === 0xc2 || b === 0xe2) {
+        breaks = true
+        break
+      }
+    }
+  } else {
+    breaks = bytes.indexOf(0x0b) >= 0 || bytes.indexOf(0x0c) >= 0 || bytes.indexOf(0xc2) >= 0 || bytes.indexOf(0xe2) >= 0
   }
+  if (!breaks) return length + line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
   let total = 0
   for (const row of renderLine(line).rows) total += Buffer.byteLength(row) + 1
   return total
+}
+
+function decimalDigits(n: number): number {
+  if (n < 1e6) return n < 10 ? 1 : n < 100 ? 2 : n < 1e3 ? 3 : n < 1e4 ? 4 : n < 1e5 ? 5 : 6
+  return n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : String(n).length
 }
 
 /** One short printable line: no breaks, controls, ANSI or envelope markers. */

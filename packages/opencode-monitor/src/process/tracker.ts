@@ -108,24 +108,55 @@ export async function findHolders(targets: string[]): Promise<number[]> {
   return holders
 }
 
+type EnvironmentQuery = { entry: Buffer; found: number[]; resolve: (pids: number[]) => void }
+let queued: EnvironmentQuery[] = []
+let scanning = false
+
 /**
  * Processes other than this one whose environment holds `entry` (`NAME=value`, exactly). Reads
  * the environment of every process this user may read, yielding; other users' are skipped.
+ * Queries made while a scan runs are answered together by the next one, so concurrent stops
+ * read the table once.
  */
-export async function findByEnvironment(entry: string): Promise<number[]> {
-  const needle = Buffer.from(`\0${entry}\0`)
-  const found: number[] = []
-  const pids = (await readdir("/proc")).filter((e) => e.charCodeAt(0) >= 48 && e.charCodeAt(0) <= 57)
-  for (let i = 0; i < pids.length; i += 64) {
-    const slice = pids.slice(i, i + 64)
-    const environments = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)))
-    environments.forEach((environment, k) => {
-      if (!environment || Number(slice[k]) === process.pid) return
-      const padded = Buffer.concat([Buffer.from("\0"), environment, Buffer.from("\0")])
-      if (padded.includes(needle)) found.push(Number(slice[k]))
-    })
+export function findByEnvironment(entry: string): Promise<number[]> {
+  return new Promise((resolve) => {
+    queued.push({ entry: Buffer.from(entry), found: [], resolve })
+    if (!scanning) {
+      scanning = true
+      void runEnvironmentScans()
+    }
+  })
+}
+
+async function runEnvironmentScans(): Promise<void> {
+  // Let the other stops of the same moment queue their query first.
+  await new Promise((resolve) => setTimeout(resolve, 0))
+  while (queued.length > 0) {
+    const queries = queued
+    queued = []
+    const pids = (await readdir("/proc").catch(() => [] as string[])).filter(
+      (e) => e.charCodeAt(0) >= 48 && e.charCodeAt(0) <= 57,
+    )
+    for (let i = 0; i < pids.length; i += 32) {
+      const slice = pids.slice(i, i + 32)
+      const environments = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)))
+      environments.forEach((environment, k) => {
+        if (!environment || Number(slice[k]) === process.pid) return
+        for (const query of queries) if (holdsEntry(environment, query.entry)) query.found.push(Number(slice[k]))
+      })
+    }
+    for (const query of queries) query.resolve(query.found)
   }
-  return found
+  scanning = false
+}
+
+/** `entry` as one whole NUL-separated variable of `environment`. */
+function holdsEntry(environment: Buffer, entry: Buffer): boolean {
+  for (let at = environment.indexOf(entry); at !== -1; at = environment.indexOf(entry, at + 1)) {
+    const end = at + entry.length
+    if ((at === 0 || environment[at - 1] === 0) && (end === environment.length || environment[end] === 0)) return true
+  }
+  return false
 }
 
 /**
