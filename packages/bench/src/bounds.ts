@@ -7,6 +7,7 @@ import { spawn, spawnSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
 import type { MonitorConfig } from "../../opencode-monitor/src/config"
+import { killWithChildren } from "../../opencode-monitor/test/support/processes"
 import type { OutputBatch } from "../../opencode-monitor/src/pipeline/batcher"
 import { StallMeter } from "./stall-meter.ts"
 
@@ -196,7 +197,7 @@ async function escapeRate(): Promise<void> {
           await whenEnded(info.id)
           const status = (stopped ?? info).status as { survivors?: number[]; pipesHeld?: boolean }
           const left = pidsWith(marker)
-          for (const pid of left) process.kill(pid, "SIGKILL")
+          for (const pid of left) killWithChildren(pid)
           return { left: left.length > 0, reported: Boolean(status.survivors?.length || status.pipesHeld) }
         }),
       )

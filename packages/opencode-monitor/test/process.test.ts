@@ -5,7 +5,7 @@ import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
 import { formatStatus } from "../src/status"
 import { BatchCollector } from "./support/collect"
-import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 
 function manager(overrides: Partial<MonitorConfig> = {}) {
   const collector = new BatchCollector()
@@ -216,7 +216,7 @@ describe("processes that leave the process group", () => {
       const info = await start(m, `setsid sh -c 'sleep 30; : ${marker}' & exit 0`)
       const ended = await collector.whenEnded(info.id)
       const left = liveProcesses(marker)
-      for (const row of left) process.kill(Number(row.trim().split(/\s+/)[0]), "SIGKILL")
+      for (const row of left) killWithChildren(Number(row.trim().split(/\s+/)[0]))
       const status = ended.status as { pipesHeld?: boolean }
       // Either it was found and stopped (nothing left), or the status says the pipes were held.
       if (left.length > 0 && status.pipesHeld !== true) outcomes.push(`clean status with ${left.length} holder(s) left`)
