@@ -50,6 +50,12 @@ function childrenOf(pid: number): number[] {
   return children
 }
 
+/** The pid directories of /proc (none if it cannot be read). */
+async function processIds(): Promise<string[]> {
+  const entries = await readdir("/proc").catch(() => [] as string[])
+  return entries.filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57)
+}
+
 let inflightScan: Promise<ProcStat[]> | undefined
 
 /**
@@ -59,7 +65,7 @@ let inflightScan: Promise<ProcStat[]> | undefined
 export function scanProcessTable(): Promise<ProcStat[]> {
   inflightScan ??= (async () => {
     try {
-      const pids = (await readdir("/proc")).filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57)
+      const pids = await processIds()
       const stats: ProcStat[] = []
       for (let i = 0; i < pids.length; i += 64) {
         const slice = pids.slice(i, i + 64)
@@ -93,7 +99,7 @@ export function descriptorTarget(pid: number, fd: number): string | undefined {
 export async function findHolders(targets: string[]): Promise<number[]> {
   const wanted = new Set(targets)
   const holders: number[] = []
-  const pids = (await readdir("/proc")).filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57)
+  const pids = await processIds()
   for (const pid of pids) {
     if (Number(pid) === process.pid) continue
     const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])
@@ -134,9 +140,7 @@ async function runEnvironmentScans(): Promise<void> {
   while (queued.length > 0) {
     const queries = queued
     queued = []
-    const pids = (await readdir("/proc").catch(() => [] as string[])).filter(
-      (e) => e.charCodeAt(0) >= 48 && e.charCodeAt(0) <= 57,
-    )
+    const pids = await processIds()
     for (let i = 0; i < pids.length; i += 32) {
       const slice = pids.slice(i, i + 32)
       const environments = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)))
