@@ -235,7 +235,7 @@ export class DescendantTracker {
 }
 
 // One server-wide timer refreshes every attached tracker.
-const TRACK_INTERVAL_MS = 50
+const TRACK_INTERVAL_MS = 200
 const active = new Set<DescendantTracker>()
 let ticker: ReturnType<typeof setInterval> | undefined
 
