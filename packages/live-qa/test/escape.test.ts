@@ -12,10 +12,11 @@ import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/sce
 import { waitFor, waitForIdle } from "../src/timeline.ts";
 
 let qa: MonitorQA | undefined;
+// Stopping a server can take a while on a loaded machine.
 afterEach(async () => {
   await qa?.stop().catch(() => undefined);
   qa = undefined;
-});
+}, 30_000);
 
 const KILL_GRACE_MS = 500;
 const BOUND_MS = KILL_GRACE_MS + 3000;
@@ -49,7 +50,7 @@ test("escape (a): session.delete stops a double-forked daemon of the monitor", a
     const ended = live.pluginLog().filter((line) => line.includes('"monitor ended"'));
     expect(ended.join("\n")).not.toContain("still running after SIGKILL");
   });
-}, 60_000);
+}, 90_000);
 
 test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog)", async () => {
   const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } });
@@ -63,4 +64,4 @@ test("escape (b): a SIGKILL of the server still stops the double-forked daemon (
     await waitFor(() => liveProcesses(tag, groups).length === 0, BOUND_MS, 25, "monitor and daemon to stop after the server's SIGKILL");
     console.log(`[escape] SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`);
   });
-}, 60_000);
+}, 90_000);
