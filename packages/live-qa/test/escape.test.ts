@@ -3,7 +3,7 @@
  * with the monitor in a real opencode serve, (a) when the session is deleted and (b) when the
  * server is SIGKILLed (only the plugin's watchdog is left to act). Each case starts a monitor
  * whose command daemonizes a `sleep` through a classic double fork (the middle process exits at
- * once) and keeps running itself. About 30 s.
+ * once) and keeps running itself. About 15 s idle, up to ~40 s under load.
  */
 import { afterEach, expect, test } from "bun:test";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
