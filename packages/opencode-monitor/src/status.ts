@@ -18,7 +18,7 @@ export function formatStatus(status: MonitorStatus): string {
   if (status.kind === "running") return "running"
   let text = formatEnd(status)
   if (status.survivors?.length) {
-    text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (left the monitor's process group; stop them yourself)`
+    text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
   }
   if (status.pipesHeld) {
     text += "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
