@@ -25,6 +25,9 @@ export const MonitorConfigSchema = z
     post_dispatch_hold_ms: int(1).default(250),
     accepted_message_skew_ms: int(0).default(5_000),
     kill_grace_ms: int(100).default(5_000),
+    retained_max_bytes: int(1_048_576).default(67_108_864),
+    retained_max_monitors: int(1, 100_000).default(100),
+    retained_max_age_ms: int(1_000).default(3_600_000),
     subagent_wake: z.enum(["off", "parent"]).default("parent"),
     automation_agents: z.array(z.string().min(1)).default([]),
     // Program names: the fallback judges each simple command by its program word, so an entry
