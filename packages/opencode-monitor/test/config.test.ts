@@ -20,6 +20,9 @@ describe("plugin options", () => {
       post_dispatch_hold_ms: 250,
       accepted_message_skew_ms: 5_000,
       kill_grace_ms: 5_000,
+      retained_max_bytes: 67_108_864,
+      retained_max_monitors: 100,
+      retained_max_age_ms: 3_600_000,
       subagent_wake: "parent",
       automation_agents: [],
       allowed_commands: [],
@@ -44,6 +47,10 @@ describe("plugin options", () => {
     [{ subagent_wake: "always" }, 'subagent_wake must be one of "off", "parent" (got "always")'],
     [{ automation_agents: "bot" }, 'automation_agents must be an array (got "bot")'],
     [{ max_monitor: 3 }, 'unknown option "max_monitor"; see the README options table'],
+    [
+      { allowed_commands: ["npm", "npm run dev"] },
+      'allowed_commands.1 must be a program name without spaces, like "npm" (each simple command is judged by its program) (got "npm run dev")',
+    ],
   ])("%o is refused: %s", (options, message) => {
     const result = parseMonitorConfig(options)
     expect(result.ok).toBe(false)

@@ -316,7 +316,7 @@ describe("a lost monitor's process", () => {
       ["mon_reused", "reported", undefined],
     ])
     expect(alive(survivor.pid)).toBe(false)
-    expect(liveGroupMembers(survivor.pid)).toEqual([])
+    expect(await liveGroupMembers(survivor.pid)).toEqual([])
     expect(alive(stranger.pid)).toBe(true)
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       "lost (the opencode server stopped while it ran)",

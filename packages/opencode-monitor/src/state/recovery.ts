@@ -190,12 +190,12 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
     monitorId: entry.id,
     pid: entry.pid,
   })
-  const groupGone = () => liveGroupMembers(entry.pid).length === 0
+  const groupGone = async () => (await liveGroupMembers(entry.pid)).length === 0
   for (const [signal, waitMs] of [
     ["SIGTERM", deps.killGraceMs],
     ["SIGKILL", 2_000],
   ] as const) {
-    if (!groupGone()) signalGroup(entry.pid, signal)
+    if (!(await groupGone())) signalGroup(entry.pid, signal)
     if (await waitUntil(groupGone, waitMs)) return undefined
   }
   return entry.pid
