@@ -1,3 +1,4 @@
+// test-runner: slow (started first by scripts/test.ts)
 /**
  * Scenario: the observation budget (SPEC §14) on a real opencode serve, idle session.
  * 1. A dev server logging 10 lines a second for 5 minutes injects no more than the documented

@@ -1,3 +1,4 @@
+// test-runner: slow (started first by scripts/test.ts)
 /**
  * Shell parity (issue 11): a command that works with opencode's bash tool works with
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model
