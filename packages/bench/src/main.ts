@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,live,wake,state,budget`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -10,6 +10,7 @@ import { benchConcurrent } from "./concurrent.ts"
 import { benchLive } from "./live.ts"
 import { machineInfo } from "./machine.ts"
 import { benchMemory } from "./memory.ts"
+import { benchPermission } from "./permission.ts"
 import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
 import { markdownTable, type Row } from "./report.ts"
@@ -23,6 +24,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   memory: benchMemory,
   regex: benchRegex,
   concurrent: benchConcurrent,
+  permission: benchPermission,
   live: benchLive,
   wake: benchWake,
   state: benchState,

@@ -30,6 +30,8 @@ export interface MonitorQAOptions {
   onServer?: (server: OpencodeServer) => Promise<void>;
   /** Run on the data of an earlier server (a restart); the caller removes the dirs. */
   dirs?: IsolatedDirs;
+  /** Extra environment of the server (e.g. SHELL). */
+  env?: Record<string, string>;
 }
 
 export interface Envelope {
@@ -66,6 +68,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       config: options.config,
       prepare: options.prepare,
       dirs: options.dirs,
+      env: options.env,
     });
   } catch (error) {
     await model.stop();

@@ -29,8 +29,9 @@ async function startTwoMonitors(live: MonitorQA, name: string) {
     planPrompt(
       "Keep these running.",
       [
-        ["monitor_start", { command: `sleep 1000 # ${tag}-plain`, label: "plain" }],
-        ["monitor_start", { command: `trap "" TERM; sleep 1000 # ${tag}-stubborn`, label: "stubborn" }],
+        // `; :` keeps the tag in the shell's argv: bash execs a lone (or last) command, dropping a comment.
+        ["monitor_start", { command: `sleep 1000; : ${tag}-plain`, label: "plain" }],
+        ["monitor_start", { command: `trap "" TERM; sleep 1000; : ${tag}-stubborn`, label: "stubborn" }],
       ],
       "Both are running.",
     ),

@@ -1,3 +1,4 @@
+// test-runner: slow (started first by scripts/test.ts)
 /**
  * Issue 12, identity: a `plan` session on mock/m2, then 200+ observations (far more than the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on
@@ -22,7 +23,17 @@ const LINES = 230;
 test("identity: after 200 observations the wake still runs as plan on the person's model", async () => {
   const live = await startMonitorQA({
     // One line per batch, sent as fast as the session allows, so each line is its own observation.
-    pluginOptions: { flush_interval_ms: 250, batch_max_lines: 1, post_dispatch_hold_ms: 1, pending_retry_ms: 100 },
+    pluginOptions: {
+      flush_interval_ms: 250,
+      batch_max_lines: 1,
+      post_dispatch_hold_ms: 1,
+      pending_retry_ms: 100,
+      // This run needs 200 observations after the person's message: the observation budget
+      // (tested on its own in budget.test.ts) would rightly hold most of them back.
+      observation_bytes_per_minute: 10_000_000,
+      observation_burst_bytes: 10_000_000,
+      observation_session_bytes: 10_000_000,
+    },
     config: {
       provider: { mock: { models: { m2: { name: "m2", tool_call: true, limit: { context: 128000, output: 4096 } } } } },
     },

@@ -1,7 +1,9 @@
 /**
- * Scenario 6: monitor_start asks opencode's `bash` permission with the full command, so the
- * user's rules decide. `deny` fails the call with a clear message and spawns nothing; `allow`
- * runs it without asking; `ask` answered with `reject` spawns nothing.
+ * Scenario 6: monitor_start asks opencode's `bash` permission as the bash tool does (one pattern
+ * per simple command, "always" as the arity prefix + ` *`), so the user's rules decide. `deny`
+ * fails the call with a clear message and spawns nothing; `allow` runs it without asking; `ask`
+ * answered with `reject` spawns nothing. Commands end in `; : <marker>` so the marker stays in the
+ * shell's argv (bash execs a lone simple command and would drop a trailing comment).
  */
 import { afterEach, expect, test } from "bun:test";
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
@@ -44,7 +46,7 @@ test('permission { bash: "deny" }: monitor_start fails with the rule named, and 
   const live = await startMonitorQA({ permission: { bash: "deny" } });
   qa = live;
   const tag = marker("deny");
-  const command = `sleep 30 # ${tag}`;
+  const command = `sleep 30; : ${tag}`;
   const sessionID = await live.newSession();
   await live.prompt(sessionID, promptFor(command));
   const part = await monitorStartPart(live, sessionID, "error");
@@ -73,7 +75,7 @@ test('permission { bash: "allow" }: monitor_start runs the command without askin
   qa = live;
   const tag = marker("allow");
   const sessionID = await live.newSession();
-  await live.prompt(sessionID, promptFor(`sleep 30 # ${tag}`));
+  await live.prompt(sessionID, promptFor(`sleep 30; : ${tag}`));
   const part = await monitorStartPart(live, sessionID, "completed");
   const groups = await waitForProcess(tag, "the monitored command to run");
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
@@ -83,7 +85,8 @@ test('permission { bash: "allow" }: monitor_start runs the command without askin
     expect(asked(live)).toEqual([]);
     // The command runs in a process group of its own, not the server's.
     expect(groups.has(live.server.pid)).toBe(false);
-    expect(liveProcesses(tag, groups).map((e) => e.command)).toContain(`sh -c sleep 30 # ${tag}`);
+    // In the bash tool's shell (SHELL is unset here, so bash from PATH), invoked as `<shell> -c`.
+    expect(liveProcesses(tag, groups).map((e) => e.command)).toContain(`${Bun.which("bash")} -c sleep 30; : ${tag}`);
     const report = await live.stop();
     expect(report.leftovers).toEqual([]);
     expect(liveProcesses(tag, groups)).toEqual([]);
@@ -94,7 +97,7 @@ test('permission { bash: "ask" } answered "reject": nothing runs and the turn st
   const live = await startMonitorQA({ permission: { bash: "ask" } });
   qa = live;
   const tag = marker("reject");
-  const command = `sleep 30 # ${tag}`;
+  const command = `sleep 30; : ${tag}`;
   const sessionID = await live.newSession();
   await live.prompt(sessionID, promptFor(command));
   const request = await live.timeline.waitForEvent(
@@ -103,7 +106,9 @@ test('permission { bash: "ask" } answered "reject": nothing runs and the turn st
     "the permission request",
   );
   expect(request.properties.permission).toBe("bash");
-  expect(request.properties.patterns).toEqual([command]);
+  expect(request.properties.patterns).toEqual(["sleep 30", `: ${tag}`]);
+  expect(request.properties.always).toEqual(["sleep *", ": *"]);
+  expect(request.properties.metadata).toMatchObject({ command, label: "watcher" });
   expect(liveProcesses(tag)).toEqual([]);
 
   const answered = await replyPermission(live, request.properties.id, "reject");
@@ -122,17 +127,18 @@ test('permission { bash: "ask" } answered "reject": nothing runs and the turn st
   });
 }, 60_000);
 
-test('permission "ask" answered "always" allows that exact command again, never a different one', async () => {
+test('permission "ask" answered "always" stores the bash tool\'s offer, never the raw command', async () => {
   const live = await startMonitorQA({ permission: { bash: "ask" } });
   qa = live;
   const tag = marker("always");
   const first = "echo hi; exit 0";
-  const second = `echo hi; sleep 30 # ${tag}`;
+  const second = `echo hi; sleep 30; : ${tag}`;
   const reply = (id: unknown, answer: "always" | "reject") => replyPermission(live, id, answer);
 
   const sessionID = await live.newSession();
   await live.prompt(sessionID, promptFor(first));
   const asked1 = await live.timeline.waitForEvent((e) => e.type === "permission.asked", 30_000, "the first request");
+  expect(asked1.properties.always).toEqual(["echo *", "exit *"]);
   expect((await reply(asked1.properties.id, "always")).ok).toBe(true);
   await waitForIdle(live.server.client, sessionID, 30_000);
 
@@ -141,10 +147,10 @@ test('permission "ask" answered "always" allows that exact command again, never 
   await waitForIdle(live.server.client, sessionID, 30_000);
   expect(asked(live)).toHaveLength(1);
 
-  // A different command that merely starts with the same program must be asked for.
+  // A compound command that merely starts with an allowed program is asked for its other parts.
   await live.prompt(sessionID, promptFor(second));
   const asked2 = await waitFor(() => asked(live)[1], 30_000, 50, "a second permission request");
-  expect(asked2.properties.patterns).toEqual([second]);
+  expect(asked2.properties.patterns).toEqual(["echo hi", "sleep 30", `: ${tag}`]);
   expect(liveProcesses(tag)).toEqual([]);
   expect((await reply(asked2.properties.id, "reject")).ok).toBe(true);
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });

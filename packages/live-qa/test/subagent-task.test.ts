@@ -1,3 +1,4 @@
+// test-runner: slow (started first by scripts/test.ts)
 /**
  * Issue 17, through opencode's real `task` tool: the scripted model plays the root agent, which
  * delegates to a `general` subagent, and the subagent, which starts a monitor and returns.

@@ -25,9 +25,23 @@ export const MonitorConfigSchema = z
     post_dispatch_hold_ms: int(1).default(250),
     accepted_message_skew_ms: int(0).default(5_000),
     kill_grace_ms: int(100).default(5_000),
+    retained_max_bytes: int(1_048_576).default(67_108_864),
+    retained_max_monitors: int(1, 100_000).default(100),
+    retained_max_age_ms: int(1_000).default(3_600_000),
     subagent_wake: z.enum(["off", "parent"]).default("parent"),
     automation_agents: z.array(z.string().min(1)).default([]),
-    allowed_commands: z.array(z.string().min(1)).default([]),
+    // Program names: the fallback judges each simple command by its program word, so an entry
+    // with a space ("npm run dev") could never match and is refused rather than ignored.
+    allowed_commands: z
+      .array(
+        z
+          .string()
+          .min(1)
+          .refine((name) => !/\s/.test(name), {
+            message: 'must be a program name without spaces, like "npm" (each simple command is judged by its program)',
+          }),
+      )
+      .default([]),
     // Wake on a matching line (SPEC §10): the shortest gap between two match wakes of one monitor,
     // and how many match wakes one session may get per minute, all monitors together.
     wake_min_interval_ms: int(1_000).default(10_000),

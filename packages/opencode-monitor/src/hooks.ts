@@ -7,6 +7,7 @@ import type { SessionApi } from "./delivery/session-api"
 import { routeBatch, type SessionSource, SessionSources } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import type { OutputBatch } from "./pipeline/batcher"
+import { resolveShell } from "./process/shell"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { projectStateDir, STATE_LAST_LINES } from "./state/format"
 import { recoverLostMonitors } from "./state/recovery"
@@ -40,6 +41,10 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
   const sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
+  // The bash tool's shell: opencode.json's `shell` (from the `config` hook) or $SHELL, resolved once.
+  let configuredShell: string | undefined
+  let shell: string | undefined
+  const currentShell = () => (shell ??= resolveShell(configuredShell, { env: deps.env }))
 
   const injector = new MonitorOutputInjector(
     {
@@ -105,6 +110,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     scheduler,
     env: deps.env,
     onStarted: () => writer?.changed(),
+    shell: currentShell,
     onBatch(batch, monitor) {
       // A person stopped it from the TUI: the agent learns it as an observation in its own
       // session (Status: stopped (by the person at the screen)), and nobody is woken.
@@ -154,7 +160,15 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         budget.forgetMonitor(monitorId)
         injector.forgetMonitor(monitorId)
       },
+      shell: currentShell,
     }),
+
+    async config(input) {
+      // 1.18.33 passes its whole config; the v1 type does not list `shell` yet.
+      const value = (input as { shell?: unknown }).shell
+      configuredShell = typeof value === "string" && value !== "" ? value : undefined
+      shell = undefined
+    },
 
     async event({ event }) {
       const sessionID = sessionOf(event)

@@ -7,8 +7,11 @@ import type { MonitorLine } from "./pipeline/line"
 import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters, RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } from "./process/process-group"
+import { parseSimpleCommands } from "./permission/bash-parser"
 import { findMissingProgram } from "./process/program-check"
+import { programName, programWord } from "./process/program-word"
 import { readPipe } from "./process/read-pipe"
+import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { MonitorStatus } from "./status"
 
@@ -62,6 +65,8 @@ export type ManagerDeps = {
   env?: NodeJS.ProcessEnv
   /** Makes a fresh monitor id; injected so a test can force a collision. */
   newId?: () => string
+  /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
+  shell?: () => string
 }
 
 type Monitor = {
@@ -74,6 +79,8 @@ type Monitor = {
   leaderExited: boolean
   /** A stop was asked for: nothing more of this monitor is delivered. */
   silenced: boolean
+  /** The pipes had to be closed by the monitor: something it could not find held them open. */
+  pipesHeld: boolean
   done: Promise<void>
 }
 
@@ -91,12 +98,23 @@ export class MonitorManager {
   /** Ids being started, with their session: they count against the cap and cannot be reused. */
   private readonly reserved = new Map<string, string>()
   private readonly scheduler: Scheduler
+  private readonly retention: ExitedRetention
 
   constructor(
     private readonly config: MonitorConfig,
     private readonly deps: ManagerDeps,
   ) {
     this.scheduler = deps.scheduler ?? realScheduler
+    this.retention = new ExitedRetention(
+      { maxBytes: config.retained_max_bytes, maxCount: config.retained_max_monitors, maxAgeMs: config.retained_max_age_ms },
+      this.scheduler,
+      (id) => this.monitors.delete(id),
+    )
+  }
+
+  /** Exited monitors kept across the server, and the estimated bytes of their output. */
+  get retained(): { count: number; bytes: number } {
+    return this.retention.totals
   }
 
   async start(request: StartRequest): Promise<MonitorInfo> {
@@ -159,12 +177,14 @@ export class MonitorManager {
       throw error
     }
     const env = this.deps.env ?? process.env
-    const missing = findMissingProgram(command, request.directory, env.PATH)
+    const shell = this.deps.shell?.() ?? "sh"
+    const [first] = await parseSimpleCommands(command)
+    const missing = findMissingProgram(first && programWord(first.argv), shell, request.directory, env.PATH)
     if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`)
 
     let child: MonitoredProcess
     try {
-      child = await spawnInGroup({ command, cwd: request.directory, killGraceMs: this.config.kill_grace_ms, env })
+      child = await spawnInGroup({ command, shell, cwd: request.directory, killGraceMs: this.config.kill_grace_ms, env })
     } catch (error) {
       if (error instanceof SpawnError) throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
       throw error
@@ -185,7 +205,7 @@ export class MonitorManager {
     const info: MonitorInfo = {
       id,
       sessionID: request.sessionID,
-      label: sanitizeLabel(request.label ?? defaultLabel(command)),
+      label: sanitizeLabel(request.label ?? programName(first?.argv ?? [])),
       pattern: request.matchPattern || undefined,
       wakePattern: wakeFilter ? request.wakePattern : undefined,
       wakeLimit: wakeFilter ? wakeLimit : 0,
@@ -204,6 +224,7 @@ export class MonitorManager {
       timedOut: false,
       leaderExited: false,
       silenced: false,
+      pipesHeld: false,
       done: Promise.resolve(),
     }
     this.monitors.set(id, monitor)
@@ -248,7 +269,7 @@ export class MonitorManager {
   async stopSession(sessionID: string): Promise<void> {
     const ids = [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID).map((m) => m.info.id)
     await Promise.all(ids.map((id) => this.stop(sessionID, id, "session")))
-    for (const id of ids) this.monitors.delete(id)
+    for (const id of ids) this.forget(id)
   }
 
   /** Stops everything; resolves when no monitored process is left. */
@@ -309,8 +330,10 @@ export class MonitorManager {
       // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
       const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
+      if (!drained) await child.trackPipeHolders()
       if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
       if (!drained && !(await settlesWithin(reading, 1_000))) {
+        monitor.pipesHeld = true
         child.stdout.destroy()
         child.stderr.destroy()
       }
@@ -330,7 +353,7 @@ export class MonitorManager {
     this.guard(info.id, () =>
       info.stoppedBy && info.stoppedBy !== "person" ? pipeline.close() : pipeline.finish(info.status),
     )
-    this.retainExited(info.sessionID)
+    this.retainExited(monitor)
     this.guard(info.id, () => this.deps.onEnded?.(info))
   }
 
@@ -351,17 +374,35 @@ export class MonitorManager {
     }
   }
 
-  private retainExited(sessionID: string): void {
+  private retainExited(monitor: Monitor): void {
+    const { sessionID, id } = monitor.info
+    if (!this.monitors.has(id)) return
     const exited = [...this.monitors.values()].filter(
       (m) => m.info.sessionID === sessionID && m.info.status.kind !== "running",
     )
     for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) {
-      this.monitors.delete(old.info.id)
+      this.forget(old.info.id)
     }
+    // The server-wide budget (retention.ts) may evict older monitors of any session.
+    if (this.monitors.has(id)) this.retention.admit(id, monitor.pipeline.ring.compact())
+  }
+
+  private forget(id: string): void {
+    this.monitors.delete(id)
+    this.retention.forget(id)
   }
 }
 
 function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
+  const survivors = monitor.process.survivors()
+  const leftovers = {
+    ...(survivors.length > 0 ? { survivors } : {}),
+    ...(monitor.pipesHeld ? { pipesHeld: true } : {}),
+  }
+  return { ...endStatus(exit, monitor, sentSignal), ...leftovers } as MonitorStatus
+}
+
+function endStatus(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
   if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
   if (monitor.info.stoppedBy === "person") return { kind: "stopped", signal: exit.signal ?? sentSignal, byPerson: true }
   if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
@@ -381,11 +422,6 @@ function pidExists(pid: number): boolean {
 
 function randomMonitorId(): string {
   return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
-}
-
-function defaultLabel(command: string): string {
-  const program = command.split(/\s+/, 1)[0] ?? "command"
-  return program.slice(program.lastIndexOf("/") + 1) || "command"
 }
 
 function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {

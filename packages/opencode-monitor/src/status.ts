@@ -1,17 +1,35 @@
+/** What a monitor could not clean up; said with its status instead of claiming a clean end. */
+export type Leftovers = {
+  /** Processes still running after the final SIGKILL, or that may not be signalled (EPERM). */
+  survivors?: number[]
+  /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
+  pipesHeld?: boolean
+}
+
 export type MonitorStatus =
   | { kind: "running" }
-  | { kind: "exited"; code: number }
-  | { kind: "signaled"; signal: string }
-  | { kind: "timed_out"; afterMs: number; signal: string | null }
-  | { kind: "stopped"; signal: string | null; byPerson?: true }
+  | ({ kind: "exited"; code: number } & Leftovers)
+  | ({ kind: "signaled"; signal: string } & Leftovers)
+  | ({ kind: "timed_out"; afterMs: number; signal: string | null } & Leftovers)
+  | ({ kind: "stopped"; signal: string | null; byPerson?: true } & Leftovers)
   /** The server that ran it stopped while it ran (reported by the next server, SPEC §12). */
-  | { kind: "lost"; survivorPid: number | undefined }
+  | ({ kind: "lost"; survivorPid: number | undefined } & Leftovers)
 
 /** The `Status:` text of an envelope, also used in tool results and toasts. */
 export function formatStatus(status: MonitorStatus): string {
+  if (status.kind === "running") return "running"
+  let text = formatEnd(status)
+  if (status.survivors?.length) {
+    text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
+  }
+  if (status.pipesHeld) {
+    text += "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
+  }
+  return text
+}
+
+function formatEnd(status: Exclude<MonitorStatus, { kind: "running" }>): string {
   switch (status.kind) {
-    case "running":
-      return "running"
     case "exited":
       return `exited (code=${status.code})`
     case "signaled":

@@ -20,6 +20,9 @@ describe("plugin options", () => {
       post_dispatch_hold_ms: 250,
       accepted_message_skew_ms: 5_000,
       kill_grace_ms: 5_000,
+      retained_max_bytes: 67_108_864,
+      retained_max_monitors: 100,
+      retained_max_age_ms: 3_600_000,
       subagent_wake: "parent",
       automation_agents: [],
       allowed_commands: [],
@@ -49,6 +52,10 @@ describe("plugin options", () => {
     [{ max_match_wakes_per_minute: 0 }, "max_match_wakes_per_minute must be >= 1 (got 0)"],
     [{ max_match_wakes_per_minute: 61 }, "max_match_wakes_per_minute must be <= 60 (got 61)"],
     [{ max_monitor: 3 }, 'unknown option "max_monitor"; see the README options table'],
+    [
+      { allowed_commands: ["npm", "npm run dev"] },
+      'allowed_commands.1 must be a program name without spaces, like "npm" (each simple command is judged by its program) (got "npm run dev")',
+    ],
   ])("%o is refused: %s", (options, message) => {
     const result = parseMonitorConfig(options)
     expect(result.ok).toBe(false)

@@ -3,8 +3,9 @@ import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
+import { formatStatus } from "../src/status"
 import { BatchCollector } from "./support/collect"
-import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 
 function manager(overrides: Partial<MonitorConfig> = {}) {
   const collector = new BatchCollector()
@@ -167,5 +168,79 @@ describe("end of process", () => {
     expect(collector.linesOf(info.id)).toEqual(["tail-line"])
     expect(Date.now() - began).toBeLessThan(5_000)
     expect(liveProcesses(marker)).toEqual([])
+  })
+})
+
+describe("processes that leave the process group", () => {
+  const running = (marker: string) => liveProcesses(marker).length > 0
+
+  test.each([
+    ["setsid", (m: string) => `setsid sh -c 'sleep 1000; : ${m}'`],
+    ["setpgrp", (m: string) => `perl -e 'setpgrp(0, 0); sleep 1000' ${m}`],
+    ["double fork into a new session", (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & sleep 0.3'`],
+    ["a classic double fork (the middle process exits at once)", (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`],
+  ])("a child that escapes by %s is stopped with the monitor", async (_name, command) => {
+    const marker = uniqueMarker("escape")
+    const { m, collector } = manager()
+    const info = await start(m, `${command(marker)} >/dev/null 2>&1 & sleep 1000; : ${marker}`)
+    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
+    await new Promise((r) => setTimeout(r, 500))
+    const stopped = await m.stop("s1", info.id, "agent")
+    expect(liveProcesses(marker)).toEqual([])
+    expect(stopped?.status).toEqual({ kind: "stopped", signal: "SIGTERM" })
+    await collector.whenEnded(info.id)
+  })
+
+  test("an escaped daemon is stopped when its session is deleted and on shutdown", async () => {
+    const gone = uniqueMarker("escape_gone")
+    const other = uniqueMarker("escape_other")
+    const { m } = manager()
+    await start(m, `setsid sh -c 'sleep 1000; : ${gone}' >/dev/null 2>&1 & sleep 1000`, "gone")
+    await start(m, `setsid sh -c 'sleep 1000; : ${other}' >/dev/null 2>&1 & sleep 1000`, "other")
+    expect(await waitFor(() => running(gone) && running(other), 3_000)).toBe(true)
+    await new Promise((r) => setTimeout(r, 300))
+    await m.stopSession("gone")
+    expect(liveProcesses(gone)).toEqual([])
+    expect(running(other)).toBe(true)
+    await m.shutdown()
+    expect(liveProcesses(other)).toEqual([])
+  })
+
+  test("a leader that exits at once leaves no escaped pipe holder behind a clean exit status (6 runs)", async () => {
+    const { m, collector } = manager({ max_monitors_per_session: 16 })
+    const outcomes: string[] = []
+    for (let i = 0; i < 6; i++) {
+      const marker = uniqueMarker("held")
+      // The child leaves the session at once and the leader exits at once: it may be gone from
+      // the tree before any tracking tick sees it, while it still holds stdout.
+      const info = await start(m, `setsid sh -c 'sleep 30; : ${marker}' & exit 0`)
+      const ended = await collector.whenEnded(info.id)
+      const left = liveProcesses(marker)
+      for (const row of left) killWithChildren(Number(row.trim().split(/\s+/)[0]))
+      const status = ended.status as { pipesHeld?: boolean }
+      // Either it was found and stopped (nothing left), or the status says the pipes were held.
+      if (left.length > 0 && status.pipesHeld !== true) outcomes.push(`clean status with ${left.length} holder(s) left`)
+      else outcomes.push(status.pipesHeld ? "said so" : "stopped")
+      if (status.pipesHeld) expect(formatStatus(ended.status)).toContain("kept the output pipes open")
+    }
+    console.log("pipe holder outcomes:", outcomes.join(", "))
+    expect(outcomes.filter((o) => o.startsWith("clean status"))).toEqual([])
+  }, 60_000)
+
+  test("a SIGKILL of the host also stops children that left the group, seen attached or not", async () => {
+    const marker = uniqueMarker("host_kill_escape")
+    const graceMs = 300
+    const host = spawn(
+      process.execPath,
+      [join(import.meta.dir, "support/host.ts"), String(graceMs), `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
+        `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`],
+      { stdio: ["ignore", "pipe", "inherit"] },
+    )
+    await new Promise<void>((resolve) => host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()))
+    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
+    // Give the tracker a few ticks to see the child and name it to the watchdog.
+    await new Promise((r) => setTimeout(r, 500))
+    host.kill("SIGKILL")
+    expect(await waitFor(() => !running(marker), graceMs + 3_000)).toBe(true)
   })
 })

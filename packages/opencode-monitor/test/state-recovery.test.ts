@@ -125,6 +125,21 @@ describe("restart recovery", () => {
     expect(readFileSync(join(dir, "server-500-5.json"), "utf8")).toBe(before)
   })
 
+  test("one file per plugin instance: a dead server's instance files are each reported, a sibling instance's is left", async () => {
+    const { put, deps, delivered, files } = setup()
+    put("server-500-5-aa11.json", stateFile(500, [entry("mon_a")]))
+    put("server-500-5-bb22.json", stateFile(500, [entry("mon_b")]))
+    // This process's other plugin instance (same pid and start time): never claimed.
+    put("server-1-1-cc33.json", stateFile(1, [entry("mon_sibling")]))
+    const result = await recoverLostMonitors(deps())
+    expect(result.map((r) => [r.id, r.outcome]).sort()).toEqual([
+      ["mon_a", "reported"],
+      ["mon_b", "reported"],
+    ])
+    expect(delivered.map((d) => d.batch.monitorId).sort()).toEqual(["mon_a", "mon_b"])
+    expect(files()).toEqual(["server-1-1-cc33.json"])
+  })
+
   test("corrupt, partial, foreign and other-directory files are skipped with a log line each, never a throw", async () => {
     const { put, deps, delivered, files, api, dir } = setup()
     const valid = JSON.stringify(stateFile(600, [entry("mon_a")]))
@@ -301,7 +316,7 @@ describe("a lost monitor's process", () => {
       ["mon_reused", "reported", undefined],
     ])
     expect(alive(survivor.pid)).toBe(false)
-    expect(liveGroupMembers(survivor.pid)).toEqual([])
+    expect(await liveGroupMembers(survivor.pid)).toEqual([])
     expect(alive(stranger.pid)).toBe(true)
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       "lost (the opencode server stopped while it ran)",

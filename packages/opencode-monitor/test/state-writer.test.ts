@@ -56,6 +56,7 @@ function setup() {
     log: (_level, message) => logs.push(message),
     env,
     server: { pid: 4242, pidStartTime: "777" },
+    instance: "i1",
     startTimeOf: (pid) => `start-of-${pid}`,
   })
   const dir = projectStateDir("/work/project", env)
@@ -84,7 +85,7 @@ describe("MonitorStateWriter", () => {
     monitors.push({ info: info("mon_a"), pid: 100, lastLines: [] })
     writer.changed()
     scheduler.advance(0)
-    expect(writer.path).toBe(join(dir, "server-4242-777.json"))
+    expect(writer.path).toBe(join(dir, "server-4242-777-i1.json"))
     const file = read()
     expect(file?.server).toEqual({ pid: 4242, pidStartTime: "777", directory: "/work/project", updatedAt: 0 })
     expect(file?.monitors).toEqual([
@@ -104,7 +105,30 @@ describe("MonitorStateWriter", () => {
       },
     ])
     // Atomic: only the final file is left, never a temp file.
-    expect(readdirSync(dir)).toEqual(["server-4242-777.json"])
+    expect(readdirSync(dir)).toEqual(["server-4242-777-i1.json"])
+  })
+
+  test("two plugin instances of one server process write two files, never each other's", () => {
+    const first = setup()
+    const second = new MonitorStateWriter({
+      directory: "/work/project",
+      source: () => [{ info: info("mon_other"), pid: 101, lastLines: [] }],
+      scheduler: first.scheduler,
+      log: () => {},
+      env: first.env,
+      server: { pid: 4242, pidStartTime: "777" },
+      startTimeOf: (pid) => `start-of-${pid}`,
+    })
+    first.monitors.push({ info: info("mon_a"), pid: 100, lastLines: [] })
+    first.writer.changed()
+    second.changed()
+    first.scheduler.advance(0)
+    expect(second.path).not.toBe(first.writer.path)
+    expect(first.read()?.monitors.map((m) => m.id)).toEqual(["mon_a"])
+    const other = parseStateFile(readFileSync(second.path, "utf8"))
+    expect(other.ok && other.file.monitors.map((m) => m.id)).toEqual(["mon_other"])
+    second.dispose()
+    expect(first.read()?.monitors.map((m) => m.id)).toEqual(["mon_a"])
   })
 
   test("new output reaches the file within STATE_POLL_MS, and a flood writes at most 4 times a second", () => {

@@ -1,4 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
+import { mkdtempSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorError } from "../src/errors"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
@@ -33,6 +36,14 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(tools.monitor_start?.description).toContain("with no stdin and no TTY")
   })
 
+  test("monitor_start names the bash tool's shell, also when opencode.json sets one", async () => {
+    const { tools, instance } = plugin()
+    expect(tools.monitor_start?.description).toMatch(/The command runs in \/\S+ \(`\/\S+ -c <command>`\)/)
+    await instance.hooks.config?.({ shell: "/bin/sh" } as never)
+    expect(tools.monitor_start?.description).toContain("The command runs in /bin/sh (`/bin/sh -c <command>`)")
+    expect((tools.monitor_start?.args.command as { description?: string } | undefined)?.description).toContain("/bin/sh -c <command>")
+  })
+
   test("monitor_start asks the bash permission with the command, then runs it", async () => {
     const asks: AskCall[] = []
     const { run, api } = plugin()
@@ -40,9 +51,13 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(asks).toEqual([
       {
         permission: "bash",
-        patterns: ["echo hello; exit 7"],
-        always: ["echo hello; exit 7"],
-        metadata: { command: "echo hello; exit 7", description: "opencode-monitor: run in the background" },
+        patterns: ["echo hello", "exit 7"],
+        always: ["echo *", "exit *"],
+        metadata: {
+          command: "echo hello; exit 7",
+          label: "qa",
+          description: 'opencode-monitor: run in the background as "qa"',
+        },
       },
     ])
     expect(out).toMatch(/^Started monitor mon_[0-9a-f]{8} \(label: qa\)\./)
@@ -54,11 +69,33 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(api.toasts.map((t) => t.variant)).toEqual(["error"])
   })
 
+  test("an out-of-tree path asks external_directory first, then bash, both naming the command and label", async () => {
+    const asks: AskCall[] = []
+    const { run } = plugin()
+    const directory = mkdtempSync(join(tmpdir(), "tools-ext-"))
+    await run("monitor_start", { command: "cat ../outside.txt" }, toolContext("ses_a", { asks, directory }))
+    const parent = dirname(directory)
+    expect(asks).toEqual([
+      {
+        permission: "external_directory",
+        patterns: [join(parent, "*")],
+        always: [join(parent, "*")],
+        metadata: { command: "cat ../outside.txt", label: "cat", directories: [parent], patterns: [join(parent, "*")] },
+      },
+      {
+        permission: "bash",
+        patterns: ["cat ../outside.txt"],
+        always: ["cat *"],
+        metadata: { command: "cat ../outside.txt", label: "cat", description: 'opencode-monitor: run in the background as "cat"' },
+      },
+    ])
+  })
+
   test("a rejected permission spawns nothing", async () => {
     const marker = uniqueMarker("rejected")
     const { run, instance } = plugin()
     await expect(
-      run("monitor_start", { command: `sleep 5 # ${marker}` }, toolContext("ses_a", { ask: "reject" })),
+      run("monitor_start", { command: `sleep 5; : ${marker}` }, toolContext("ses_a", { ask: "reject" })),
     ).rejects.toThrow(/rejected permission/)
     await Bun.sleep(100)
     expect(liveProcesses(marker)).toEqual([])
@@ -71,8 +108,13 @@ describe("monitor tools through the plugin's hooks", () => {
     await expect(run("monitor_start", { command: "sleep 1" }, noAsk())).rejects.toThrow(
       'Permission denied: this opencode cannot ask the user, and "sleep" is not in allowed_commands',
     )
-    await expect(run("monitor_start", { command: "echo hi; rm -rf x" }, noAsk())).rejects.toThrow(/compound command/)
+    await expect(run("monitor_start", { command: "echo hi; rm -rf x" }, noAsk())).rejects.toThrow(
+      /"rm" is not in allowed_commands \(every program of a compound command must be listed\)/,
+    )
+    await expect(run("monitor_start", { command: "echo $(rm -rf x)" }, noAsk())).rejects.toThrow(/"rm"/)
+    await expect(run("monitor_start", { command: "KEY=1 command rm -rf x" }, noAsk())).rejects.toThrow(/"rm"/)
     expect(await run("monitor_start", { command: "echo hi" }, noAsk())).toStartWith("Started monitor")
+    expect(await run("monitor_start", { command: "echo a; echo b | echo c" }, noAsk())).toStartWith("Started monitor")
   })
 
   test("cap reached names the monitors to stop", async () => {
@@ -181,8 +223,9 @@ describe("monitor tools through the plugin's hooks", () => {
   test("session.deleted stops that session's monitors and no process is left", async () => {
     const marker = uniqueMarker("deleted")
     const { run, instance } = plugin()
-    await run("monitor_start", { command: `sleep 30 # ${marker}` }, toolContext("ses_gone"))
-    await run("monitor_start", { command: `sleep 30 # ${marker}_keep` }, toolContext("ses_stays"))
+    // `; :` keeps the marker in the shell's argv: bash would exec a lone `sleep` and drop a comment.
+    await run("monitor_start", { command: `sleep 30; : ${marker}` }, toolContext("ses_gone"))
+    await run("monitor_start", { command: `sleep 30; : ${marker}_keep` }, toolContext("ses_stays"))
     await waitFor(() => liveProcesses(marker).length >= 2, 2_000)
     await instance.hooks.event?.({ event: { type: "session.deleted", properties: { sessionID: "ses_gone" } } as never })
     const gone = () => liveProcesses(marker).filter((row) => !row.includes(`${marker}_keep`)).length === 0

@@ -28,7 +28,8 @@ export const NO_DROPS: DropCounts = Object.freeze({ matched: 0, unmatched: 0, by
 
 /**
  * Groups matched lines into batches: flushes when a batch reaches `maxLines` lines or
- * `maxBytes` UTF-8 bytes, or `intervalMs` after its first line. `batchSeq` is strictly
+ * `maxBytes` UTF-8 bytes (as `measure` counts them: what the envelope will hold for the line,
+ * prefixes included), or `intervalMs` after its first line. `batchSeq` is strictly
  * monotonic across real and empty flushes.
  */
 export class MonitorBatcher {
@@ -43,18 +44,23 @@ export class MonitorBatcher {
     private readonly monitorId: string,
     private readonly limits: BatchLimits,
     private readonly onBatch: (batch: OutputBatch) => void,
-    private readonly deps: { scheduler: Scheduler; takeDropped?: () => DropCounts },
-  ) {}
+    private readonly deps: { scheduler: Scheduler; takeDropped?: () => DropCounts; measure?: (line: MonitorLine) => number },
+  ) {
+    this.measure = deps.measure ?? ((line) => line.byteLength)
+  }
+
+  private readonly measure: (line: MonitorLine) => number
 
   add(line: MonitorLine): void {
     if (this.closed) return
-    if (this.lines.length > 0 && this.bytes + line.byteLength > this.limits.maxBytes) this.flushNow()
+    const size = this.measure(line)
+    if (this.lines.length > 0 && this.bytes + size > this.limits.maxBytes) this.flushNow()
     if (this.lines.length === 0) {
       this.batchStartedAt = this.deps.scheduler.now()
       this.armTimer(this.limits.intervalMs)
     }
     this.lines.push(line)
-    this.bytes += line.byteLength
+    this.bytes += size
     if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) this.flushNow()
   }
 

@@ -1,4 +1,5 @@
 import type { MonitorConfig } from "../config"
+import { envelopeBytes } from "../delivery/envelope"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../status"
 import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
@@ -51,7 +52,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler: options.scheduler, takeDropped },
+    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
   )
   let seq = 0
   let finished = false

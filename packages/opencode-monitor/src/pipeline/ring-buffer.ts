@@ -16,6 +16,9 @@ export type RingQuery = {
   limit: number
 }
 
+// A MonitorLine object and its byte array header, as measured with Bun (rounded up).
+const LINE_OVERHEAD_BYTES = 160
+
 /**
  * Retains the last `capacity` lines, matched and unmatched, in a fixed array: O(1) per push,
  * no shifting. Lines pushed out are counted, never lost silently.
@@ -61,6 +64,20 @@ export class MonitorRingBuffer {
   /** Bytes that never made it into a line (over-long line remainders). */
   countDroppedBytes(bytes: number): void {
     this.counters.bytesDropped += bytes
+  }
+
+  /**
+   * Estimated memory of the retained lines (bytes plus a per-line object cost), after dropping
+   * their decoded text: an ended monitor keeps only raw bytes, decoded again when read.
+   */
+  compact(): number {
+    let total = 0
+    for (let i = 0; i < this.size; i++) {
+      const line = this.slots[(this.head + i) % this.capacity] as MonitorLine
+      line.dropText()
+      total += line.byteLength + LINE_OVERHEAD_BYTES
+    }
+    return total
   }
 
   get length(): number {

@@ -1,6 +1,17 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { readdirSync, readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
+import { shellInvocation } from "./shell"
+import {
+  attach,
+  canTrack,
+  DescendantTracker,
+  descriptorTarget,
+  detach,
+  findByEnvironment,
+  findHolders,
+  isLive,
+  scanProcessTable,
+} from "./tracker"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -14,12 +25,22 @@ export interface MonitoredProcess {
   readonly stderr: Readable
   /** Resolves when the group leader (`sh -c`) has exited. */
   readonly exited: Promise<ProcessExit>
-  /** SIGTERM to the whole group, SIGKILL after `graceMs`; resolves when no member is left. */
+  /**
+   * SIGTERM to the whole group and to tracked processes that left it, SIGKILL after `graceMs`;
+   * resolves when none is left, or 2 s after the SIGKILL with the rest in `survivors()`.
+   */
   terminateGroup(graceMs: number): Promise<NodeJS.Signals | null>
   /** SIGTERM to the whole group now, without waiting (for signal handlers). */
   signalGroupNow(): void
-  /** True while any live (non-zombie) process remains in the group. */
+  /** True while any live (non-zombie) process remains in the group or among tracked escapees. */
   groupAlive(): boolean
+  /** Processes still running after the final SIGKILL of `terminateGroup` (or not signallable). */
+  survivors(): number[]
+  /**
+   * Finds the processes holding the command's output pipes (or sockets) and tracks them, so
+   * `groupAlive` and `terminateGroup` include them wherever they escaped to; resolves to their pids.
+   */
+  trackPipeHolders(): Promise<number[]>
   /** Disarms the watchdog once the group is known to be gone. */
   release(): void
 }
@@ -29,9 +50,13 @@ export type SpawnOptions = {
   cwd: string
   killGraceMs: number
   env?: NodeJS.ProcessEnv
+  /** The shell to run the command in (process/shell.ts); `sh` when not given. */
+  shell?: string
 }
 
 const POLL_MS = 25
+/** Set in the command's environment to a token of its monitor. */
+export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
 
 /**
  * Runs `sh -c <command>` as the leader of a new session and process group, stdin closed, stdout
@@ -40,9 +65,13 @@ const POLL_MS = 25
  * because opencode gives plugins no hook on a hard kill.
  */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
-  const child = spawn("sh", ["-c", options.command], {
+  // Every process the command starts inherits this unless it clears its environment: what finds
+  // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
+  const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
+  const invocation = shellInvocation(options.shell ?? "sh", options.command)
+  const child = spawn(invocation.file, invocation.args, {
     cwd: options.cwd,
-    env: options.env ?? process.env,
+    env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
     stdio: ["ignore", "pipe", "pipe"],
     detached: true,
   })
@@ -54,87 +83,157 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   if (pid === undefined || !child.stdout || !child.stderr) {
     throw new SpawnError("the process started without a pid or pipes")
   }
-  const watchdog = startWatchdog(pid, options.killGraceMs)
+  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
+  // holds them once the leader is gone. A leader that exits at once may be gone already.
+  const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
+  const watchdog = startWatchdog(pid, options.killGraceMs, token)
+  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
+  const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
+  attach(tracker)
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
   })
 
-  const groupAlive = () => isGroupAlive(pid)
+  let survivors: number[] = []
+  const targets = () => {
+    tracker.refresh()
+    return tracker.live().filter((stat) => stat.pgrp !== pid)
+  }
+  const groupAlive = () => isGroupAlive(pid, tracker)
+  const signalAll = (signal: NodeJS.Signals): number[] => {
+    const denied: number[] = []
+    if (signalGroup(pid, signal) === "denied") denied.push(pid)
+    for (const stat of targets()) if (signalPid(stat.pid, signal) === "denied") denied.push(stat.pid)
+    return denied
+  }
   return {
     pid,
     stdout: child.stdout,
     stderr: child.stderr,
     exited,
     groupAlive,
-    signalGroupNow: () => signalGroup(pid, "SIGTERM"),
+    survivors: () => survivors,
+    async trackPipeHolders() {
+      if (!canTrack) return []
+      const holders = [
+        ...(outputs.length > 0 ? await findHolders(outputs) : []),
+        ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
+      ]
+      tracker.track(holders)
+      return holders
+    },
+    signalGroupNow: () => {
+      signalAll("SIGTERM")
+    },
     async terminateGroup(graceMs) {
-      if (!groupAlive()) return null
-      signalGroup(pid, "SIGTERM")
-      if (await waitUntil(() => !groupAlive(), graceMs)) return "SIGTERM"
-      signalGroup(pid, "SIGKILL")
-      await waitUntil(() => !groupAlive(), 2_000)
+      // One full scan (shared with concurrent stops, yielding) finds members that were never
+      // seen attached: orphans still in the session or group, and processes carrying the token.
+      // Polls then cost O(tracked).
+      if (canTrack) {
+        tracker.adopt(await scanProcessTable())
+        tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+      }
+      const gone = async () => (await liveMembers(pid, tracker)).length === 0
+      if (await gone()) return null
+      signalAll("SIGTERM")
+      if (await waitUntil(gone, graceMs)) return "SIGTERM"
+      signalAll("SIGKILL")
+      await waitUntil(gone, 2_000)
+      // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
+      survivors = await liveMembers(pid, tracker)
       return "SIGKILL"
     },
     release() {
-      if (watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
+      detach(tracker)
+      // With survivors the watchdog stays armed: it tries again if the server dies.
+      if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
     },
   }
 }
 
-function startWatchdog(pgid: number, graceMs: number): ChildProcess {
+function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
-  const script =
-    'while read -r _; do :; done; kill -TERM -"$1" 2>/dev/null || exit 0; sleep "$2"; kill -KILL -"$1" 2>/dev/null'
-  const watchdog = spawn("sh", ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000)], {
+  // Lines read before are `pid:starttime` of processes that left the group; each is signalled
+  // only while its start time still matches (the pid was not reused). Processes carrying the
+  // monitor's token in their environment are looked up at the time of each signal.
+  const script = [
+    'pg=$1; grace=$2; tok=$3; known=""',
+    'while read -r line; do known="$known $line"; done',
+    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
+    'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
+    `bytok() { grep -lzx "${TOKEN_VARIABLE}=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
+    'kill -TERM -"$pg" $(alive) $(bytok) 2>/dev/null',
+    'sleep "$grace"',
+    'kill -KILL -"$pg" $(alive) $(bytok) 2>/dev/null',
+  ].join("\n")
+  const watchdog = spawn("sh", ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000), token], {
     stdio: ["pipe", "ignore", "ignore"],
     detached: true,
   })
   watchdog.on("error", () => {})
+  watchdog.stdin?.on("error", () => {})
   watchdog.unref()
   return watchdog
 }
 
-/** Signals a whole process group; a group already gone is not an error. */
-export function signalGroup(pgid: number, signal: NodeJS.Signals): void {
+type SignalResult = "sent" | "gone" | "denied"
+
+/** Signals a whole process group; "gone" when it no longer exists, "denied" on EPERM. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals): SignalResult {
+  return signalPid(-pgid, signal)
+}
+
+function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
   try {
-    process.kill(-pgid, signal)
-  } catch {
-    // ESRCH: the group is already gone.
+    process.kill(pid, signal)
+    return "sent"
+  } catch (error) {
+    // EPERM: it exists but may not be signalled by this user; that is not "gone".
+    return (error as NodeJS.ErrnoException).code === "EPERM" ? "denied" : "gone"
   }
 }
 
-function isGroupAlive(pgid: number): boolean {
-  try {
-    process.kill(-pgid, 0)
-  } catch {
-    return false
-  }
-  // The group still has a member, but it may only be a zombie nobody has reaped yet.
-  return process.platform === "linux" ? liveGroupMembers(pgid).length > 0 : true
+/**
+ * Cheap and synchronous: the group still answers a signal, or a tracked process that left it
+ * runs. A group of zombies reads as alive here; `liveMembers` tells them apart.
+ */
+function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
+  if (signalPid(-pgid, 0) !== "gone") return true
+  if (!canTrack) return false
+  tracker.refresh()
+  return tracker.live().length > 0
 }
 
-/** Live members of a process group; zombies are excluded because they run nothing. */
-export function liveGroupMembers(pgid: number): number[] {
-  const members: number[] = []
-  for (const entry of readdirSync("/proc")) {
-    if (entry.charCodeAt(0) < 48 || entry.charCodeAt(0) > 57) continue
-    let stat: string
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, "latin1")
-    } catch {
-      continue
-    }
-    // Fields after the parenthesised command name: state ppid pgrp ...
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    if (Number(fields[2]) === pgid && fields[0] !== "Z" && fields[0] !== "X") members.push(Number(entry))
-  }
-  return members
+/**
+ * Live processes of the monitor: its group, and tracked processes that left it. Costs O(tracked)
+ * while a tracked process runs; only when the group still answers with none of them running
+ * (zombies not yet reaped, or an orphan never seen attached) is the table read, by the shared
+ * asynchronous scan, so concurrent stops cost one scan per poll together and never block.
+ */
+async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
+  const group = signalPid(-pgid, 0)
+  if (!canTrack) return group === "gone" ? [] : [pgid]
+  tracker.refresh()
+  const live = tracker.live().map((stat) => stat.pid)
+  if (live.length > 0 || group === "gone") return live
+  const table = await scanProcessTable()
+  tracker.adopt(table)
+  const members = tracker.live().map((stat) => stat.pid)
+  // Still answering with no live member found: what answers is a zombie. EPERM means a process
+  // that may not be signalled, which is not "gone".
+  return members.length === 0 && group === "denied" ? [pgid] : members
+}
+
+/** Live (non-zombie) members of a process group, from one asynchronous read of the process table. */
+export async function liveGroupMembers(pgid: number): Promise<number[]> {
+  if (!canTrack) return signalPid(-pgid, 0) === "gone" ? [] : [pgid]
+  return (await scanProcessTable()).filter((stat) => stat.pgrp === pgid && isLive(stat)).map((stat) => stat.pid)
 }
 
 /** Polls `condition` until it holds (true) or `timeoutMs` passes (false). */
-export async function waitUntil(condition: () => boolean, timeoutMs: number): Promise<boolean> {
+export async function waitUntil(condition: () => boolean | Promise<boolean>, timeoutMs: number): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
-  while (!condition()) {
+  while (!(await condition())) {
     if (Date.now() >= deadline) return false
     await new Promise((resolve) => setTimeout(resolve, POLL_MS))
   }

@@ -1,21 +1,20 @@
 import { accessSync, constants } from "node:fs"
 import { isAbsolute, resolve } from "node:path"
-
-// Words `sh` runs itself; there is no file to look for.
-const SHELL_WORDS = new Set(
-  "! { ( . : [ alias bg break case cd command continue eval exec exit export false fg for getopts hash if jobs kill printf pwd read readonly return set shift source test times trap true type ulimit umask unalias unset until wait while echo".split(
-    " ",
-  ),
-)
+import { isShellBuiltin } from "./shell"
 
 /**
- * Says why the first program of a command cannot run, or undefined when it can (or when the
- * command is too dynamic to tell: quoting, expansions, assignments). `sh -c` itself always
- * starts, so without this a typo would only show up as exit code 127 later.
+ * Says why `program` (the program word of the command's first simple command) cannot run in
+ * `shell`, or undefined when it can or when it is too dynamic to tell (quoting, expansions).
+ * The shell itself always starts, so without this a typo would only show up as exit code 127 later.
  */
-export function findMissingProgram(command: string, cwd: string, path: string | undefined): string | undefined {
-  const word = command.trim().split(/[\s;&|<>()]/, 1)[0] ?? ""
-  if (word === "" || SHELL_WORDS.has(word) || !/^[\w.+/-]+$/.test(word)) return undefined
+export function findMissingProgram(
+  program: string | undefined,
+  shell: string,
+  cwd: string,
+  path: string | undefined,
+): string | undefined {
+  const word = program ?? ""
+  if (word === "" || isShellBuiltin(shell, word) || !/^[\w.+/-]+$/.test(word)) return undefined
   if (word.includes("/")) {
     const file = isAbsolute(word) ? word : resolve(cwd, word)
     try {

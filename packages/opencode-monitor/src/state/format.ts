@@ -64,8 +64,12 @@ export function projectStateDir(directory: string, env: Env = process.env): stri
   return join(stateRoot(env), key)
 }
 
-export function serverStateFileName(pid: number, pidStartTime: string | undefined): string {
-  return `server-${pid}-${pidStartTime ?? "unknown"}.json`
+/**
+ * opencode can create more than one plugin instance for a directory in one server process, so each
+ * instance writes a file of its own: `server-<pid>-<start>-<instance>.json`.
+ */
+export function serverStateFileName(pid: number, pidStartTime: string | undefined, instance?: string): string {
+  return `server-${pid}-${pidStartTime ?? "unknown"}${instance ? `-${instance}` : ""}.json`
 }
 
 /** A person asked the TUI to stop this monitor; the owning server watches this folder. */

@@ -36,7 +36,8 @@ export type RecoveredMonitor = {
 }
 
 const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
-const SERVER_FILE = /^server-(\d+)-([^.]+)\.json$/
+// `server-<pid>-<start>[-<instance>].json`: one file per plugin instance of a server process.
+const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 // A file a recovering server took over: `claimed-<pid>-<start>--<the original name>`.
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
@@ -189,12 +190,12 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
     monitorId: entry.id,
     pid: entry.pid,
   })
-  const groupGone = () => liveGroupMembers(entry.pid).length === 0
+  const groupGone = async () => (await liveGroupMembers(entry.pid)).length === 0
   for (const [signal, waitMs] of [
     ["SIGTERM", deps.killGraceMs],
     ["SIGKILL", 2_000],
   ] as const) {
-    if (!groupGone()) signalGroup(entry.pid, signal)
+    if (!(await groupGone())) signalGroup(entry.pid, signal)
     if (await waitUntil(groupGone, waitMs)) return undefined
   }
   return entry.pid

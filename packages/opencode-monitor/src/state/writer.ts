@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
@@ -27,6 +28,8 @@ export type StateWriterOptions = {
   env?: Record<string, string | undefined>
   /** This server process; defaults to process.pid and its /proc start time. */
   server?: { pid: number; pidStartTime: string | undefined }
+  /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
+  instance?: string
   /** A leader's start time, to prove its identity later; defaults to /proc. */
   startTimeOf?: (pid: number) => string | undefined
   /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
@@ -63,7 +66,8 @@ export class MonitorStateWriter {
   constructor(private readonly options: StateWriterOptions) {
     this.dir = projectStateDir(options.directory, options.env)
     this.server = options.server ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
-    this.path = join(this.dir, serverStateFileName(this.server.pid, this.server.pidStartTime))
+    const instance = options.instance ?? randomBytes(4).toString("hex")
+    this.path = join(this.dir, serverStateFileName(this.server.pid, this.server.pidStartTime, instance))
   }
 
   /** Something changed (start, exit): the record is rewritten within STATE_WRITE_MIN_INTERVAL_MS. */

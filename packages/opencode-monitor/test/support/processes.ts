@@ -1,4 +1,5 @@
 import { spawnSync } from "node:child_process"
+import { readFileSync } from "node:fs"
 
 /** Live (non-zombie) processes whose command line contains `marker`, from the real process table. */
 export function liveProcesses(marker: string): string[] {
@@ -21,4 +22,21 @@ export async function waitFor(condition: () => boolean, timeoutMs: number, pollM
     await new Promise((r) => setTimeout(r, pollMs))
   }
   return condition()
+}
+
+/** SIGKILL to a process this test started and to its direct children (cleanup after a failure). */
+export function killWithChildren(pid: number): void {
+  let children: number[] = []
+  try {
+    children = readFileSync(`/proc/${pid}/task/${pid}/children`, "latin1").trim().split(" ").filter(Boolean).map(Number)
+  } catch {
+    // Already gone.
+  }
+  for (const target of [pid, ...children]) {
+    try {
+      process.kill(target, "SIGKILL")
+    } catch {
+      // Already gone.
+    }
+  }
 }

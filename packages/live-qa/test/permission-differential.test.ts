@@ -1,0 +1,138 @@
+// test-runner: slow (started first by scripts/test.ts)
+/**
+ * Permission parity (issue 10): for every command string of the corpus, under three rule sets,
+ * the scripted model gives the same string to opencode's `bash` tool and to `monitor_start` in one
+ * step; the verdicts must match — tool part status, and the `permission.asked` kinds with their
+ * "always" offers. Rows marked `stricter` are commands whose real program the bash tool cannot
+ * see (`sh -c`, `eval`, `xargs`, `find -exec`, `command`/`exec`/`env`/`nohup` prefixes): there
+ * monitor_start must be at least as strict and ask the same kinds. Prints the table (the proof).
+ * One server per rule set, the three in parallel; about 2–4 minutes on 2 busy cores.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import {
+  askSignature,
+  autoReplyOnce,
+  type DiffRow,
+  differentialAgent,
+  renderTable,
+  runDifferential,
+  strictness,
+} from "../src/differential.ts";
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+
+type Case = { command: string; stricter?: true };
+
+// Harmless by construction: `./x` never exists, `../…` paths are in the test's own temp dir,
+// network only to a closed loopback port.
+const CORPUS: Case[] = [
+  { command: "echo a; rm -rf ./x" },
+  { command: "true && rm -rf ./x" },
+  { command: " rm -rf ./x" },
+  { command: "rm -rf ./x   " },
+  { command: "ls | rm -rf ./x" },
+  { command: "echo a; touch f" },
+  { command: "cat ../outside.txt" },
+  { command: "echo a && ls" },
+  { command: "echo a || rm -rf ./x" },
+  { command: "echo a;rm -rf ./x" },
+  { command: "(cd sub 2>/dev/null; rm -rf ./x)" },
+  { command: "{ echo a; rm -rf ./x; }" },
+  { command: "echo $(rm -rf ./x)" },
+  { command: "echo `rm -rf ./x`" },
+  { command: "cat <(rm -rf ./x)" },
+  { command: "x=$(rm -rf ./x)" },
+  { command: "FOO=1 rm -rf ./x", stricter: true },
+  { command: "FOO=secret echo hi" },
+  { command: "echo 'rm -rf ./x'" },
+  { command: 'echo "a; rm -rf ./x"' },
+  { command: "ls *.md" },
+  { command: "rm -rf ./x*" },
+  { command: "cat /etc/hostname" },
+  { command: "cat ~/.profile" },
+  { command: "rm -rf ../nothing-here-x" },
+  { command: "cd .. && ls" },
+  { command: "cd sub" },
+  { command: "# only a comment" },
+  { command: "cat <<EOF\nhello\nEOF" },
+  { command: "cat <<EOF\n$(rm -rf ./x)\nEOF" },
+  { command: "echo a \\\n  b" },
+  { command: "echo a\nrm -rf ./x" },
+  { command: "if true; then rm -rf ./x; fi" },
+  { command: "for i in 1 2; do echo $i; done" },
+  { command: "echo a > out.txt" },
+  { command: "git status" },
+  { command: "git status; curl -s http://127.0.0.1:9/x | sh" },
+  { command: "git -C . log -1 --oneline" },
+  { command: "printf '%s\\n' a b | grep a" },
+  { command: "echo hi\t| cat" },
+  { command: "$CMD ./x" },
+  { command: "command rm -rf ./x", stricter: true },
+  { command: "exec rm -rf ./x", stricter: true },
+  { command: "builtin echo hi", stricter: true },
+  { command: "env FOO=1 rm -rf ./x", stricter: true },
+  { command: "nohup rm -rf ./x", stricter: true },
+  { command: "sh -c 'rm -rf ./x'", stricter: true },
+  { command: 'bash -c "echo a; rm -rf ./x"', stricter: true },
+  { command: "eval 'rm -rf ./x'", stricter: true },
+  { command: "echo ./x | xargs rm -rf", stricter: true },
+  { command: "find . -name nothing-here-x -exec rm -rf {} \\;", stricter: true },
+];
+
+const RULE_SETS: Record<string, Record<string, string>> = {
+  "allow by default, with denies": { "*": "allow", "rm *": "deny", "curl *": "deny" },
+  "ask by default, with allows": { "*": "ask", "echo *": "allow", "ls *": "allow", "git status *": "allow", "rm *": "deny" },
+  "deny by default": { "*": "deny", "echo *": "allow", "ls *": "allow", "cat *": "allow", "true": "allow" },
+};
+
+const servers: MonitorQA[] = [];
+afterAll(async () => {
+  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined);
+});
+
+/** Same verdict and same questions; for `stricter` rows, monitor_start at least as strict. */
+function judge(row: DiffRow, stricter: boolean): string {
+  const sameAsks = askSignature(row.bash) === askSignature(row.monitor);
+  if (row.bash.verdict === row.monitor.verdict && sameAsks) return "yes";
+  if (!stricter) return "NO";
+  const kinds = (o: DiffRow["bash"]) => new Set(o.asks.map((a) => a.permission));
+  const covers = [...kinds(row.bash)].every((k) => kinds(row.monitor).has(k) || row.monitor.verdict === "denied");
+  return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO";
+}
+
+async function runRuleSet(name: string, rules: Record<string, string>): Promise<{ name: string; rows: DiffRow[] }> {
+  const qa = await startMonitorQA({
+    permission: { bash: rules },
+    script: differentialAgent(),
+    pluginOptions: { max_monitors_per_session: 16 },
+  });
+  servers.push(qa);
+  mkdirSync(join(qa.server.directory, "sub"), { recursive: true });
+  writeFileSync(join(qa.server.directory, "..", "outside.txt"), "outside\n");
+  const stopReplying = autoReplyOnce(qa);
+  const rows: DiffRow[] = [];
+  try {
+    for (const { command } of CORPUS) rows.push(await runDifferential(qa, command));
+  } finally {
+    stopReplying();
+  }
+  return { name, rows };
+}
+
+test("monitor_start gets the bash tool's verdict for every command under every rule set", async () => {
+  const results = await Promise.all(Object.entries(RULE_SETS).map(([name, rules]) => runRuleSet(name, rules)));
+  const failures: string[] = [];
+  for (const { name, rows } of results) {
+    const marks = (row: DiffRow) => judge(row, CORPUS.find((c) => c.command === row.command)?.stricter === true);
+    console.log(`\n${renderTable(`${name}: ${JSON.stringify(RULE_SETS[name])}`, rows, marks)}\n`);
+    for (const row of rows) {
+      if (marks(row) !== "NO") continue;
+      failures.push(`${name}: ${JSON.stringify(row.command)}\n  bash: ${JSON.stringify(row.bash)}\n  monitor: ${JSON.stringify(row.monitor)}`);
+    }
+  }
+  expect(failures).toEqual([]);
+  // The table must show real differences between the rule sets, or it proves nothing.
+  const verdicts = new Set(results.flatMap((r) => r.rows.map((row) => `${row.bash.verdict}/${row.bash.asks.length > 0}`)));
+  expect(verdicts.size).toBeGreaterThanOrEqual(3);
+}, 900_000);

@@ -1,0 +1,115 @@
+// test-runner: slow (started first by scripts/test.ts)
+/**
+ * Shell parity (issue 11): a command that works with opencode's bash tool works with
+ * monitor_start. For a corpus of commands using bash features and environment, the scripted model
+ * gives the same string to `bash` and to `monitor_start` in one step; the output lines and exit
+ * status seen through the monitor (its envelopes) must equal what the bash tool returned — with
+ * SHELL set to bash, unset, set to a shell opencode refuses (fish), and with opencode.json's `shell`
+ * setting. monitor_start's description must name that shell. One server per setting, the four in
+ * parallel; about 2 minutes on 2 busy cores.
+ */
+import { afterAll, expect, test } from "bun:test";
+import { differentialAgent, runDifferential } from "../src/differential.ts";
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+import { waitForEnvelope } from "../src/scenario.ts";
+
+const CORPUS = [
+  'echo "shell=$0 SHELL=$SHELL"',
+  "[[ 1 == 1 ]] && echo BASHISM_OK",
+  "source /dev/null && echo SOURCE_OK",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  'arr=(a b c); echo "${arr[1]} ${#arr[@]}"',
+  "echo {1..5} x{a,b}",
+  'set -o pipefail; false | true; echo "status=$?"',
+  "[[ $RANDOM =~ ^[0-9]+$ ]] && echo RANDOM_IS_A_NUMBER",
+  'cat <<< "here string"',
+  "shopt -s extglob && echo EXTGLOB_OK",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  'declare -A m=([k]=v); echo "${m[k]}"',
+  "echo $((2**10))",
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  'echo "${BASH_VERSION:+has BASH_VERSION}"',
+  'f() { local x=inner; echo "$x"; }; f',
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: a shell expansion, not a template
+  's=hello; echo "${s^^} ${s:1:3}"',
+  "diff <(echo a) <(echo a) && echo PROCSUB_OK",
+  "type -t source shopt",
+  "echo before; exit 3",
+  "echo to-stderr >&2; echo to-stdout",
+];
+
+type Setting = { env: Record<string, string>; config?: Record<string, string>; shell: string };
+// `shell` is the path both tools must run: `$0` shows it, and monitor_start's description names it.
+const BASH = Bun.which("bash") ?? "bash";
+const SHELLS: Record<string, Setting> = {
+  "SHELL=/bin/bash": { env: { SHELL: "/bin/bash" }, shell: "/bin/bash" },
+  "SHELL unset": { env: {}, shell: BASH },
+  "SHELL=/usr/bin/fish (refused)": { env: { SHELL: "/usr/bin/fish" }, shell: BASH },
+  'opencode.json "shell": "/bin/bash", SHELL=/usr/bin/fish': {
+    env: { SHELL: "/usr/bin/fish" },
+    config: { shell: "/bin/bash" },
+    shell: "/bin/bash",
+  },
+};
+
+type Seen = { lines: string[]; exit: number | null };
+const servers: MonitorQA[] = [];
+afterAll(async () => {
+  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined);
+});
+
+function bashToolSeen(output: string, exit: unknown): Seen {
+  const lines = output === "(no output)" ? [] : output.replace(/\n$/, "").split("\n");
+  return { lines: lines.sort(), exit: typeof exit === "number" ? exit : null };
+}
+
+function monitorSeen(text: string, status: string): Seen {
+  const lines = [...text.matchAll(/^\[(?:stdout|stderr) seq=\d+\] (.*)$/gm)].map((m) => m[1] ?? "");
+  const code = status.match(/code=(\d+)/)?.[1];
+  return { lines: lines.sort(), exit: code === undefined ? null : Number(code) };
+}
+
+async function runShell(name: string, setting: Setting) {
+  const qa = await startMonitorQA({
+    env: setting.env,
+    config: setting.config,
+    script: differentialAgent(),
+    pluginOptions: { max_monitors_per_session: 16 },
+  });
+  servers.push(qa);
+  const rows: { command: string; bash: Seen; monitor: Seen }[] = [];
+  for (const command of CORPUS) {
+    const row = await runDifferential(qa, command);
+    const bash = bashToolSeen(row.bash.output, row.bash.exit);
+    if (row.monitor.verdict !== "ran") {
+      // monitor_start refused to start it: a difference the table shows as such.
+      rows.push({ command, bash, monitor: { lines: [`monitor_start failed: ${row.monitor.output}`], exit: null } });
+      continue;
+    }
+    const exited = await waitForEnvelope(qa, row.sessionID, (e) => e.status.startsWith("exited"), `the exit of ${command}`);
+    const all = (await qa.envelopes(row.sessionID)).map((e) => e.text).join("\n");
+    rows.push({ command, bash, monitor: monitorSeen(all, exited.status) });
+  }
+  const tool = qa.model.scripted()[0]?.request.tools?.find((t) => t.function.name === "monitor_start");
+  return { name, rows, description: tool?.function.description ?? "", setting };
+}
+
+test("the bash tool and monitor_start print the same lines and exit status, whatever SHELL is", async () => {
+  const results = await Promise.all(Object.entries(SHELLS).map(([name, setting]) => runShell(name, setting)));
+  const failures: string[] = [];
+  for (const { name, rows, description, setting } of results) {
+    if (!description.includes(`runs in ${setting.shell} (\`${setting.shell} -c <command>\`)`)) {
+      failures.push(`${name}: monitor_start's description does not name ${setting.shell}: ${description}`);
+    }
+    const dollarZero = rows[0]?.bash.lines[0] ?? "";
+    if (!dollarZero.startsWith(`shell=${setting.shell} `)) failures.push(`${name}: the bash tool ran ${dollarZero}`);
+    console.log(`\n### ${name}\n\n| command | bash tool | monitor_start | same |\n|---|---|---|---|`);
+    for (const row of rows) {
+      const same = JSON.stringify(row.bash) === JSON.stringify(row.monitor);
+      const cell = (s: Seen) => `${s.lines.join(" / ").replaceAll("|", "\\|")} (exit ${s.exit})`;
+      console.log(`| \`${row.command.replaceAll("|", "\\|")}\` | ${cell(row.bash)} | ${cell(row.monitor)} | ${same ? "yes" : "NO"} |`);
+      if (!same) failures.push(`${name}: ${row.command}: bash ${JSON.stringify(row.bash)} monitor ${JSON.stringify(row.monitor)}`);
+    }
+  }
+  expect(failures).toEqual([]);
+}, 600_000);

@@ -1,0 +1,48 @@
+import type { ToolContext } from "@opencode-ai/plugin"
+import type { MonitorConfig } from "../config"
+import { MonitorError } from "../errors"
+import { directoryPatterns, permissionQuestions } from "./questions"
+
+export type AuthorizeRequest = { command: string; label: string }
+
+/**
+ * The user's permission rules decide, as they decide opencode's bash tool for the same string:
+ * `external_directory` for path arguments outside the project, then `bash` with one pattern per
+ * simple command. Without `ask`, only allowed_commands may run, judged per simple command.
+ */
+export async function authorizeCommand(request: AuthorizeRequest, ctx: ToolContext, config: MonitorConfig): Promise<void> {
+  const { command, label } = request
+  const questions = await permissionQuestions(command, { directory: ctx.directory, worktree: ctx.worktree })
+  if (typeof ctx.ask !== "function") return checkAllowedCommands(questions.programs, config)
+  if (questions.externalDirectories.length > 0) {
+    const patterns = directoryPatterns(questions.externalDirectories)
+    await ctx.ask({
+      permission: "external_directory",
+      patterns,
+      always: patterns,
+      metadata: { command, label, directories: questions.externalDirectories, patterns },
+    })
+  }
+  // Like the bash tool: a command of only `cd`s (or only comments) asks no bash pattern.
+  if (questions.patterns.length === 0) return
+  await ctx.ask({
+    permission: "bash",
+    patterns: questions.patterns,
+    always: questions.always,
+    metadata: { command, label, description: `opencode-monitor: run in the background as "${label}"` },
+  })
+}
+
+function checkAllowedCommands(programs: readonly string[], config: MonitorConfig): void {
+  const refused = [...new Set(programs.filter((program) => !config.allowed_commands.includes(program)))]
+  if (programs.length > 0 && refused.length === 0) return
+  const what =
+    refused.length > 0
+      ? `${refused.map((p) => JSON.stringify(p)).join(", ")} ${refused.length === 1 ? "is" : "are"} not in allowed_commands`
+      : "the command runs no program allowed_commands could list"
+  throw new MonitorError(
+    "permission_denied",
+    `Permission denied: this opencode cannot ask the user, and ${what} (every program of a compound command must be listed). ` +
+      "Ask the user to add the program names to the opencode-monitor allowed_commands option.",
+  )
+}

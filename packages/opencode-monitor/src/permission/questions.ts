@@ -1,0 +1,162 @@
+import { statSync } from "node:fs"
+import { homedir } from "node:os"
+import { dirname, isAbsolute, join, relative, resolve } from "node:path"
+import { programWord, unquote } from "../process/program-word"
+import { arityPrefix } from "./arity"
+import { parseSimpleCommands, type SimpleCommand } from "./bash-parser"
+
+/** What to ask opencode before running a command, exactly as its bash tool would ask (plus the stricter extras). */
+export type PermissionQuestions = {
+  /** Directories outside the project that path arguments point into (`external_directory`). */
+  externalDirectories: string[]
+  /** One `bash` pattern per simple command. */
+  patterns: string[]
+  /** The "always" offer: each simple command's arity prefix + ` *`, as the bash tool offers it. */
+  always: string[]
+  /** The program of every simple command, hidden ones included: the allowed_commands fallback judges these. */
+  programs: string[]
+}
+
+export type Place = { directory: string; worktree: string }
+
+// Commands whose path arguments the bash tool checks against the project (1.18.33).
+const DIRECTORY_COMMANDS = new Set(["cd", "chdir", "popd", "pushd"])
+const PATH_COMMANDS = new Set([...DIRECTORY_COMMANDS, "rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "cat"])
+const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh"])
+const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
+// Programs that run the rest of their words as a command: options that take a value, and how
+// many plain words come before the command (`timeout 5 cmd`).
+const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
+  xargs: { valueOptions: ["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"], before: 0 },
+  sudo: { valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"], before: 0 },
+  doas: { valueOptions: ["-u", "-C"], before: 0 },
+  nice: { valueOptions: ["-n"], before: 0 },
+  ionice: { valueOptions: ["-c", "-n", "-p"], before: 0 },
+  setsid: { valueOptions: [], before: 0 },
+  stdbuf: { valueOptions: ["-i", "-o", "-e"], before: 0 },
+  timeout: { valueOptions: ["-s", "-k"], before: 1 },
+}
+// How deep `sh -c "eval 'xargs …'"`-style nesting is followed.
+const MAX_NESTING = 4
+
+/**
+ * The questions for one command string. The bash tool's own questions come first and unchanged;
+ * where it cannot see what runs, commands hidden in `sh -c '…'`, `bash -c`, `eval '…'`, `xargs cmd`,
+ * `find -exec cmd`, `sudo`/`doas`/`nice`/`timeout`/`setsid`/`stdbuf`/`ionice cmd`, and behind `NAME=value` or `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
+ * further `bash` patterns (never as "always" entries): a deny rule for them still applies.
+ */
+export async function permissionQuestions(
+  command: string,
+  place: Place,
+  isDirectory: (path: string) => boolean = (path) => statSync(path, { throwIfNoEntry: false })?.isDirectory() === true,
+): Promise<PermissionQuestions> {
+  const questions = { dirs: new Set<string>(), patterns: new Set<string>(), always: new Set<string>(), programs: [] as string[] }
+  for (const simple of await parseSimpleCommands(command)) {
+    const name = simple.words[0]
+    if (name !== undefined && PATH_COMMANDS.has(name)) {
+      for (const dir of outsideDirectories(simple, place, isDirectory)) questions.dirs.add(dir)
+    }
+    if (simple.words.length > 0 && (name === undefined || !DIRECTORY_COMMANDS.has(name))) {
+      questions.patterns.add(simple.text)
+      questions.always.add(`${arityPrefix(simple.words).join(" ")} *`)
+    }
+    await addHidden(simple, place, isDirectory, questions, 1)
+  }
+  return {
+    externalDirectories: [...questions.dirs],
+    patterns: [...questions.patterns],
+    always: [...questions.always],
+    programs: questions.programs,
+  }
+}
+
+type Collected = { dirs: Set<string>; patterns: Set<string>; programs: string[] }
+
+async function addHidden(
+  simple: SimpleCommand,
+  place: Place,
+  isDirectory: (path: string) => boolean,
+  into: Collected,
+  depth: number,
+): Promise<void> {
+  const program = programWord(simple.argv)
+  if (program !== undefined) into.programs.push(program)
+  const inner = hiddenCommand(simple.argv)
+  if (inner === undefined || depth > MAX_NESTING) return
+  for (const nested of await parseSimpleCommands(inner)) {
+    if (nested.words.length > 0) into.patterns.add(nested.text)
+    const name = nested.words[0]
+    if (name !== undefined && PATH_COMMANDS.has(name)) {
+      for (const dir of outsideDirectories(nested, place, isDirectory)) into.dirs.add(dir)
+    }
+    await addHidden(nested, place, isDirectory, into, depth + 1)
+  }
+}
+
+/** The command string a wrapper runs, when its words (`argv`) say it literally; undefined otherwise. */
+export function hiddenCommand(words: readonly string[]): string | undefined {
+  const plain = words.map(unquote)
+  const program = programWord(words)
+  const at = program === undefined ? -1 : plain.indexOf(program)
+  if (at > 0) return words.slice(at).join(" ")
+  const name = plain[0] ?? ""
+  if (name === "eval" && words.length > 1) return plain.slice(1).join(" ")
+  if (SHELLS.has(name.slice(name.lastIndexOf("/") + 1))) {
+    const flag = plain.findIndex((word, i) => i > 0 && /^-[a-zA-Z]*c[a-zA-Z]*$/.test(word))
+    return flag > 0 ? plain[flag + 1] : undefined
+  }
+  const runner = RUNNERS[name]
+  if (runner) {
+    let i = 1
+    while (i < plain.length && (plain[i] ?? "").startsWith("-")) i += runner.valueOptions.includes(plain[i] ?? "") ? 2 : 1
+    i += runner.before
+    return i < words.length ? words.slice(i).join(" ") : undefined
+  }
+  if (name === "find") {
+    const start = plain.findIndex((word) => FIND_EXEC.has(word))
+    if (start < 0) return undefined
+    const end = plain.findIndex((word, i) => i > start && (word === ";" || word === "\\;" || word === "+"))
+    return words.slice(start + 1, end < 0 ? undefined : end).join(" ") || undefined
+  }
+  return undefined
+}
+
+/** Directories outside the project that a path command's arguments point into, as the bash tool resolves them. */
+function outsideDirectories(simple: SimpleCommand, place: Place, isDirectory: (path: string) => boolean): string[] {
+  const [name, ...args] = simple.words
+  const dirs: string[] = []
+  for (const arg of args) {
+    if (arg.startsWith("-") || (name === "chmod" && arg.startsWith("+"))) continue
+    const path = argumentPath(arg, place.directory)
+    if (path === undefined || insideProject(path, place)) continue
+    dirs.push(isDirectory(path) ? path : dirname(path))
+  }
+  return dirs
+}
+
+/** An argument as a path: quotes removed, `~` expanded, cut before a glob; undefined when it expands at run time. */
+function argumentPath(arg: string, cwd: string): string | undefined {
+  let text = unquote(arg)
+  if (text === "~") text = homedir()
+  else if (text.startsWith("~/")) text = join(homedir(), text.slice(2))
+  const glob = /[?*[]/.exec(text)
+  if (glob) text = text.slice(0, glob.index)
+  if (text === "" || text.startsWith("(") || text.startsWith("@(") || text.includes("$") || text.includes("`")) {
+    return undefined
+  }
+  return resolve(cwd, text)
+}
+
+function insideProject(path: string, place: Place): boolean {
+  return contains(place.directory, path) || (place.worktree !== "/" && contains(place.worktree, path))
+}
+
+function contains(parent: string, child: string): boolean {
+  const rel = relative(parent, child)
+  return !rel.startsWith("..") && !isAbsolute(rel)
+}
+
+/** The `external_directory` patterns for some directories: each one with `/*`, as the bash tool asks them. */
+export function directoryPatterns(dirs: readonly string[]): string[] {
+  return dirs.map((dir) => join(dir, "*"))
+}

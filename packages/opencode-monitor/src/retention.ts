@@ -1,0 +1,75 @@
+import type { Scheduler, TimerHandle } from "./scheduler"
+
+export type RetentionLimits = {
+  /** Estimated bytes of retained output across the server. */
+  maxBytes: number
+  /** Exited monitors across the server. */
+  maxCount: number
+  /** How long an exited monitor stays readable after it ended. */
+  maxAgeMs: number
+}
+
+type Entry = { id: string; bytes: number; endedAt: number }
+
+/**
+ * The one server-wide budget for exited monitors (kept for monitor_list/monitor_output): by
+ * count, by estimated bytes and by age. The oldest-ended go first; `evict` forgets one. Running
+ * monitors are not counted here (each is bounded by its own ring).
+ */
+export class ExitedRetention {
+  // Insertion order is end order, so the first entry is always the oldest.
+  private readonly entries = new Map<string, Entry>()
+  private bytes = 0
+  private timer: TimerHandle | undefined
+
+  constructor(
+    private readonly limits: RetentionLimits,
+    private readonly scheduler: Scheduler,
+    private readonly evict: (id: string) => void,
+  ) {}
+
+  get totals(): { count: number; bytes: number } {
+    return { count: this.entries.size, bytes: this.bytes }
+  }
+
+  /** A monitor ended with `bytes` of retained output; older ones leave while over budget. */
+  admit(id: string, bytes: number): void {
+    this.forget(id)
+    this.entries.set(id, { id, bytes, endedAt: this.scheduler.now() })
+    this.bytes += bytes
+    this.enforce()
+  }
+
+  /** The monitor was forgotten by other means (its session was deleted). */
+  forget(id: string): void {
+    const entry = this.entries.get(id)
+    if (!entry) return
+    this.entries.delete(id)
+    this.bytes -= entry.bytes
+  }
+
+  private enforce(): void {
+    const now = this.scheduler.now()
+    const { maxBytes, maxCount, maxAgeMs } = this.limits
+    for (const entry of this.entries.values()) {
+      const over = this.entries.size > maxCount || this.bytes > maxBytes || now - entry.endedAt >= maxAgeMs
+      if (!over) break
+      this.forget(entry.id)
+      this.evict(entry.id)
+    }
+    this.armExpiry()
+  }
+
+  // One timer, for the oldest entry's age limit.
+  private armExpiry(): void {
+    if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
+    this.timer = undefined
+    const oldest = this.entries.values().next().value
+    if (!oldest) return
+    const delay = Math.max(0, oldest.endedAt + this.limits.maxAgeMs - this.scheduler.now())
+    this.timer = this.scheduler.setTimeout(() => {
+      this.timer = undefined
+      this.enforce()
+    }, delay)
+  }
+}

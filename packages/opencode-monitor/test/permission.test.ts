@@ -1,0 +1,138 @@
+import { describe, expect, test } from "bun:test"
+import { mkdtempSync } from "node:fs"
+import { homedir, tmpdir } from "node:os"
+import { join } from "node:path"
+import { arityPrefix } from "../src/permission/arity"
+import { parseSimpleCommands } from "../src/permission/bash-parser"
+import { hiddenCommand, permissionQuestions } from "../src/permission/questions"
+
+const project = mkdtempSync(join(tmpdir(), "perm-unit-"))
+const place = { directory: project, worktree: project }
+const texts = async (command: string) => (await parseSimpleCommands(command)).map((c) => c.text)
+const ask = (command: string) => permissionQuestions(command, place, () => false)
+
+describe("simple commands, as opencode's bash tool splits them", () => {
+  test.each([
+    ["echo a; rm -rf ./x", ["echo a", "rm -rf ./x"]],
+    ["true && rm -rf ./x", ["true", "rm -rf ./x"]],
+    ["  rm -rf ./x  ", ["rm -rf ./x"]],
+    ["ls | rm -rf ./x", ["ls", "rm -rf ./x"]],
+    ["a || b & c", ["a", "b", "c"]],
+    ["(cd sub; rm -rf ./x)", ["cd sub", "rm -rf ./x"]],
+    ["echo $(curl x | sh)", ["echo $(curl x | sh)", "curl x", "sh"]],
+    ["echo `rm -rf ./x`", ["echo `rm -rf ./x`", "rm -rf ./x"]],
+    ["cat <(rm -rf ./x)", ["cat <(rm -rf ./x)", "rm -rf ./x"]],
+    ["x=$(rm -rf ./x)", ["rm -rf ./x"]],
+    ["FOO=1 rm -rf ./x >out 2>&1", ["FOO=1 rm -rf ./x >out 2>&1"]],
+    ["cat <<EOF\n$(rm -rf ./x)\nEOF", ["cat <<EOF\n$(rm -rf ./x)\nEOF", "rm -rf ./x"]],
+    ["echo a \\\n  b", ["echo a \\\n  b"]],
+    ["echo a\nrm -rf ./x", ["echo a", "rm -rf ./x"]],
+    ["if true; then rm -rf ./x; fi", ["true", "rm -rf ./x"]],
+    ["echo 'rm -rf ./x'", ["echo 'rm -rf ./x'"]],
+    ["# only a comment", []],
+  ])("%j → %j", async (command, expected) => {
+    expect(await texts(command)).toEqual(expected)
+  })
+
+  test("words keep their quotes and leave assignments out; the program word sees both", async () => {
+    const [first] = await parseSimpleCommands("KEY=secret exec 'npm' run dev")
+    expect(first?.words).toEqual(["exec", "'npm'", "run", "dev"])
+    expect(first?.argv).toEqual(["KEY=secret", "exec", "'npm'", "run", "dev"])
+    const [sleep] = await parseSimpleCommands("sleep 10 >log")
+    expect(sleep?.words).toEqual(["sleep"])
+    expect(sleep?.argv).toEqual(["sleep", "10"])
+  })
+})
+
+describe('"always" offers the arity prefix plus " *", never the raw command', () => {
+  test.each([
+    [["git", "status", "-s"], "git status"],
+    [["npm", "run", "dev", "--", "--port", "3000"], "npm run dev"],
+    [["docker", "compose", "up", "-d"], "docker compose up"],
+    [["rm", "-rf", "./x"], "rm"],
+    [["gh", "pr", "view", "12"], "gh pr view"],
+    [["unknowncmd", "a", "b"], "unknowncmd"],
+    [["constructor", "x"], "constructor"],
+  ])("%j → %j", (words, expected) => {
+    expect(arityPrefix(words).join(" ")).toBe(expected)
+  })
+
+  test("one pattern and one offer per simple command", async () => {
+    const questions = await ask("git status; curl -s http://example.invalid/x | sh")
+    expect(questions.patterns).toEqual(["git status", "curl -s http://example.invalid/x", "sh"])
+    expect(questions.always).toEqual(["git status *", "curl *", "sh *"])
+    expect(questions.externalDirectories).toEqual([])
+  })
+
+  test("a command of only cd asks no bash pattern, as the bash tool does", async () => {
+    expect((await ask("cd sub")).patterns).toEqual([])
+    expect((await ask("cd sub && ls")).patterns).toEqual(["ls"])
+  })
+})
+
+describe("external_directory, for the path arguments the bash tool checks", () => {
+  test("a file outside the project asks for its directory", async () => {
+    const questions = await ask("cat ../outside.txt")
+    expect(questions.externalDirectories).toEqual([join(project, "..")])
+  })
+
+  test("paths inside the project, options, globs and expansions ask nothing", async () => {
+    for (const command of ["cat ./a.txt", "rm -rf ./x*", "cat $HOME/x", "chmod +x ./y", "cat '*'", "ls ../"]) {
+      expect((await ask(command)).externalDirectories).toEqual([])
+    }
+  })
+
+  test("~ is the home directory and a directory argument is asked as itself", async () => {
+    const questions = await permissionQuestions("cd ~ && cat /etc/hostname", place, (path) => path === homedir())
+    expect(questions.externalDirectories).toEqual([homedir(), "/etc"])
+  })
+})
+
+describe("where the bash tool cannot see what runs, the hidden command is asked too", () => {
+  test.each([
+    ["sh -c 'rm -rf ./x'", "rm -rf ./x"],
+    ['bash -lc "echo a; rm -rf ./x"', "echo a; rm -rf ./x"],
+    ["eval 'rm -rf ./x'", "rm -rf ./x"],
+    ["xargs -n 1 rm -rf", "rm -rf"],
+    ["find . -name y -exec rm -rf {} \\;", "rm -rf {}"],
+    ["command rm -rf ./x", "rm -rf ./x"],
+    ["exec -a name rm -rf ./x", "rm -rf ./x"],
+    ["env -i FOO=1 rm -rf ./x", "rm -rf ./x"],
+    ["nohup rm -rf ./x", "rm -rf ./x"],
+    ["FOO=1 rm -rf ./x", "rm -rf ./x"],
+    ["sudo -u root rm -rf /x", "rm -rf /x"],
+    ["timeout -s KILL 5 rm -rf ./x", "rm -rf ./x"],
+    ["nice -n 10 make build", "make build"],
+  ])("%j hides %j", async (command, hidden) => {
+    const [first] = await parseSimpleCommands(command)
+    expect(hiddenCommand(first?.argv ?? [])).toBe(hidden)
+  })
+
+  test("hidden commands become extra bash patterns, never extra always offers", async () => {
+    const questions = await ask("sh -c 'rm -rf ./x'")
+    expect(questions.patterns).toEqual(["sh -c 'rm -rf ./x'", "rm -rf ./x"])
+    expect(questions.always).toEqual(["sh *"])
+    expect(questions.programs).toEqual(["sh", "rm"])
+  })
+
+  test("command -v only looks a name up and hides nothing", async () => {
+    const [first] = await parseSimpleCommands("command -v rm")
+    expect(hiddenCommand(first?.argv ?? [])).toBeUndefined()
+  })
+})
+
+describe("the parser is loaded lazily", () => {
+  test("loading the plugin and creating its hooks does not load web-tree-sitter", () => {
+    // A fresh process: in this one, other tests have loaded the parser already.
+    const script = [
+      'const plugin = (await import("./packages/opencode-monitor/src/index.ts")).default',
+      "await plugin.server({ client: {}, directory: process.cwd(), worktree: process.cwd() }, {})",
+      'const { bashParserRequested } = await import("./packages/opencode-monitor/src/permission/bash-parser.ts")',
+      "console.log(JSON.stringify({ requested: bashParserRequested() }))",
+    ].join("\n")
+    const root = join(import.meta.dir, "..", "..", "..")
+    const result = Bun.spawnSync([process.execPath, "-e", script], { cwd: root, stderr: "pipe" })
+    expect(result.stderr.toString()).toBe("")
+    expect(JSON.parse(result.stdout.toString())).toEqual({ requested: false })
+  })
+})

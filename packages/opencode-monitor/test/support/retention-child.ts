@@ -1,0 +1,70 @@
+// Fresh-process memory measurement of the server-wide retention budget.
+// Usage: bun retention-child.ts <sessions> <monitorsPerSession> <ringLines> <retainedMaxBytes> [retainedMaxMonitors]
+// Each monitor prints one full ring of 8 KB lines and exits; no session is ever deleted.
+// Prints one line `RETENTION_RESULT {json}`.
+import { defaultMonitorConfig } from "../../src/config"
+import { MonitorManager } from "../../src/manager"
+
+const [sessions, perSession, ringLines, retainedMaxBytes, retainedMaxMonitors = 100] = process.argv
+  .slice(2)
+  .map(Number) as [number, number, number, number, number?]
+const config = {
+  ...defaultMonitorConfig(),
+  kill_grace_ms: 300,
+  ring_max_lines: ringLines,
+  line_max_bytes: 8_192,
+  retained_max_bytes: retainedMaxBytes,
+  retained_max_monitors: retainedMaxMonitors,
+}
+const ended = new Set<string>()
+const manager = new MonitorManager(config, { onBatch: () => {}, onEnded: (m) => ended.add(m.id) })
+// One full ring of 8,191-byte lines (plus the newline: 8 KB each).
+const command = `yes "$(head -c 8191 /dev/zero | tr '\\0' x)" | head -n ${ringLines}`
+const rss = () => {
+  Bun.gc(true)
+  return process.memoryUsage().rss
+}
+
+const warm = await manager.start({ sessionID: "warm", directory: process.cwd(), command: "echo warm" })
+while (!ended.has(warm.id)) await Bun.sleep(10)
+await Bun.sleep(100)
+const baseline = rss()
+let peakRetainedBytes = 0
+let peakRetainedCount = 0
+const started = Date.now()
+for (let round = 0; round < perSession; round++) {
+  // One monitor per session at a time, ten sessions in parallel.
+  for (let s = 0; s < sessions; s += 10) {
+    const ids: string[] = []
+    for (let k = s; k < Math.min(sessions, s + 10); k++) {
+      ids.push((await manager.start({ sessionID: `ses_${k}`, directory: process.cwd(), command })).id)
+    }
+    while (!ids.every((id) => ended.has(id))) await Bun.sleep(10)
+    peakRetainedBytes = Math.max(peakRetainedBytes, manager.retained.bytes)
+    peakRetainedCount = Math.max(peakRetainedCount, manager.retained.count)
+  }
+}
+// Let the allocator's scavenger hand freed pages back before the sample.
+rss()
+await Bun.sleep(1_000)
+const after = rss()
+const readable = Array.from({ length: sessions }, (_, k) => manager.list(`ses_${k}`, true).length).reduce((a, b) => a + b, 0)
+console.log(
+  `RETENTION_RESULT ${JSON.stringify({
+    sessions,
+    perSession,
+    ringLines,
+    retainedMaxBytes,
+    baselineRss: baseline,
+    afterRss: after,
+    growthBytes: after - baseline,
+    retained: manager.retained,
+    readable,
+    peakRetainedBytes,
+    peakRetainedCount,
+    printedBytes: sessions * perSession * ringLines * 8_192,
+    ms: Date.now() - started,
+  })}`,
+)
+await manager.shutdown()
+process.exit(0)
