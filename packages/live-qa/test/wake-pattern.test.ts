@@ -53,13 +53,15 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
       "Dev server starting; I will report when it is ready.",
     ),
   );
+  // The shell may exec its last command (`sleep 120`), which drops the marker: follow the group.
+  const groups = await waitForProcess(marker, "the dev server");
   const wake = await waitForEnvelope(live, sessionID, isMatchWake, "the readiness wake", 45_000);
   const report = await waitForReply(live, sessionID, wake.message.info.id, (t) => t.startsWith("REPORT:"), "the REPORT turn");
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
 
   await explained(live, { dev: sessionID }, async () => {
     // Woken while the server still runs, with the line and why.
-    expect(liveProcesses(marker).length).toBeGreaterThan(0);
+    expect(liveProcesses(marker, groups).length).toBeGreaterThan(0);
     expect(matchWakeHeader(wake)).toBe("wake: line matched wake_pattern (1 of 1) at seq=2");
     expect(wake.text).toContain("[stdout seq=2] ready on :4321");
     expect(textOf(report)).toBe(matchReport({ monitorId: wake.monitorId, label: "dev", wake: matchWakeHeader(wake), wakeLine: "ready on :4321" }));
@@ -88,7 +90,7 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
   );
   const stopped = await waitForReply(live, sessionID, "", (t) => t === "Stopped the dev server.", "the stop answer");
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
-  await waitFor(() => liveProcesses(marker).length === 0, 15_000, 100, "the dev server gone");
+  await waitFor(() => liveProcesses(marker, groups).length === 0, 15_000, 100, "the dev server gone");
   await sleep(3_000);
   await explained(live, { dev: sessionID }, async () => {
     const messages = await live.messages(sessionID);
@@ -184,7 +186,8 @@ test("a match while the agent is busy in a long bash call: no wake during the tu
       "Slow work done.",
     ),
   );
-  await waitForProcess(marker, "the server process");
+  // The shell may exec its last command (`sleep 120`), which drops the marker: follow the group.
+  const groups = await waitForProcess(marker, "the server process");
   const wake = await waitForEnvelope(live, sessionID, isMatchWake, "the match wake", 60_000);
   const report = await waitForReply(live, sessionID, wake.message.info.id, (t) => t.startsWith("REPORT:"), "the REPORT turn");
   await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
@@ -204,7 +207,7 @@ test("a match while the agent is busy in a long bash call: no wake during the tu
     expect(report.info.parentID).toBe(wake.message.info.id);
     expect((await live.envelopes(sessionID)).map((e) => [e.status, isMatchWake(e)])).toEqual([["running", true]]);
     expect(live.pluginLog().join("\n")).toMatch(/"monitor output deferred".*batchSeq=1 .*shouldReply=true .*reason="session busy"/);
-    expect(liveProcesses(marker).length).toBeGreaterThan(0);
+    expect(liveProcesses(marker, groups).length).toBeGreaterThan(0);
     expectNoObservationAnswered(live, messages);
     expect((await live.stop()).leftovers).toEqual([]);
   });
