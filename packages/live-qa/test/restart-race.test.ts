@@ -37,7 +37,7 @@ test("two servers starting together on a crashed server's data report its lost m
   const sessionID = await first.newSession();
   await first.prompt(
     sessionID,
-    planPrompt("Keep it running.", [["monitor_start", { command: `sleep 600 # ${tag}`, label: "race-sleep" }]], "Started."),
+    planPrompt("Keep it running.", [["monitor_start", { command: `sleep 600; : ${tag}`, label: "race-sleep" }]], "Started."),
   );
   const groups = await waitForProcess(tag, "the monitored sleep to run", 60_000);
   await waitForIdle(first.server.client, sessionID, 60_000, { busyGraceMs: 0 });

@@ -59,7 +59,7 @@ test("a monitor cut off by a server crash is reported to its session once, as St
     sessionID,
     planPrompt(
       "Keep the long job running.",
-      [["monitor_start", { command: `echo RESTART_LINE; sleep 600 # ${tag}`, label: "long-sleep" }]],
+      [["monitor_start", { command: `echo RESTART_LINE; sleep 600; : ${tag}`, label: "long-sleep" }]],
       "Started.",
     ),
   );
