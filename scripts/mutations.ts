@@ -257,7 +257,7 @@ export const MUTATIONS: Mutation[] = [
     file: "src/process/process-group.ts",
     find: "      survivors = await liveMembers(pid, tracker)",
     replace: "      survivors = []",
-    tests: ["process.test.ts"],
+    tests: ["process.test.ts", "survivors.test.ts"],
   },
   {
     id: "process-not-own-group",
