@@ -156,6 +156,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       config,
       manager,
       beforeStart: (ctx) => sources.learn(ctx.sessionID, ctx.agent),
+      exitNote: (sessionID) => exitNote(sources.cached(sessionID), config.subagent_wake),
       afterStop: (monitorId) => {
         budget.forgetMonitor(monitorId)
         injector.forgetMonitor(monitorId)
@@ -269,6 +270,17 @@ function waitFor(scheduler: Scheduler, everyMs: number, done: () => boolean): Pr
     const check = () => (done() ? resolve() : scheduler.setTimeout(check, everyMs))
     check()
   })
+}
+
+/** Where a monitor's exit notice goes (SPEC §5), said to the agent that starts it. */
+function exitNote(source: SessionSource | undefined, subagentWake: MonitorConfig["subagent_wake"]): string {
+  if (source?.kind === "subagent") {
+    return subagentWake === "parent"
+      ? `this is a subagent session, so when the command ends its exit status wakes the root session (${source.rootID}), not this one.`
+      : "this is a subagent session: the exit status arrives here as an observation too, and nobody is woken."
+  }
+  if (source?.kind === "automation") return "the exit status arrives as an observation too (automation sessions are never woken)."
+  return "you will be woken with the exit status when it ends."
 }
 
 function notifyEnded(api: SessionApi, monitor: MonitorInfo): void {

@@ -16,6 +16,8 @@ export type ToolDeps = {
   manager: MonitorManager
   /** Runs before the process starts: classify the session, so its first batch is routed right. */
   beforeStart: (ctx: ToolContext) => Promise<void>
+  /** Who learns of the exit, in words for the agent (a subagent's exit goes to its root session). */
+  exitNote: (sessionID: string) => string
   /** monitor_stop: the agent asked for it, so nothing more is delivered and nobody is woken. */
   afterStop: (monitorId: string) => void
   /** The shell commands run in, resolved as opencode's bash tool resolves its own. */
@@ -56,7 +58,7 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
           title: `monitor ${info.label} started`,
           output: [
             `Started monitor ${info.id} (label: ${info.label}).`,
-            "Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations, and you will be woken with the exit status when it ends.",
+            `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${deps.exitNote(ctx.sessionID)}`,
             "Do not poll, sleep or wait for it: carry on with your work.",
             `Limits: stopped after ${info.timeoutMs} ms; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
             info.pattern ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.` : "Every line is delivered.",

@@ -44,6 +44,20 @@ describe("monitor tools through the plugin's hooks", () => {
     expect((tools.monitor_start?.args.command as { description?: string } | undefined)?.description).toContain("/bin/sh -c <command>")
   })
 
+  test("monitor_start tells the agent who is woken: itself, or for a subagent the root session", async () => {
+    const { run, api } = plugin()
+    api.parents.set("ses_child", "ses_mid")
+    api.parents.set("ses_mid", "ses_root")
+    const own = await run("monitor_start", { command: "sleep 5", label: "own" }, toolContext("ses_a"))
+    expect(own).toContain("you will be woken with the exit status when it ends.")
+    const child = await run("monitor_start", { command: "sleep 5", label: "child" }, toolContext("ses_child"))
+    expect(child).toContain("its exit status wakes the root session (ses_root), not this one.")
+    expect(child).not.toContain("you will be woken")
+    const off = plugin({ subagent_wake: "off" })
+    off.api.parents.set("ses_child", "ses_root")
+    expect(await off.run("monitor_start", { command: "sleep 5" }, toolContext("ses_child"))).toContain("nobody is woken")
+  })
+
   test("monitor_start asks the bash permission with the command, then runs it", async () => {
     const asks: AskCall[] = []
     const { run, api } = plugin()
