@@ -189,10 +189,11 @@ export const MUTATIONS: Mutation[] = [
   },
   {
     id: "injector-verify-blind",
-    what: "a failed history read counts as \"not delivered\" (the duplicate-wake bug)",
+    what: 'a failed history read counts as "not delivered" (the duplicate-wake bug)',
     file: "src/delivery/delivery-policy.ts",
     find: '      delivery.lastError = `history unavailable: ${errorText(error)}`\n      return "unknown"',
-    replace: '      delivery.lastError = `history unavailable: ${errorText(error)}`\n      delivery.unsure = false\n      return "absent"',
+    replace:
+      '      delivery.lastError = `history unavailable: ${errorText(error)}`\n      delivery.unsure = false\n      return "absent"',
     tests: DELIVERY,
   },
   {
@@ -293,9 +294,9 @@ export const MUTATIONS: Mutation[] = [
   },
   {
     id: "permission-always-raw",
-    what: "\"always\" offers the raw command instead of the arity prefix",
+    what: '"always" offers the raw command instead of the arity prefix',
     file: "src/permission/questions.ts",
-    find: "      questions.always.add(`${arityPrefix(simple.words).join(\" \")} *`)",
+    find: '      questions.always.add(`${arityPrefix(simple.words).join(" ")} *`)',
     replace: "      questions.always.add(simple.text)",
     tests: PERMISSION,
   },

@@ -85,7 +85,9 @@ async function main(): Promise<number> {
   await Promise.all(Array.from({ length: JOBS }, worker))
   console.log("\n===== summary")
   for (const r of results) {
-    console.log(`${r.fail === 0 ? "ok  " : "FAIL"} ${r.job.name}: ${r.pass} pass, ${r.fail} fail, ${r.seconds.toFixed(0)} s`)
+    console.log(
+      `${r.fail === 0 ? "ok  " : "FAIL"} ${r.job.name}: ${r.pass} pass, ${r.fail} fail, ${r.seconds.toFixed(0)} s`,
+    )
   }
   const pass = results.reduce((n, r) => n + r.pass, 0)
   const fail = results.reduce((n, r) => n + r.fail, 0)

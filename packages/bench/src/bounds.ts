@@ -13,10 +13,18 @@ import { StallMeter } from "./stall-meter.ts"
 
 // OMO_SRC=<path to another checkout's packages/opencode-monitor/src> measures that build instead
 // (how the "before" figures of BENCHMARKS.md were taken, from the commit before issue 13).
-const src = process.env.OMO_SRC ? join(process.cwd(), process.env.OMO_SRC) : join(import.meta.dir, "../../opencode-monitor/src")
-const { defaultMonitorConfig } = (await import(join(src, "config.ts"))) as typeof import("../../opencode-monitor/src/config")
-const { formatMonitorBatch } = (await import(join(src, "delivery/envelope.ts"))) as typeof import("../../opencode-monitor/src/delivery/envelope")
-const { MonitorManager } = (await import(join(src, "manager.ts"))) as typeof import("../../opencode-monitor/src/manager")
+const src = process.env.OMO_SRC
+  ? join(process.cwd(), process.env.OMO_SRC)
+  : join(import.meta.dir, "../../opencode-monitor/src")
+const { defaultMonitorConfig } = (await import(
+  join(src, "config.ts")
+)) as typeof import("../../opencode-monitor/src/config")
+const { formatMonitorBatch } = (await import(
+  join(src, "delivery/envelope.ts")
+)) as typeof import("../../opencode-monitor/src/delivery/envelope")
+const { MonitorManager } = (await import(
+  join(src, "manager.ts")
+)) as typeof import("../../opencode-monitor/src/manager")
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 const rows: string[] = []
@@ -70,7 +78,9 @@ function liveGroupMembers(pgid: number): number[] {
 async function memory(): Promise<void> {
   const child = join(import.meta.dir, "../../opencode-monitor/test/support/retention-child.ts")
   const run = (bytes: number, count: number) => {
-    const out = spawnSync(process.execPath, [child, "50", "10", "1000", String(bytes), String(count)], { encoding: "utf8" })
+    const out = spawnSync(process.execPath, [child, "50", "10", "1000", String(bytes), String(count)], {
+      encoding: "utf8",
+    })
     const line = out.stdout.split("\n").find((l) => l.startsWith("RETENTION_RESULT "))
     if (!line) throw new Error(`retention child failed: ${out.stderr}`)
     return JSON.parse(line.slice("RETENTION_RESULT ".length))
@@ -90,7 +100,8 @@ async function memory(): Promise<void> {
 }
 
 async function flood(): Promise<void> {
-  const command = "for i in 1 2; do head -c 8191 /dev/zero | tr '\\0' '\\f'; echo; done; head -c 8190 /dev/zero | tr '\\0' 'x' | sed 's/x/x\\f/g'"
+  const command =
+    "for i in 1 2; do head -c 8191 /dev/zero | tr '\\0' '\\f'; echo; done; head -c 8190 /dev/zero | tr '\\0' 'x' | sed 's/x/x\\f/g'"
   for (const batchMax of [16_384, 1_024]) {
     const { manager, batches, whenEnded } = managerWith({ batch_max_bytes: batchMax, kill_grace_ms: 300 })
     const info = await manager.start({ sessionID: "flood", directory: process.cwd(), command })
@@ -98,7 +109,10 @@ async function flood(): Promise<void> {
     const envelopes = batches.map((batch) => formatMonitorBatch({ batch, label: info.label }))
     const largest = Math.max(...envelopes.map((e) => Buffer.byteLength(e)))
     const header = Buffer.byteLength(
-      formatMonitorBatch({ batch: { ...batches[0], lines: [], dropped: { matched: 0, unmatched: 0, bytes: 0 } } as OutputBatch, label: info.label }),
+      formatMonitorBatch({
+        batch: { ...batches[0], lines: [], dropped: { matched: 0, unmatched: 0, bytes: 0 } } as OutputBatch,
+        label: info.label,
+      }),
     )
     const rowsTotal = envelopes.reduce((n, e) => n + e.split("\n").length, 0)
     row(
@@ -128,7 +142,9 @@ async function stopCost(): Promise<void> {
       const { manager } = managerWith({ kill_grace_ms: 1_000, max_monitors_per_session: 16 })
       const infos = []
       for (let i = 0; i < 16; i++) {
-        infos.push(await manager.start({ sessionID: "stop", directory: process.cwd(), command: "trap '' TERM; sleep 1000" }))
+        infos.push(
+          await manager.start({ sessionID: "stop", directory: process.cwd(), command: "trap '' TERM; sleep 1000" }),
+        )
       }
       await sleep(500)
       const meter = new StallMeter().start()
@@ -175,13 +191,25 @@ async function escapeRate(): Promise<void> {
   const cases: [string, (m: string) => string][] = [
     // The classic daemon: fork, setsid, fork again, the middle process exits at once; the
     // daemon closes its output.
-    ["double fork, middle exits at once, output redirected", (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000`],
+    [
+      "double fork, middle exits at once, output redirected",
+      (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000`,
+    ],
     // The same daemon keeping the output pipes, started by a leader that exits at once.
-    ["double fork, keeps the pipes, leader exits at once", (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0' & exit 0`],
+    [
+      "double fork, keeps the pipes, leader exits at once",
+      (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0' & exit 0`,
+    ],
     // setsid with a parent that stays a moment (seen attached).
-    ["setsid child of a lingering parent", (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & sleep 0.2' >/dev/null 2>&1 & sleep 1000`],
+    [
+      "setsid child of a lingering parent",
+      (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & sleep 0.2' >/dev/null 2>&1 & sleep 1000`,
+    ],
     // The residual: a double fork that also clears its environment.
-    ["double fork that clears its environment (env -i)", (m) => `setsid sh -c 'env -i sh -c "sleep 1000; : ${m}" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000`],
+    [
+      "double fork that clears its environment (env -i)",
+      (m) => `setsid sh -c 'env -i sh -c "sleep 1000; : ${m}" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000`,
+    ],
   ]
   for (const [name, command] of cases) {
     const { manager, whenEnded } = managerWith({ kill_grace_ms: 300, max_monitors_per_session: 16 })
@@ -206,7 +234,14 @@ async function escapeRate(): Promise<void> {
         if (r.left && r.reported) reported++
       }
     }
-    row("escape rate", `${name}, ${runs} runs, stopped after 0.4 s`, `${escaped}/${runs} escaped`, `${reported} of them reported in the status`, "documented", "–")
+    row(
+      "escape rate",
+      `${name}, ${runs} runs, stopped after 0.4 s`,
+      `${escaped}/${runs} escaped`,
+      `${reported} of them reported in the status`,
+      "documented",
+      "–",
+    )
     await manager.shutdown()
   }
 }

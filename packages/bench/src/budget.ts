@@ -23,13 +23,27 @@ const BUDGET_OFF = {
 const chattyCommand = (seconds: number, name: string) =>
   `i=0; while [ $i -lt ${seconds * LINES_PER_SECOND} ]; do i=$((i+1)); echo "127.0.0.1 - - '${name} GET /api/items/$i HTTP/1.1' 200 512 3ms"; if [ $((i % ${LINES_PER_SECOND})) -eq 0 ]; then sleep 1; fi; done; exit 0`
 
-type Measured = { monitors: number; minutes: number; envelopes: number; bytes: number; summaries: number[]; capReachedMin: number | undefined }
+type Measured = {
+  monitors: number
+  minutes: number
+  envelopes: number
+  bytes: number
+  summaries: number[]
+  capReachedMin: number | undefined
+}
 
 /** `monitors` chatty monitors for `seconds` in one idle session: the observations it received. */
-async function chattySession(qa: MonitorQA, monitors: number, seconds: number, sessionBytes: number): Promise<Measured> {
+async function chattySession(
+  qa: MonitorQA,
+  monitors: number,
+  seconds: number,
+  sessionBytes: number,
+): Promise<Measured> {
   const sessionID = await qa.newSession({ title: `budget ${monitors}` })
-  const steps = Array.from({ length: monitors }, (_, i) =>
-    `STEP monitor_start ${JSON.stringify({ command: chattyCommand(seconds, `m${i}`), label: `chatty-${i}` })}`,
+  const steps = Array.from(
+    { length: monitors },
+    (_, i) =>
+      `STEP monitor_start ${JSON.stringify({ command: chattyCommand(seconds, `m${i}`), label: `chatty-${i}` })}`,
   )
   const started = Date.now()
   await qa.prompt(sessionID, [...steps, "SAY started"].join("\n"))
@@ -45,7 +59,8 @@ async function chattySession(qa: MonitorQA, monitors: number, seconds: number, s
   let capReachedMin: number | undefined
   for (const e of observations) {
     running += Buffer.byteLength(e.text)
-    if (capReachedMin === undefined && running > sessionBytes - 2_048) capReachedMin = (e.message.info.time.created - started) / 60_000
+    if (capReachedMin === undefined && running > sessionBytes - 2_048)
+      capReachedMin = (e.message.info.time.created - started) / 60_000
   }
   return {
     monitors,
@@ -64,7 +79,9 @@ export async function benchBudget(plan: Plan): Promise<Row[]> {
   const servers = await Promise.all(Object.values(sides).map((pluginOptions) => startMonitorQA({ pluginOptions })))
   const [off, on] = servers as [MonitorQA, MonitorQA]
   try {
-    log(`observation budget: ${seconds} s of ${LINES_PER_SECOND} lines/s, 1 and 3 monitors, budget off and on, all at once`)
+    log(
+      `observation budget: ${seconds} s of ${LINES_PER_SECOND} lines/s, 1 and 3 monitors, budget off and on, all at once`,
+    )
     const [off1, off3, on1, on3] = await Promise.all([
       chattySession(off, 1, seconds, BUDGET_OFF.observation_session_bytes),
       chattySession(off, 3, seconds, BUDGET_OFF.observation_session_bytes),
@@ -78,16 +95,22 @@ export async function benchBudget(plan: Plan): Promise<Row[]> {
       // monitor for the rest of the hour. Summary size as measured, else the smallest envelope seen.
       const summaryBytes = m.summaries.length > 0 ? sum(m.summaries) / m.summaries.length : 700
       const cappedPerHour =
-        defaults.observation_session_bytes + ((60 - (m.capReachedMin ?? m.minutes)) / intervalMin) * m.monitors * summaryBytes
+        defaults.observation_session_bytes +
+        ((60 - (m.capReachedMin ?? m.minutes)) / intervalMin) * m.monitors * summaryBytes
       const perHour = budget === "off" ? linearPerHour : Math.min(linearPerHour, cappedPerHour)
-      log(`budget ${budget}, ${m.monitors} monitor(s): ${m.envelopes} envelopes, ${m.bytes} bytes in ${m.minutes.toFixed(1)} min`)
+      log(
+        `budget ${budget}, ${m.monitors} monitor(s): ${m.envelopes} envelopes, ${m.bytes} bytes in ${m.minutes.toFixed(1)} min`,
+      )
       return {
         bench: "observation budget (live)",
         case: `idle session, ${m.monitors} monitor(s) × ${LINES_PER_SECOND} lines/s, budget ${budget === "off" ? "effectively off (1 GB limits)" : "default (4 KB/min, 16 KB burst, 64 KB/session, summary every 5 min)"}: observations injected, per hour`,
         figure: `${(perHour / 1024).toFixed(0)} KB/h (measured ${(m.bytes / 1024).toFixed(1)} KB in ${m.envelopes} envelopes over ${m.minutes.toFixed(1)} min${m.summaries.length ? `, of which ${m.summaries.length} summaries, ${(sum(m.summaries) / 1024).toFixed(1)} KB` : ""}; ${budget === "off" ? "linear extrapolation" : "session total + summaries for the rest of the hour"})`,
         baseline: "–",
         ratio: Number.NaN,
-        target: budget === "on" ? `≤ ${defaults.observation_session_bytes / 1024} KB + summaries per hour between user turns` : "–",
+        target:
+          budget === "on"
+            ? `≤ ${defaults.observation_session_bytes / 1024} KB + summaries per hour between user turns`
+            : "–",
         // Summaries are the one thing past the session total, by design: the rest must fit in it.
         met: budget === "on" ? m.bytes - sum(m.summaries) <= defaults.observation_session_bytes : undefined,
         ...NO_STALL,

@@ -56,7 +56,9 @@ export async function benchConcurrent(plan: Plan): Promise<Row[]> {
   const file = mixedStreamFile(plan.mixedBytes)
   const mixed = `cat ${shellQuote(file.path)}`
   const yes = "yes"
-  log(`concurrent: ${MONITORS} × ${(file.bytes / MB).toFixed(0)} MB mixed, ${MONITORS} × yes for ${plan.concurrentYesMs / 1000} s, ${plan.reps} reps`)
+  log(
+    `concurrent: ${MONITORS} × ${(file.bytes / MB).toFixed(0)} MB mixed, ${MONITORS} × yes for ${plan.concurrentYesMs / 1000} s, ${plan.reps} reps`,
+  )
   await runMonitors([mixed, mixed, mixed].map(() => `cat ${shellQuote(mixedStreamFile(8 * MB).path)}`))
 
   const mixedDrains: RunResult[] = []
@@ -65,15 +67,24 @@ export async function benchConcurrent(plan: Plan): Promise<Row[]> {
   const yesRuns: ManagerRun[] = []
   for (let rep = 0; rep < plan.reps; rep++) {
     mixedDrains.push(await drainAll(mixed))
-    const run = await runMonitors(Array.from({ length: MONITORS }, () => mixed), { traceBatches: true })
+    const run = await runMonitors(
+      Array.from({ length: MONITORS }, () => mixed),
+      { traceBatches: true },
+    )
     for (const m of run.monitors) {
-      if (m.info.counters.total !== file.lines) throw new Error(`monitor saw ${m.info.counters.total} of ${file.lines} lines`)
+      if (m.info.counters.total !== file.lines)
+        throw new Error(`monitor saw ${m.info.counters.total} of ${file.lines} lines`)
     }
     mixedRuns.push(run)
     // A bare drain of endless `yes` never lets its stop timer fire (that is the stall being shown),
     // so the baseline drains a bounded amount instead.
     yesDrains.push(await drainAll(`yes | head -c ${plan.yesBytes}`))
-    yesRuns.push(await runMonitors(Array.from({ length: MONITORS }, () => yes), { stopAfterMs: plan.concurrentYesMs, traceBatches: true }))
+    yesRuns.push(
+      await runMonitors(
+        Array.from({ length: MONITORS }, () => yes),
+        { stopAfterMs: plan.concurrentYesMs, traceBatches: true },
+      ),
+    )
     log(
       `  rep ${rep + 1}: mixed drain ${mixedDrains[rep]?.ms.toFixed(0)} ms, monitors ${run.ms.toFixed(0)} ms; ` +
         `yes monitors stall ${yesRuns[rep]?.stall.maxGapMs.toFixed(0)} ms`,
@@ -85,13 +96,28 @@ export async function benchConcurrent(plan: Plan): Promise<Row[]> {
   const drainRate = median(mixedDrains.map((r) => r.bytes / (r.ms / 1000)))
   const rate = median(mixedRuns.map((r) => mixedBytes / (r.ms / 1000)))
   rows.push(
-    summaryRow(`${MONITORS} × ${(file.bytes / MB).toFixed(0)} MB mixed stream, no pattern`, mixedRuns, mixedDrains, rate, drainRate, (r) => mixedBytes / (r.ms / 1000)),
+    summaryRow(
+      `${MONITORS} × ${(file.bytes / MB).toFixed(0)} MB mixed stream, no pattern`,
+      mixedRuns,
+      mixedDrains,
+      rate,
+      drainRate,
+      (r) => mixedBytes / (r.ms / 1000),
+    ),
   )
 
   const yesDrainRate = median(yesDrains.map((r) => r.lines / (r.ms / 1000)))
   const yesLines = (r: ManagerRun) => r.monitors.reduce((sum, m) => sum + m.info.counters.total, 0) / (r.ms / 1000)
   rows.push(
-    summaryRow(`${MONITORS} × \`yes\` (2-byte lines) for ${plan.concurrentYesMs / 1000} s`, yesRuns, yesDrains, median(yesRuns.map(yesLines)), yesDrainRate, yesLines, true),
+    summaryRow(
+      `${MONITORS} × \`yes\` (2-byte lines) for ${plan.concurrentYesMs / 1000} s`,
+      yesRuns,
+      yesDrains,
+      median(yesRuns.map(yesLines)),
+      yesDrainRate,
+      yesLines,
+      true,
+    ),
   )
   return rows
 }

@@ -112,7 +112,10 @@ export async function runMonitors(
     if (resolve) resolve()
     else early.add(monitor.id)
   }
-  const config = { ...(options.config ?? defaultMonitorConfig()), max_monitors_per_session: Math.max(3, commands.length) }
+  const config = {
+    ...(options.config ?? defaultMonitorConfig()),
+    max_monitors_per_session: Math.max(3, commands.length),
+  }
   const manager = new MonitorManager(config, { onBatch, onEnded })
   const stall = new StallMeter().start()
   const started = performance.now()

@@ -36,7 +36,9 @@ export async function benchLive(plan: Plan): Promise<Row[]> {
 function sentAt(qa: MonitorQA, monitorId: string, batchSeq: number): number | undefined {
   const line = qa
     .pluginLog()
-    .find((l) => l.includes('"sent monitor output"') && l.includes(`source=monitor-output:${monitorId}:batch-${batchSeq} `))
+    .find(
+      (l) => l.includes('"sent monitor output"') && l.includes(`source=monitor-output:${monitorId}:batch-${batchSeq} `),
+    )
   const stamp = line?.match(/^timestamp=(\S+)/)?.[1]
   return stamp ? Date.parse(stamp) : undefined
 }
@@ -129,7 +131,12 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
 }
 
 /** One busy turn (a long bash call) while a monitor runs `command`: what reached the session. */
-async function busyTurnWithMonitor(qa: MonitorQA, probe: ReturnType<typeof stallProbe>, command: string, busySeconds: number) {
+async function busyTurnWithMonitor(
+  qa: MonitorQA,
+  probe: ReturnType<typeof stallProbe>,
+  command: string,
+  busySeconds: number,
+) {
   const sessionID = await qa.newSession({ title: "injection budget" })
   // A first prompt makes opencode load its tools (a long stall of its own): keep it out of the window.
   await qa.prompt(sessionID, "warm up")
@@ -182,7 +189,9 @@ async function benchInjectionBudget(plan: Plan): Promise<Row[]> {
     )
     const rawBytes = perSecond * busySeconds * 7 // seq prints ~7 bytes a line at these counts
     const dropped = flood.envelopes.map((e) => e.text.match(/\ndropped: (.*)\n/)?.[1]).filter(Boolean)
-    log(`injection budget: ${flood.envelopes.length} envelopes, ${flood.bytes} bytes, ${flood.during.length} during the busy turn`)
+    log(
+      `injection budget: ${flood.envelopes.length} envelopes, ${flood.bytes} bytes, ${flood.during.length} during the busy turn`,
+    )
     return [
       {
         bench: "injection budget (live)",
@@ -245,7 +254,9 @@ async function benchLoadCost(plan: Plan): Promise<Row[]> {
         }
       }
       const f = (side: Side) => firstRequest[side].at(-1)?.toFixed(0)
-      log(`load cost ${run + 1}/${runs}: first request with ${f("with")} ms, no-op plugin ${f("noop")} ms, without ${f("without")} ms`)
+      log(
+        `load cost ${run + 1}/${runs}: first request with ${f("with")} ms, no-op plugin ${f("noop")} ms, without ${f("without")} ms`,
+      )
     }
   } finally {
     await model.stop()

@@ -34,9 +34,13 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
 async function main(): Promise<void> {
   const args = process.argv.slice(2)
   const quick = args.includes("--quick")
-  const only = args.find((a) => a.startsWith("--only="))?.slice("--only=".length).split(",")
+  const only = args
+    .find((a) => a.startsWith("--only="))
+    ?.slice("--only=".length)
+    .split(",")
   const unknown = (only ?? []).filter((name) => !(name in BENCHES))
-  if (unknown.length > 0) throw new Error(`unknown benchmark(s) ${unknown.join(", ")}; known: ${Object.keys(BENCHES).join(", ")}`)
+  if (unknown.length > 0)
+    throw new Error(`unknown benchmark(s) ${unknown.join(", ")}; known: ${Object.keys(BENCHES).join(", ")}`)
   const plan = makePlan(quick)
   const machine = machineInfo()
   const startedAt = new Date()

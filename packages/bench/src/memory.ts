@@ -13,9 +13,15 @@ const flood100 = (bytes: number) => `yes "$(printf '%0100d' 0)" | head -c ${byte
 const yesPlain = (bytes: number) => `yes | head -c ${bytes}`
 
 /** Runs one measurement in a fresh bun process and parses its JSON line. */
-export function measureInFreshProcess(mode: "pipeline" | "drain", command: string, stopAfterMs: number): Promise<MemoryResult> {
+export function measureInFreshProcess(
+  mode: "pipeline" | "drain",
+  command: string,
+  stopAfterMs: number,
+): Promise<MemoryResult> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, mode, String(stopAfterMs), command], { stdio: ["ignore", "pipe", "pipe"] })
+    const child = spawn(process.execPath, [CHILD, mode, String(stopAfterMs), command], {
+      stdio: ["ignore", "pipe", "pipe"],
+    })
     let out = ""
     let err = ""
     child.stdout.on("data", (chunk: Buffer) => {
@@ -44,9 +50,27 @@ export async function benchMemory(plan: Plan): Promise<Row[]> {
   const large = plan.floodLargeBytes
   const gb = (bytes: number) => (bytes >= 1024 * MB ? `${bytes / (1024 * MB)} GB` : `${bytes / MB} MB`)
   const cases: Case[] = [
-    { key: "drain", label: `baseline: drain only, 100-byte lines, ${gb(small)}`, mode: "drain", command: flood100(small), stopAfterMs: NO_STOP },
-    { key: "small", label: `MonitorManager, 100-byte lines, ${gb(small)}`, mode: "pipeline", command: flood100(small), stopAfterMs: NO_STOP },
-    { key: "large", label: `MonitorManager, 100-byte lines, ${gb(large)}`, mode: "pipeline", command: flood100(large), stopAfterMs: NO_STOP },
+    {
+      key: "drain",
+      label: `baseline: drain only, 100-byte lines, ${gb(small)}`,
+      mode: "drain",
+      command: flood100(small),
+      stopAfterMs: NO_STOP,
+    },
+    {
+      key: "small",
+      label: `MonitorManager, 100-byte lines, ${gb(small)}`,
+      mode: "pipeline",
+      command: flood100(small),
+      stopAfterMs: NO_STOP,
+    },
+    {
+      key: "large",
+      label: `MonitorManager, 100-byte lines, ${gb(large)}`,
+      mode: "pipeline",
+      command: flood100(large),
+      stopAfterMs: NO_STOP,
+    },
     {
       key: "yes",
       label: `MonitorManager, plain \`yes\` (2-byte lines), ${plan.yesMs / 1000} s or ${gb(plan.yesBytes)}`,

@@ -27,7 +27,9 @@ async function installFootprint(tarball: string): Promise<Footprint & { installM
   })
   try {
     const started = Date.now()
-    const response = await fetch(`${server.url}/experimental/tool/ids?directory=${encodeURIComponent(server.directory)}`)
+    const response = await fetch(
+      `${server.url}/experimental/tool/ids?directory=${encodeURIComponent(server.directory)}`,
+    )
     const tools = await response.text()
     const installMs = Date.now() - started
     if (!tools.includes("monitor_start")) throw new Error(`the installed plugin did not load; tools: ${tools}`)
@@ -40,9 +42,16 @@ async function installFootprint(tarball: string): Promise<Footprint & { installM
 /** The package as it was at `ref`, packed without scripts (it had none that build). */
 function packAt(ref: string, destination: string): string {
   const checkout = join(destination, "checkout")
-  const archive = Bun.spawnSync(["bash", "-c", `mkdir -p '${checkout}' && git archive '${ref}' packages/opencode-monitor | tar -x -C '${checkout}'`], {
-    cwd: resolve(PLUGIN_PACKAGE_DIR, "../.."),
-  })
+  const archive = Bun.spawnSync(
+    [
+      "bash",
+      "-c",
+      `mkdir -p '${checkout}' && git archive '${ref}' packages/opencode-monitor | tar -x -C '${checkout}'`,
+    ],
+    {
+      cwd: resolve(PLUGIN_PACKAGE_DIR, "../.."),
+    },
+  )
   if (archive.exitCode !== 0) throw new Error(`git archive ${ref} failed: ${archive.stderr}`)
   const dir = join(checkout, "packages/opencode-monitor")
   const packed = Bun.spawnSync(["npm", "pack", "--ignore-scripts", "--pack-destination", destination], { cwd: dir })
@@ -78,7 +87,9 @@ const row = (what: string, f: Footprint & { installMs: number }) =>
 const work = mkdtempSync(join(tmpdir(), "oc-bench-pack-"))
 try {
   const machine = machineInfo()
-  console.log(`machine: ${machine.cpu}, ${machine.cores} cores, ${machine.os}; Bun ${machine.bun}; ${new Date().toISOString()}`)
+  console.log(
+    `machine: ${machine.cpu}, ${machine.cores} cores, ${machine.os}; Bun ${machine.bun}; ${new Date().toISOString()}`,
+  )
   const base = process.argv.indexOf("--base")
   const lines = ["| package | installed by opencode | files | first request (install + load) |", "|---|---|---|---|"]
   if (base > 0) {

@@ -15,7 +15,7 @@ const COMMANDS = [
   "cd packages/app && FOO=1 npm test -- --watch",
   "cat <<EOF > out.txt\nhello $(date)\nEOF",
   "sh -c 'tail -f logs/*.log | grep --line-buffered ERROR'",
-  "for f in src/*.ts; do wc -l \"$f\"; done",
+  'for f in src/*.ts; do wc -l "$f"; done',
   "cat ../outside.txt ~/.profile /etc/hostname",
 ]
 

@@ -20,7 +20,9 @@ function child<T>(args: string[]): Promise<T> {
     proc.stdout.on("data", (chunk) => {
       out += chunk
     })
-    proc.once("exit", (code) => (code === 0 ? resolve(JSON.parse(out) as T) : reject(new Error(`child exited ${code}`))))
+    proc.once("exit", (code) =>
+      code === 0 ? resolve(JSON.parse(out) as T) : reject(new Error(`child exited ${code}`)),
+    )
   })
 }
 
@@ -49,7 +51,9 @@ export async function benchPermission(plan: Plan): Promise<Row[]> {
     loads.push(load.loadMs)
     parsers.push(load.parserMs)
     loadedByPlugin ||= load.loadedByPlugin
-    log(`permission ${run + 1}/${plan.reps}: p50 ${formatMs(p50s[run] ?? 0)}, p95 ${formatMs(p95s[run] ?? 0)}, first ${formatMs(firsts[run] ?? 0)}`)
+    log(
+      `permission ${run + 1}/${plan.reps}: p50 ${formatMs(p50s[run] ?? 0)}, p95 ${formatMs(p95s[run] ?? 0)}, first ${formatMs(firsts[run] ?? 0)}`,
+    )
   }
   const spawn = median(spawns)
   const row = (name: string, values: number[], target: string, met: boolean | undefined): Row => ({

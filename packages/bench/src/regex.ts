@@ -87,7 +87,9 @@ export async function benchRegex(plan: Plan): Promise<Row[]> {
     const linearity = perLine / median(short.map((t) => t.perLineMs))
     const ratio = perLine / literalPerLine
     if (!worst || perLine > worst.perLineMs) worst = { adversary, perLineMs: perLine }
-    log(`  ${adversary.pattern}: ${formatMs(perLine)}/line vs literal ${formatMs(literalPerLine)} (${ratio.toFixed(0)}×)`)
+    log(
+      `  ${adversary.pattern}: ${formatMs(perLine)}/line vs literal ${formatMs(literalPerLine)} (${ratio.toFixed(0)}×)`,
+    )
     rows.push({
       bench: "3 regex",
       case: `\`${adversary.pattern}\` on 8 KB (${adversary.why}); 8 KB/2 KB time ${linearity.toFixed(1)}× (4× = linear)`,
@@ -144,7 +146,12 @@ async function endToEnd(plan: Plan, adversary: Adversary): Promise<Row> {
     stallMs: median(runs.map((r) => r.stall.maxGapMs)),
     stallWorstMs: Math.max(...runs.map((r) => r.stall.maxGapMs)),
     runs: runs.length,
-    detail: { pattern: adversary.pattern, ms: runs.map((r) => r.ms), drainMs: drains.map((r) => r.ms), stall: runs.map((r) => r.stall) },
+    detail: {
+      pattern: adversary.pattern,
+      ms: runs.map((r) => r.ms),
+      drainMs: drains.map((r) => r.ms),
+      stall: runs.map((r) => r.stall),
+    },
   }
 }
 
@@ -202,7 +209,9 @@ async function contrast(plan: Plan): Promise<Row[]> {
     const killed = jsRuns.some((r) => r.killed)
     const jsMs = killed ? capMs : median(jsRuns.map((r) => r.ms))
     const re2Ms = median(re2Times)
-    log(`  contrast ${pattern} n=${n}: JS RegExp ${killed ? `> ${capMs} ms (killed)` : formatMs(jsMs)} vs RE2 ${formatMs(re2Ms)}`)
+    log(
+      `  contrast ${pattern} n=${n}: JS RegExp ${killed ? `> ${capMs} ms (killed)` : formatMs(jsMs)} vs RE2 ${formatMs(re2Ms)}`,
+    )
     rows.push({
       bench: "3 regex (contrast)",
       case: `JS built-in RegExp \`${pattern}\` on ${describe} (child process, hard cap ${capMs / 1000} s)`,

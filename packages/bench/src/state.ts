@@ -56,7 +56,15 @@ function monitors(count: number, lineLength: number): MonitorSnapshot[] {
       timeoutMs: config.max_runtime_ms,
       status: { kind: "running" },
       stoppedBy: undefined,
-      counters: { total: 0, matched: 0, unmatched: 0, droppedMatched: 0, droppedUnmatched: 0, bytesDropped: 0, lastSeq: 0 },
+      counters: {
+        total: 0,
+        matched: 0,
+        unmatched: 0,
+        droppedMatched: 0,
+        droppedUnmatched: 0,
+        bytesDropped: 0,
+        lastSeq: 0,
+      },
     }
     const lastLines = Array.from({ length: STATE_LAST_LINES }, (_, n) => ({
       stream: "stdout" as const,

@@ -15,8 +15,29 @@ export function prng(seed: number): () => number {
 }
 
 const WORDS = [
-  "compiling", "module", "request", "GET", "/api/v1/items", "200", "ok", "cache", "hit", "miss", "worker",
-  "listening", "on", "port", "3000", "bundle", "chunk", "test", "passed", "duration", "ms", "retry", "queue",
+  "compiling",
+  "module",
+  "request",
+  "GET",
+  "/api/v1/items",
+  "200",
+  "ok",
+  "cache",
+  "hit",
+  "miss",
+  "worker",
+  "listening",
+  "on",
+  "port",
+  "3000",
+  "bundle",
+  "chunk",
+  "test",
+  "passed",
+  "duration",
+  "ms",
+  "retry",
+  "queue",
 ]
 const UTF8_WORDS = ["héllo", "naïve", "日本語のログ", "компиляция", "✓", "🚀", "データベース", "ошибка", "→"]
 const COLOURS = ["\x1b[31m", "\x1b[32m", "\x1b[33m", "\x1b[1;34m", "\x1b[38;5;208m"]

@@ -7,7 +7,12 @@ import { mixedStreamFile, shellQuote } from "./streams.ts"
 type Variant = { name: string; pattern: string | undefined; target: string; minRatio: number | undefined }
 
 const VARIANTS: Variant[] = [
-  { name: "no match_pattern (default options)", pattern: undefined, target: "≥ 0.5× (aim), ≥ 0.1× (min)", minRatio: 0.1 },
+  {
+    name: "no match_pattern (default options)",
+    pattern: undefined,
+    target: "≥ 0.5× (aim), ≥ 0.1× (min)",
+    minRatio: 0.1,
+  },
   { name: "typical pattern `error|warn|FAIL`", pattern: "error|warn|FAIL", target: "≥ 0.1×", minRatio: 0.1 },
   { name: "adversarial pattern `(\\w|\\d)+$`", pattern: "(\\w|\\d)+$", target: "≥ 0.1×", minRatio: 0.1 },
 ]

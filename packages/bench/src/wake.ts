@@ -30,21 +30,30 @@ export async function benchWake(plan: Plan): Promise<Row[]> {
   for (const shape of SHAPES) for (const v of VARIANTS) await monitorOnce(warm, v.options(shape))
 
   const runs = new Map<string, RunResult[]>()
-  const record = (key: string, result: RunResult) => runs.set(key, [...(runs.get(key) ?? []), { ...result, bytes: file.bytes }])
+  const record = (key: string, result: RunResult) =>
+    runs.set(key, [...(runs.get(key) ?? []), { ...result, bytes: file.bytes }])
   const jobs: [string, () => Promise<RunResult>][] = [
     ["drain", () => drain(command)],
     ["none", () => monitorOnce(command)],
-    ...SHAPES.flatMap((shape) => VARIANTS.map((v): [string, () => Promise<RunResult>] => [`${v.id}:${shape}`, () => monitorOnce(command, v.options(shape))])),
+    ...SHAPES.flatMap((shape) =>
+      VARIANTS.map((v): [string, () => Promise<RunResult>] => [
+        `${v.id}:${shape}`,
+        () => monitorOnce(command, v.options(shape)),
+      ]),
+    ),
   ]
   for (let rep = 0; rep < plan.reps; rep++) {
     // Rotated each repetition, so drift on the noisy machine hits every variant alike.
     const order = [...jobs.slice(rep % jobs.length), ...jobs.slice(0, rep % jobs.length)]
     for (const [key, run] of order) {
       const result = await run()
-      if (key !== "drain" && result.lines !== file.lines) throw new Error(`${key}: ${result.lines} of ${file.lines} lines`)
+      if (key !== "drain" && result.lines !== file.lines)
+        throw new Error(`${key}: ${result.lines} of ${file.lines} lines`)
       record(key, result)
     }
-    log(`  rep ${rep + 1}: ${jobs.map(([key]) => `${key} ${(runs.get(key)?.[rep]?.ms ?? 0).toFixed(0)} ms`).join(", ")}`)
+    log(
+      `  rep ${rep + 1}: ${jobs.map(([key]) => `${key} ${(runs.get(key)?.[rep]?.ms ?? 0).toFixed(0)} ms`).join(", ")}`,
+    )
   }
 
   const rate = (key: string) => median((runs.get(key) ?? []).map((r) => r.bytes / (r.ms / 1000)))
@@ -61,7 +70,11 @@ export async function benchWake(plan: Plan): Promise<Row[]> {
       stallMs: median(results.map((r) => r.stall.maxGapMs)),
       stallWorstMs: Math.max(...results.map((r) => r.stall.maxGapMs)),
       runs: results.length,
-      detail: { ms: results.map((r) => r.ms), batches: results.map((r) => r.batches), baselineMs: runs.get(baseKey)?.map((r) => r.ms) },
+      detail: {
+        ms: results.map((r) => r.ms),
+        batches: results.map((r) => r.batches),
+        baselineMs: runs.get(baseKey)?.map((r) => r.ms),
+      },
       ...extra,
     }
   }
@@ -71,12 +84,25 @@ export async function benchWake(plan: Plan): Promise<Row[]> {
     rows.push(row(`match:${shape}`, `match_pattern ${name}`, "none", "no pattern"))
     const ratio = rate(`wake:${shape}`) / rate(`match:${shape}`)
     rows.push(
-      row(`wake:${shape}`, `wake_pattern ${name} vs match_pattern ${name}`, `match:${shape}`, "match_pattern, same shape", {
-        target: "≥ 0.9× (no more cost than match_pattern, within noise)",
-        met: ratio >= 0.9,
-      }),
+      row(
+        `wake:${shape}`,
+        `wake_pattern ${name} vs match_pattern ${name}`,
+        `match:${shape}`,
+        "match_pattern, same shape",
+        {
+          target: "≥ 0.9× (no more cost than match_pattern, within noise)",
+          met: ratio >= 0.9,
+        },
+      ),
     )
-    rows.push(row(`both:${shape}`, `match_pattern + wake_pattern ${name} vs match_pattern alone`, `match:${shape}`, "match_pattern alone"))
+    rows.push(
+      row(
+        `both:${shape}`,
+        `match_pattern + wake_pattern ${name} vs match_pattern alone`,
+        `match:${shape}`,
+        "match_pattern alone",
+      ),
+    )
   }
   return rows
 }

@@ -4,59 +4,59 @@
  * pre-seeded so opencode's hidden `@opencode-ai/plugin` install is skipped
  * (with no registry that install would hang the first request for minutes).
  */
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
 
-export type JsonObject = { [key: string]: unknown };
+export type JsonObject = { [key: string]: unknown }
 
 export interface IsolatedDirs {
-  root: string;
-  home: string;
-  config: string;
-  data: string;
-  cache: string;
-  state: string;
-  project: string;
-  configFile: string;
+  root: string
+  home: string
+  config: string
+  data: string
+  cache: string
+  state: string
+  project: string
+  configFile: string
 }
 
 /** Walk up from `start` to the first directory holding `relative`. */
 export function findUp(start: string, relative: string): string | undefined {
-  let dir = start;
+  let dir = start
   for (;;) {
-    if (existsSync(join(dir, relative))) return join(dir, relative);
-    const parent = dirname(dir);
-    if (parent === dir) return undefined;
-    dir = parent;
+    if (existsSync(join(dir, relative))) return join(dir, relative)
+    const parent = dirname(dir)
+    if (parent === dir) return undefined
+    dir = parent
   }
 }
 
 /** The installed `@opencode-ai/plugin` package dir; its deps resolve from the workspace node_modules. */
 export function pluginPackageDir(): string {
-  const found = findUp(import.meta.dir, "node_modules/@opencode-ai/plugin/package.json");
-  if (!found) throw new Error("@opencode-ai/plugin is not installed; run npm install at the repo root");
-  return dirname(found);
+  const found = findUp(import.meta.dir, "node_modules/@opencode-ai/plugin/package.json")
+  if (!found) throw new Error("@opencode-ai/plugin is not installed; run npm install at the repo root")
+  return dirname(found)
 }
 
 export function opencodeBinary(): string {
-  if (process.env.OPENCODE_BIN) return process.env.OPENCODE_BIN;
+  if (process.env.OPENCODE_BIN) return process.env.OPENCODE_BIN
   const found =
     findUp(import.meta.dir, "node_modules/.bin/opencode") ??
-    findUp(import.meta.dir, "node_modules/opencode-linux-x64/bin/opencode");
-  if (!found) throw new Error("opencode binary not found; install the opencode-ai devDependency");
-  return found;
+    findUp(import.meta.dir, "node_modules/opencode-linux-x64/bin/opencode")
+  if (!found) throw new Error("opencode binary not found; install the opencode-ai devDependency")
+  return found
 }
 
 /** The opencode version, which is the `@opencode-ai/plugin` version it wants in each config dir. */
 export function opencodeVersion(): string {
-  const manifest = findUp(import.meta.dir, "node_modules/opencode-ai/package.json");
-  if (!manifest) return JSON.parse(readFileSync(join(pluginPackageDir(), "package.json"), "utf8")).version;
-  return JSON.parse(readFileSync(manifest, "utf8")).version;
+  const manifest = findUp(import.meta.dir, "node_modules/opencode-ai/package.json")
+  if (!manifest) return JSON.parse(readFileSync(join(pluginPackageDir(), "package.json"), "utf8")).version
+  return JSON.parse(readFileSync(manifest, "utf8")).version
 }
 
 export function createIsolatedDirs(prefix = "oc-live-"): IsolatedDirs {
-  const root = mkdtempSync(join(tmpdir(), prefix));
+  const root = mkdtempSync(join(tmpdir(), prefix))
   const dirs: IsolatedDirs = {
     root,
     home: join(root, "home"),
@@ -66,15 +66,15 @@ export function createIsolatedDirs(prefix = "oc-live-"): IsolatedDirs {
     state: join(root, "xdg-state"),
     project: join(root, "project"),
     configFile: join(root, "opencode.json"),
-  };
-  for (const dir of [dirs.home, dirs.config, dirs.data, dirs.cache, dirs.state, dirs.project]) {
-    mkdirSync(dir, { recursive: true });
   }
-  initGitProject(dirs.project);
-  const version = opencodeVersion();
-  seedConfigDir(join(dirs.config, "opencode"), version);
-  seedConfigDir(join(dirs.project, ".opencode"), version);
-  return dirs;
+  for (const dir of [dirs.home, dirs.config, dirs.data, dirs.cache, dirs.state, dirs.project]) {
+    mkdirSync(dir, { recursive: true })
+  }
+  initGitProject(dirs.project)
+  const version = opencodeVersion()
+  seedConfigDir(join(dirs.config, "opencode"), version)
+  seedConfigDir(join(dirs.project, ".opencode"), version)
+  return dirs
 }
 
 function initGitProject(project: string): void {
@@ -84,14 +84,14 @@ function initGitProject(project: string): void {
       cmd: ["git", ...args],
       cwd: project,
       env: { ...gitEnv(), PATH: process.env.PATH ?? "/usr/bin:/bin" },
-    });
-    if (result.exitCode !== 0) throw new Error(`git ${args.join(" ")} failed: ${result.stderr.toString()}`);
-  };
-  git("init", "-q");
-  writeFileSync(join(project, "README.md"), "live QA project\n");
-  git("add", "README.md");
+    })
+    if (result.exitCode !== 0) throw new Error(`git ${args.join(" ")} failed: ${result.stderr.toString()}`)
+  }
+  git("init", "-q")
+  writeFileSync(join(project, "README.md"), "live QA project\n")
+  git("add", "README.md")
   // A first commit gives the project a stable id instead of opencode's "global" fallback.
-  git("commit", "-q", "-m", "init");
+  git("commit", "-q", "-m", "init")
 }
 
 function gitEnv(): Record<string, string> {
@@ -102,7 +102,7 @@ function gitEnv(): Record<string, string> {
     GIT_COMMITTER_EMAIL: "live-qa@example.invalid",
     GIT_CONFIG_NOSYSTEM: "1",
     GIT_CONFIG_GLOBAL: "/dev/null",
-  };
+  }
 }
 
 /**
@@ -110,13 +110,13 @@ function gitEnv(): Record<string, string> {
  * package.json + package-lock.json listing it at the server's version.
  */
 export function seedConfigDir(dir: string, version: string): void {
-  const scope = join(dir, "node_modules", "@opencode-ai");
-  mkdirSync(scope, { recursive: true });
+  const scope = join(dir, "node_modules", "@opencode-ai")
+  mkdirSync(scope, { recursive: true })
   // A symlink, not a copy: the real path keeps resolving zod/effect/sdk from the workspace node_modules.
-  const link = join(scope, "plugin");
-  if (!existsSync(link)) symlinkSync(pluginPackageDir(), link, "dir");
-  const dependencies = { "@opencode-ai/plugin": version };
-  writeFileSync(join(dir, "package.json"), `${JSON.stringify({ dependencies }, null, 2)}\n`);
+  const link = join(scope, "plugin")
+  if (!existsSync(link)) symlinkSync(pluginPackageDir(), link, "dir")
+  const dependencies = { "@opencode-ai/plugin": version }
+  writeFileSync(join(dir, "package.json"), `${JSON.stringify({ dependencies }, null, 2)}\n`)
   const lock = {
     name: "opencode-config",
     lockfileVersion: 3,
@@ -125,12 +125,12 @@ export function seedConfigDir(dir: string, version: string): void {
       "": { dependencies },
       "node_modules/@opencode-ai/plugin": { version, link: false },
     },
-  };
-  writeFileSync(join(dir, "package-lock.json"), `${JSON.stringify(lock, null, 2)}\n`);
+  }
+  writeFileSync(join(dir, "package-lock.json"), `${JSON.stringify(lock, null, 2)}\n`)
 }
 
 export function removeIsolatedDirs(dirs: IsolatedDirs): void {
-  rmSync(dirs.root, { recursive: true, force: true });
+  rmSync(dirs.root, { recursive: true, force: true })
 }
 
 export function isolatedEnv(dirs: IsolatedDirs, extra: Record<string, string> = {}): Record<string, string> {
@@ -149,18 +149,18 @@ export function isolatedEnv(dirs: IsolatedDirs, extra: Record<string, string> = 
     OPENCODE_DISABLE_DEFAULT_PLUGINS: "1",
     ...gitEnv(),
     ...extra,
-  };
+  }
 }
 
 const isPlainObject = (value: unknown): value is JsonObject =>
-  typeof value === "object" && value !== null && !Array.isArray(value);
+  typeof value === "object" && value !== null && !Array.isArray(value)
 
 /** Recursive merge for config objects; arrays and scalars from `extra` replace. */
 export function mergeConfig(base: JsonObject, extra: JsonObject): JsonObject {
-  const out: JsonObject = { ...base };
+  const out: JsonObject = { ...base }
   for (const [key, value] of Object.entries(extra)) {
-    const current = out[key];
-    out[key] = isPlainObject(current) && isPlainObject(value) ? mergeConfig(current, value) : value;
+    const current = out[key]
+    out[key] = isPlainObject(current) && isPlainObject(value) ? mergeConfig(current, value) : value
   }
-  return out;
+  return out
 }

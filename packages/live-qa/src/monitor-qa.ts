@@ -3,63 +3,63 @@
  * opencode-monitor source (never the npm package), and a timeline of the bus. The packaging tests
  * pass `pluginSpec` to load this repo's own packed build the way users install it instead.
  */
-import { resolve } from "node:path";
-import type { IsolatedDirs, JsonObject } from "./isolated-env.ts";
-import { envelopesIn, monitorAgent } from "./monitor-agent.ts";
-import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts";
-import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts";
-import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts";
+import { resolve } from "node:path"
+import type { IsolatedDirs, JsonObject } from "./isolated-env.ts"
+import { envelopesIn, monitorAgent } from "./monitor-agent.ts"
+import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts"
+import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"
+import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts"
 
-export const PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/index.ts");
-export const DEFAULT_MODEL = { providerID: "mock", modelID: "m" };
+export const PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/index.ts")
+export const DEFAULT_MODEL = { providerID: "mock", modelID: "m" }
 
 export interface MonitorQAOptions {
-  pluginOptions?: JsonObject;
-  permission?: JsonObject;
-  config?: JsonObject;
-  script?: Script;
+  pluginOptions?: JsonObject
+  permission?: JsonObject
+  config?: JsonObject
+  script?: Script
   /** Delay of every scripted answer (a slow model keeps a turn running). */
-  agentDelayMs?: number;
+  agentDelayMs?: number
   /** More local plugins loaded beside opencode-monitor (benchmark probes). */
-  extraPlugins?: [string, JsonObject][];
+  extraPlugins?: [string, JsonObject][]
   /** How opencode-monitor is listed in the config (default: the local source, PLUGIN_PATH): a packed build, or a test-only wrapper entry. */
-  pluginSpec?: string;
+  pluginSpec?: string
   /** Runs before the server starts (e.g. writing the isolated HOME's `.npmrc`). */
-  prepare?: StartOpencodeOptions["prepare"];
+  prepare?: StartOpencodeOptions["prepare"]
   /** Runs once the server listens, before the first request to the project starts it (and installs its plugins). */
-  onServer?: (server: OpencodeServer) => Promise<void>;
+  onServer?: (server: OpencodeServer) => Promise<void>
   /** Run on the data of an earlier server (a restart); the caller removes the dirs. */
-  dirs?: IsolatedDirs;
+  dirs?: IsolatedDirs
   /** Extra environment of the server (e.g. SHELL). */
-  env?: Record<string, string>;
+  env?: Record<string, string>
 }
 
 export interface Envelope {
-  message: SessionMessage;
-  monitorId: string;
-  batch: number;
-  status: string;
-  text: string;
+  message: SessionMessage
+  monitorId: string
+  batch: number
+  status: string
+  text: string
 }
 
 export interface MonitorQA {
-  model: ScriptedModel;
-  server: OpencodeServer;
-  timeline: TimelineRecorder;
-  newSession(options?: { title?: string; parentID?: string }): Promise<string>;
+  model: ScriptedModel
+  server: OpencodeServer
+  timeline: TimelineRecorder
+  newSession(options?: { title?: string; parentID?: string }): Promise<string>
   /** A person's prompt; resolves when prompt_async accepted it. */
-  prompt(sessionID: string, text: string, options?: { agent?: string; model?: typeof DEFAULT_MODEL }): Promise<number>;
-  messages(sessionID: string): Promise<SessionMessage[]>;
+  prompt(sessionID: string, text: string, options?: { agent?: string; model?: typeof DEFAULT_MODEL }): Promise<number>
+  messages(sessionID: string): Promise<SessionMessage[]>
   /** The monitor envelopes injected into a session, oldest first. */
-  envelopes(sessionID: string): Promise<Envelope[]>;
+  envelopes(sessionID: string): Promise<Envelope[]>
   /** The plugin's own log lines, as the server wrote them (each names a monitorId). */
-  pluginLog(): string[];
-  stop(): Promise<StopReport>;
+  pluginLog(): string[]
+  stop(): Promise<StopReport>
 }
 
 export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<MonitorQA> {
-  const model = startScriptedModel(options.script ?? monitorAgent({ delayMs: options.agentDelayMs }));
-  let server: OpencodeServer;
+  const model = startScriptedModel(options.script ?? monitorAgent({ delayMs: options.agentDelayMs }))
+  let server: OpencodeServer
   try {
     server = await startOpencode({
       modelBaseURL: model.baseURL,
@@ -69,67 +69,67 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       prepare: options.prepare,
       dirs: options.dirs,
       env: options.env,
-    });
+    })
   } catch (error) {
-    await model.stop();
-    throw error;
+    await model.stop()
+    throw error
   }
   try {
-    await options.onServer?.(server);
+    await options.onServer?.(server)
   } catch (error) {
-    await server.stop();
-    await model.stop();
-    throw error;
+    await server.stop()
+    await model.stop()
+    throw error
   }
-  const timeline = await startTimeline(server);
-  const { client } = server;
+  const timeline = await startTimeline(server)
+  const { client } = server
 
-  const messages = (sessionID: string) => getMessages(client, sessionID);
+  const messages = (sessionID: string) => getMessages(client, sessionID)
   return {
     model,
     server,
     timeline,
     async newSession({ title = "monitor QA", parentID } = {}) {
       // A title skips title generation, so the small model is never called.
-      const created = await client.session.create({ body: { title, ...(parentID ? { parentID } : {}) } });
-      if (!created.data) throw new Error(`session.create failed: ${JSON.stringify(created.error)}`);
-      return created.data.id;
+      const created = await client.session.create({ body: { title, ...(parentID ? { parentID } : {}) } })
+      if (!created.data) throw new Error(`session.create failed: ${JSON.stringify(created.error)}`)
+      return created.data.id
     },
     async prompt(sessionID, text, { agent = "build", model: m = DEFAULT_MODEL } = {}) {
-      const sentAt = Date.now();
+      const sentAt = Date.now()
       const result = await client.session.promptAsync({
         path: { id: sessionID },
         body: { agent, model: m, parts: [{ type: "text", text }] },
-      });
-      if (result.response.status !== 204) throw new Error(`prompt_async answered ${result.response.status}`);
-      return sentAt;
+      })
+      if (result.response.status !== 204) throw new Error(`prompt_async answered ${result.response.status}`)
+      return sentAt
     },
     messages,
     async envelopes(sessionID) {
-      const out: Envelope[] = [];
+      const out: Envelope[] = []
       for (const message of await messages(sessionID)) {
-        if (message.info.role !== "user") continue;
-        const text = textOf(message);
+        if (message.info.role !== "user") continue
+        const text = textOf(message)
         // An injected message is exactly one envelope; a person quoting one is not an injection.
-        const head = text.startsWith("[OMO MONITOR OUTPUT]\n") ? envelopesIn(text)[0] : undefined;
-        if (head) out.push({ message, monitorId: head.monitorId, batch: head.batch, status: head.status, text });
+        const head = text.startsWith("[OMO MONITOR OUTPUT]\n") ? envelopesIn(text)[0] : undefined
+        if (head) out.push({ message, monitorId: head.monitorId, batch: head.batch, status: head.status, text })
       }
-      return out;
+      return out
     },
     pluginLog() {
-      return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line));
+      return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line))
     },
     async stop() {
-      await timeline.stop();
-      const report = await server.stop();
-      await model.stop();
-      return report;
+      await timeline.stop()
+      const report = await server.stop()
+      await model.stop()
+      return report
     },
-  };
+  }
 }
 
 /** The plugin's tools must be in the first agent request, or the plugin did not load. */
 export function toolNamesSeen(model: ScriptedModel): string[] {
-  const first = model.scripted()[0];
-  return (first?.request.tools ?? []).map((t) => t.function.name).filter((name) => name.startsWith("monitor_"));
+  const first = model.scripted()[0]
+  return (first?.request.tools ?? []).map((t) => t.function.name).filter((name) => name.startsWith("monitor_"))
 }

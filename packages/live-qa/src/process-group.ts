@@ -3,24 +3,24 @@
  * group down reliably. A live opencode server spawns shells, so killing only
  * the leader would leave strays that outlive the test.
  */
-import type { Subprocess } from "bun";
+import type { Subprocess } from "bun"
 
 export interface LogLine {
   /** Date.now() when the line was read. */
-  at: number;
-  source: "stdout" | "stderr";
-  text: string;
+  at: number
+  source: "stdout" | "stderr"
+  text: string
 }
 
 export interface GroupProcess {
-  pid: number;
-  proc: Subprocess<"ignore", "pipe", "pipe">;
+  pid: number
+  proc: Subprocess<"ignore", "pipe", "pipe">
   /** Live array of every output line so far. */
-  lines: LogLine[];
+  lines: LogLine[]
   /** Called for each new line; returns an unsubscribe function. */
-  onLine(listener: (line: LogLine) => void): () => void;
+  onLine(listener: (line: LogLine) => void): () => void
   /** Resolves when both output pipes are drained. */
-  drained: Promise<void>;
+  drained: Promise<void>
 }
 
 /**
@@ -30,25 +30,25 @@ export interface GroupProcess {
  * signal we SIGKILL what is left; signal handlers then re-raise the signal so
  * the runner still dies the way it was asked to.
  */
-const liveGroups = new Set<number>();
-let hooksInstalled = false;
+const liveGroups = new Set<number>()
+let hooksInstalled = false
 
 function killLiveGroups(): void {
-  for (const group of liveGroups) signal(-group, "SIGKILL");
+  for (const group of liveGroups) signal(-group, "SIGKILL")
 }
 
 function trackGroup(pgid: number): void {
-  liveGroups.add(pgid);
-  if (hooksInstalled) return;
-  hooksInstalled = true;
-  process.once("exit", killLiveGroups);
+  liveGroups.add(pgid)
+  if (hooksInstalled) return
+  hooksInstalled = true
+  process.once("exit", killLiveGroups)
   for (const sig of ["SIGINT", "SIGTERM", "SIGHUP"] as const) {
     const onSignal = () => {
-      killLiveGroups();
-      process.removeListener(sig, onSignal);
-      process.kill(process.pid, sig);
-    };
-    process.on(sig, onSignal);
+      killLiveGroups()
+      process.removeListener(sig, onSignal)
+      process.kill(process.pid, sig)
+    }
+    process.on(sig, onSignal)
   }
 }
 
@@ -62,108 +62,108 @@ export function spawnGroup(cmd: string[], cwd: string, env: Record<string, strin
     stdin: "ignore",
     stdout: "pipe",
     stderr: "pipe",
-  });
+  })
   // Tracked until killGroup has verified the group is empty; the leader exiting alone is not enough.
-  trackGroup(proc.pid);
-  const lines: LogLine[] = [];
-  const listeners = new Set<(line: LogLine) => void>();
+  trackGroup(proc.pid)
+  const lines: LogLine[] = []
+  const listeners = new Set<(line: LogLine) => void>()
   const push = (source: LogLine["source"], text: string) => {
-    const line = { at: Date.now(), source, text };
-    lines.push(line);
-    for (const listener of listeners) listener(line);
-  };
+    const line = { at: Date.now(), source, text }
+    lines.push(line)
+    for (const listener of listeners) listener(line)
+  }
   const drained = Promise.all([
     pumpLines(proc.stdout, (text) => push("stdout", text)),
     pumpLines(proc.stderr, (text) => push("stderr", text)),
-  ]).then(() => undefined);
+  ]).then(() => undefined)
   return {
     pid: proc.pid,
     proc,
     lines,
     onLine(listener) {
-      listeners.add(listener);
-      return () => listeners.delete(listener);
+      listeners.add(listener)
+      return () => listeners.delete(listener)
     },
     drained,
-  };
+  }
 }
 
 async function pumpLines(stream: ReadableStream<Uint8Array>, emit: (line: string) => void): Promise<void> {
-  const decoder = new TextDecoder();
-  let buffer = "";
+  const decoder = new TextDecoder()
+  let buffer = ""
   try {
     for await (const chunk of stream) {
-      buffer += decoder.decode(chunk, { stream: true });
-      let newline = buffer.indexOf("\n");
+      buffer += decoder.decode(chunk, { stream: true })
+      let newline = buffer.indexOf("\n")
       while (newline >= 0) {
-        emit(buffer.slice(0, newline).replace(/\r$/, ""));
-        buffer = buffer.slice(newline + 1);
-        newline = buffer.indexOf("\n");
+        emit(buffer.slice(0, newline).replace(/\r$/, ""))
+        buffer = buffer.slice(newline + 1)
+        newline = buffer.indexOf("\n")
       }
     }
   } catch {
     // The pipe broke because the process died; whatever was read is kept.
   }
-  buffer += decoder.decode();
-  if (buffer.length > 0) emit(buffer);
+  buffer += decoder.decode()
+  if (buffer.length > 0) emit(buffer)
 }
 
 export interface PsEntry {
-  pid: number;
-  ppid: number;
-  pgid: number;
-  stat: string;
-  command: string;
+  pid: number
+  ppid: number
+  pgid: number
+  stat: string
+  command: string
 }
 
 export function psAll(): PsEntry[] {
-  const out = Bun.spawnSync({ cmd: ["ps", "-e", "-o", "pid=,ppid=,pgid=,stat=,args="] });
-  const entries: PsEntry[] = [];
+  const out = Bun.spawnSync({ cmd: ["ps", "-e", "-o", "pid=,ppid=,pgid=,stat=,args="] })
+  const entries: PsEntry[] = []
   for (const row of out.stdout.toString().split("\n")) {
-    const match = row.trim().match(/^(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s*(.*)$/);
-    if (!match) continue;
+    const match = row.trim().match(/^(\d+)\s+(\d+)\s+(\d+)\s+(\S+)\s*(.*)$/)
+    if (!match) continue
     entries.push({
       pid: Number(match[1]),
       ppid: Number(match[2]),
       pgid: Number(match[3]),
       stat: match[4] ?? "",
       command: match[5] ?? "",
-    });
+    })
   }
-  return entries;
+  return entries
 }
 
-const isZombie = (entry: PsEntry) => entry.stat.startsWith("Z");
+const isZombie = (entry: PsEntry) => entry.stat.startsWith("Z")
 
 /**
  * Live (non-zombie) processes that belong to the group, plus any descendant
  * that escaped into another group (a tool may call setsid itself).
  */
 export function groupLeftovers(pgid: number, knownDescendants: ReadonlySet<number> = new Set()): PsEntry[] {
-  return psAll().filter((e) => !isZombie(e) && (e.pgid === pgid || knownDescendants.has(e.pid)));
+  return psAll().filter((e) => !isZombie(e) && (e.pgid === pgid || knownDescendants.has(e.pid)))
 }
 
 /** Every descendant pid of `root` (by parent links) at this moment. */
 export function descendants(root: number): Set<number> {
-  const all = psAll();
-  const found = new Set<number>();
-  let frontier = [root];
+  const all = psAll()
+  const found = new Set<number>()
+  let frontier = [root]
   while (frontier.length > 0) {
-    const next: number[] = [];
+    const next: number[] = []
     for (const entry of all) {
       if (frontier.includes(entry.ppid) && !found.has(entry.pid)) {
-        found.add(entry.pid);
-        next.push(entry.pid);
+        found.add(entry.pid)
+        next.push(entry.pid)
       }
     }
-    frontier = next;
+    frontier = next
   }
-  return found;
+  return found
 }
 
 function signal(pid: number, sig: NodeJS.Signals): void {
   try {
-    process.kill(pid, sig);
+    process.kill(pid, sig)
   } catch {
     // ESRCH: already gone, which is the goal.
   }
@@ -171,25 +171,25 @@ function signal(pid: number, sig: NodeJS.Signals): void {
 
 export interface KillReport {
   /** The strongest signal that had to be sent. */
-  signal: "SIGTERM" | "SIGKILL";
+  signal: "SIGTERM" | "SIGKILL"
   /** Exit code / signal of the leader, null if it never exited. */
-  exitCode: number | null;
-  signalCode: string | null;
+  exitCode: number | null
+  signalCode: string | null
   /** ms from SIGTERM until the leader exited. */
-  leaderExitMs: number | null;
+  leaderExitMs: number | null
   /** Processes still alive after everything; should be empty. */
-  leftovers: PsEntry[];
+  leftovers: PsEntry[]
 }
 
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
 async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boolean> {
-  const deadline = Date.now() + timeoutMs;
+  const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    if (check()) return true;
-    await sleep(50);
+    if (check()) return true
+    await sleep(50)
   }
-  return check();
+  return check()
 }
 
 /**
@@ -198,45 +198,45 @@ async function waitUntil(check: () => boolean, timeoutMs: number): Promise<boole
  * own fate). Resolves when the leader is gone.
  */
 export async function crashGroup(child: GroupProcess): Promise<void> {
-  signal(-child.pid, "SIGKILL");
-  await child.proc.exited;
-  await Promise.race([child.drained, sleep(1000)]);
-  liveGroups.delete(child.pid);
+  signal(-child.pid, "SIGKILL")
+  await child.proc.exited
+  await Promise.race([child.drained, sleep(1000)])
+  liveGroups.delete(child.pid)
 }
 
 /** SIGTERM the group (and stray descendants), SIGKILL after `graceMs`, then verify with ps. */
 export async function killGroup(child: GroupProcess, graceMs: number): Promise<KillReport> {
-  const pgid = child.pid;
+  const pgid = child.pid
   // Snapshot before signalling: once the leader dies, orphans are re-parented and untraceable.
-  const strays = descendants(pgid);
-  const started = Date.now();
-  let leaderExitMs: number | null = null;
+  const strays = descendants(pgid)
+  const started = Date.now()
+  let leaderExitMs: number | null = null
   void child.proc.exited.then(() => {
-    leaderExitMs = Date.now() - started;
-  });
+    leaderExitMs = Date.now() - started
+  })
 
   const signalAll = (sig: NodeJS.Signals) => {
-    signal(-pgid, sig);
-    for (const pid of strays) signal(pid, sig);
-  };
-
-  signalAll("SIGTERM");
-  let sent: KillReport["signal"] = "SIGTERM";
-  const clean = () => child.proc.exitCode !== null || child.proc.signalCode !== null;
-  const calm = await waitUntil(() => clean() && groupLeftovers(pgid, strays).length === 0, graceMs);
-  if (!calm) {
-    sent = "SIGKILL";
-    signalAll("SIGKILL");
-    await waitUntil(() => clean() && groupLeftovers(pgid, strays).length === 0, 2000);
+    signal(-pgid, sig)
+    for (const pid of strays) signal(pid, sig)
   }
-  await Promise.race([child.drained, sleep(1000)]);
-  const leftovers = groupLeftovers(pgid, strays);
-  if (leftovers.length === 0) liveGroups.delete(pgid);
+
+  signalAll("SIGTERM")
+  let sent: KillReport["signal"] = "SIGTERM"
+  const clean = () => child.proc.exitCode !== null || child.proc.signalCode !== null
+  const calm = await waitUntil(() => clean() && groupLeftovers(pgid, strays).length === 0, graceMs)
+  if (!calm) {
+    sent = "SIGKILL"
+    signalAll("SIGKILL")
+    await waitUntil(() => clean() && groupLeftovers(pgid, strays).length === 0, 2000)
+  }
+  await Promise.race([child.drained, sleep(1000)])
+  const leftovers = groupLeftovers(pgid, strays)
+  if (leftovers.length === 0) liveGroups.delete(pgid)
   return {
     signal: sent,
     exitCode: child.proc.exitCode,
     signalCode: child.proc.signalCode === null ? null : String(child.proc.signalCode),
     leaderExitMs,
     leftovers,
-  };
+  }
 }

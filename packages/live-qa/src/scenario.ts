@@ -3,28 +3,32 @@
  * each other, bounded waits on envelopes and turns, the real process table, and a readable story
  * of what happened when an assertion fails.
  */
-import type { Envelope, MonitorQA } from "./monitor-qa.ts";
-import { type PsEntry, psAll } from "./process-group.ts";
-import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts";
+import type { Envelope, MonitorQA } from "./monitor-qa.ts"
+import { type PsEntry, psAll } from "./process-group.ts"
+import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts"
 
 /** A person's prompt for the scripted agent: a sentence, then STEP/SAY directives. */
-export function planPrompt(intro: string, steps: Array<[tool: string, args: Record<string, unknown>]>, say: string): string {
-  return [intro, ...steps.map(([tool, args]) => `STEP ${tool} ${JSON.stringify(args)}`), `SAY ${say}`].join("\n");
+export function planPrompt(
+  intro: string,
+  steps: Array<[tool: string, args: Record<string, unknown>]>,
+  say: string,
+): string {
+  return [intro, ...steps.map(([tool, args]) => `STEP ${tool} ${JSON.stringify(args)}`), `SAY ${say}`].join("\n")
 }
 
 export const isRealUser = (m: SessionMessage) =>
-  m.info.role === "user" && m.parts.some((p) => p.type === "text" && p.synthetic !== true);
+  m.info.role === "user" && m.parts.some((p) => p.type === "text" && p.synthetic !== true)
 
-export const isAssistant = (m: SessionMessage) => m.info.role === "assistant";
+export const isAssistant = (m: SessionMessage) => m.info.role === "assistant"
 
 /** Messages after the one with `id` (all of them when it is missing). */
 export function after(messages: SessionMessage[], id: string): SessionMessage[] {
-  return messages.slice(messages.findIndex((m) => m.info.id === id) + 1);
+  return messages.slice(messages.findIndex((m) => m.info.id === id) + 1)
 }
 
 /** The first assistant message that contains a tool part of this tool. */
 export function stepWithTool(messages: SessionMessage[], tool: string): SessionMessage | undefined {
-  return messages.find((m) => isAssistant(m) && m.parts.some((p) => p.type === "tool" && p.tool === tool));
+  return messages.find((m) => isAssistant(m) && m.parts.some((p) => p.type === "tool" && p.tool === tool))
 }
 
 /** Bounded wait for an envelope in a session. */
@@ -35,7 +39,7 @@ export function waitForEnvelope(
   what: string,
   timeoutMs = 30_000,
 ): Promise<Envelope> {
-  return waitFor(async () => (await qa.envelopes(sessionID)).find(match), timeoutMs, 100, what);
+  return waitFor(async () => (await qa.envelopes(sessionID)).find(match), timeoutMs, 100, what)
 }
 
 /** Bounded wait for a completed assistant message after the message `afterID` whose text matches. */
@@ -55,7 +59,7 @@ export function waitForReply(
     timeoutMs,
     100,
     what,
-  );
+  )
 }
 
 /** Live (non-zombie) processes whose arguments contain `marker`, or that sit in one of `groups`. */
@@ -63,49 +67,59 @@ export function waitForReply(
 export const PARENT_OWN_TURN = [
   ["user", "USER_SAYS start"],
   ["assistant", "Answering the user: start"],
-];
+]
 
 /**
  * A subagent set-up without the `task` tool: a parent session with one finished turn of its own,
  * then a child session of it (created with `parentID`) given `childPrompt`.
  */
-export async function parentWithChild(qa: MonitorQA, childPrompt: string): Promise<{ parentID: string; childID: string }> {
-  const parentID = await qa.newSession({ title: "parent" });
-  await qa.prompt(parentID, "USER_SAYS start");
-  await waitForReply(qa, parentID, "", (t) => t === "Answering the user: start", "the parent's own turn");
-  await waitForIdle(qa.server.client, parentID, 30_000, { busyGraceMs: 0 });
-  const childID = await qa.newSession({ title: "child", parentID });
-  const child = await qa.server.client.session.get({ path: { id: childID } });
-  if (child.data?.parentID !== parentID) throw new Error(`session ${childID} was created without parent ${parentID}`);
-  await qa.prompt(childID, childPrompt);
-  return { parentID, childID };
+export async function parentWithChild(
+  qa: MonitorQA,
+  childPrompt: string,
+): Promise<{ parentID: string; childID: string }> {
+  const parentID = await qa.newSession({ title: "parent" })
+  await qa.prompt(parentID, "USER_SAYS start")
+  await waitForReply(qa, parentID, "", (t) => t === "Answering the user: start", "the parent's own turn")
+  await waitForIdle(qa.server.client, parentID, 30_000, { busyGraceMs: 0 })
+  const childID = await qa.newSession({ title: "child", parentID })
+  const child = await qa.server.client.session.get({ path: { id: childID } })
+  if (child.data?.parentID !== parentID) throw new Error(`session ${childID} was created without parent ${parentID}`)
+  await qa.prompt(childID, childPrompt)
+  return { parentID, childID }
 }
 
 export function liveProcesses(marker: string, groups: ReadonlySet<number> = new Set()): PsEntry[] {
   return psAll().filter(
-    (e) => !e.stat.startsWith("Z") && (e.command.includes(marker) || groups.has(e.pgid)) && !e.command.startsWith("ps "),
-  );
+    (e) =>
+      !e.stat.startsWith("Z") && (e.command.includes(marker) || groups.has(e.pgid)) && !e.command.startsWith("ps "),
+  )
 }
 
 /** Waits until a process carrying `marker` runs; returns the process groups it runs in. */
 export async function waitForProcess(marker: string, what: string, timeoutMs = 15_000): Promise<Set<number>> {
-  const found = await waitFor(() => {
-    const entries = liveProcesses(marker);
-    return entries.length > 0 ? entries : undefined;
-  }, timeoutMs, 50, what);
-  return new Set(found.map((e) => e.pgid));
+  const found = await waitFor(
+    () => {
+      const entries = liveProcesses(marker)
+      return entries.length > 0 ? entries : undefined
+    },
+    timeoutMs,
+    50,
+    what,
+  )
+  return new Set(found.map((e) => e.pgid))
 }
 
-const DELIVERED = /"(sent monitor output|forced monitor output into a busy session|monitor output was already accepted)" .*source="?(monitor-output:[^\s"]+)/;
+const DELIVERED =
+  /"(sent monitor output|forced monitor output into a busy session|monitor output was already accepted)" .*source="?(monitor-output:[^\s"]+)/
 
 /** Every delivery the plugin logged as done (sent, forced, or found already in the session), by key. */
 export function deliveriesLogged(qa: MonitorQA): Map<string, number> {
-  const counts = new Map<string, number>();
+  const counts = new Map<string, number>()
   for (const line of qa.pluginLog()) {
-    const key = line.match(DELIVERED)?.[2];
-    if (key) counts.set(key, (counts.get(key) ?? 0) + 1);
+    const key = line.match(DELIVERED)?.[2]
+    if (key) counts.set(key, (counts.get(key) ?? 0) + 1)
   }
-  return counts;
+  return counts
 }
 
 /**
@@ -113,39 +127,54 @@ export function deliveriesLogged(qa: MonitorQA): Map<string, number> {
  * quiet while for a duplicate: once it is, nothing of that monitor is left to send (a settled
  * delivery leaves its queue, and a failed send would have logged "will retry").
  */
-export function waitForExitNoticesDelivered(qa: MonitorQA, monitorIds: readonly string[], timeoutMs = 30_000): Promise<true> {
+export function waitForExitNoticesDelivered(
+  qa: MonitorQA,
+  monitorIds: readonly string[],
+  timeoutMs = 30_000,
+): Promise<true> {
   const settled = (id: string) =>
-    qa.pluginLog().some((line) => DELIVERED.test(line) && line.includes(`monitorId=${id} `) && line.includes("shouldReply=true"));
-  return waitFor(() => (monitorIds.every(settled) ? true : undefined), timeoutMs, 100, `exit notices of ${monitorIds.join(", ")} delivered`);
+    qa
+      .pluginLog()
+      .some((line) => DELIVERED.test(line) && line.includes(`monitorId=${id} `) && line.includes("shouldReply=true"))
+  return waitFor(
+    () => (monitorIds.every(settled) ? true : undefined),
+    timeoutMs,
+    100,
+    `exit notices of ${monitorIds.join(", ")} delivered`,
+  )
 }
 
 /** What a failing scenario prints: each session's messages and the plugin's log. */
 export async function story(qa: MonitorQA, sessions: Record<string, string>): Promise<string> {
-  const out: string[] = [];
+  const out: string[] = []
   for (const [name, id] of Object.entries(sessions)) {
-    const messages = await qa.messages(id).catch(() => []);
-    out.push(`--- session ${name} (${id})`, renderMessages(messages));
+    const messages = await qa.messages(id).catch(() => [])
+    out.push(`--- session ${name} (${id})`, renderMessages(messages))
   }
-  out.push("--- plugin log", ...qa.pluginLog().map((line) => line.slice(0, 400)));
-  return out.join("\n");
+  out.push("--- plugin log", ...qa.pluginLog().map((line) => line.slice(0, 400)))
+  return out.join("\n")
 }
 
 /** Runs the assertions; when one fails, prints the story first so the failure can be read. */
-export async function explained<T>(qa: MonitorQA, sessions: Record<string, string>, body: () => Promise<T>): Promise<T> {
+export async function explained<T>(
+  qa: MonitorQA,
+  sessions: Record<string, string>,
+  body: () => Promise<T>,
+): Promise<T> {
   try {
-    return await body();
+    return await body()
   } catch (error) {
-    console.error(await story(qa, sessions).catch((e) => `(no story: ${e})`));
-    throw error;
+    console.error(await story(qa, sessions).catch((e) => `(no story: ${e})`))
+    throw error
   }
 }
 
 /** Answers a pending permission request over HTTP, as a person at the TUI would. */
 export function replyPermission(qa: MonitorQA, id: unknown, reply: "once" | "always" | "reject"): Promise<Response> {
-  const { url, directory } = qa.server;
+  const { url, directory } = qa.server
   return fetch(`${url}/permission/${id}/reply?directory=${encodeURIComponent(directory)}`, {
     method: "POST",
     headers: { "content-type": "application/json", "x-opencode-directory": encodeURIComponent(directory) },
     body: JSON.stringify({ reply }),
-  });
+  })
 }

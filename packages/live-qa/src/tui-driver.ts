@@ -4,58 +4,64 @@
  * plugins come from opencode.json (server part) and `$XDG_CONFIG_HOME/opencode/tui.json` (TUI
  * part). Each driver uses its own tmux server socket, so parallel tests never share a session.
  */
-import { writeFileSync } from "node:fs";
-import { join, resolve } from "node:path";
-import { createOpencodeClient, type OpencodeClient } from "@opencode-ai/sdk";
-import { freePort } from "./free-port.ts";
-import { createIsolatedDirs, type IsolatedDirs, isolatedEnv, opencodeBinary, removeIsolatedDirs } from "./isolated-env.ts";
-import { buildConfig, type PluginSpec } from "./opencode-server.ts";
-import { descendants, type PsEntry, psAll } from "./process-group.ts";
-import { sleep } from "./wait.ts";
+import { writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { createOpencodeClient, type OpencodeClient } from "@opencode-ai/sdk"
+import { freePort } from "./free-port.ts"
+import {
+  createIsolatedDirs,
+  type IsolatedDirs,
+  isolatedEnv,
+  opencodeBinary,
+  removeIsolatedDirs,
+} from "./isolated-env.ts"
+import { buildConfig, type PluginSpec } from "./opencode-server.ts"
+import { descendants, type PsEntry, psAll } from "./process-group.ts"
+import { sleep } from "./wait.ts"
 
 export interface StartTuiOptions {
-  modelBaseURL: string;
+  modelBaseURL: string
   /** Server plugins (opencode.json `plugin`). */
-  plugins?: PluginSpec[];
+  plugins?: PluginSpec[]
   /** TUI plugins (tui.json `plugin`): absolute paths. */
-  tuiPlugins?: string[];
-  permission?: Record<string, unknown>;
-  width?: number;
-  height?: number;
+  tuiPlugins?: string[]
+  permission?: Record<string, unknown>
+  width?: number
+  height?: number
   /** More `opencode` arguments (e.g. `--prompt <text>`). */
-  args?: string[];
+  args?: string[]
   /**
    * Attach to this running server (`opencode attach <url> --session <id>`) instead of starting one:
    * the TUI's own HOME/XDG dirs then differ from the server's, as on another machine.
    */
-  attach?: { url: string; directory: string; sessionID: string };
+  attach?: { url: string; directory: string; sessionID: string }
 }
 
 export interface TuiDriver {
-  dirs: IsolatedDirs;
+  dirs: IsolatedDirs
   /** The opencode process (the pane's command). */
-  pid: number;
+  pid: number
   /** Its server (in-process on a free port, or the attached one), for reading the session's messages. */
-  url: string;
-  client: OpencodeClient;
+  url: string
+  client: OpencodeClient
   /** The screen as text, one string (rows joined by \n). */
-  capture(): string;
+  capture(): string
   /** tmux send-keys arguments, e.g. ("hello", "Enter") or ("C-p"). */
-  keys(...keys: string[]): void;
+  keys(...keys: string[]): void
   /** Types text literally (no key names). */
-  type(text: string): void;
+  type(text: string): void
   /** Polls the screen until `test` holds; returns the matching screen. */
-  waitForScreen(test: (screen: string) => boolean, timeoutMs: number, what: string): Promise<string>;
+  waitForScreen(test: (screen: string) => boolean, timeoutMs: number, what: string): Promise<string>
   /** Processes below opencode right now. */
-  children(): PsEntry[];
-  stop(): Promise<void>;
+  children(): PsEntry[]
+  stop(): Promise<void>
 }
 
 /** The local TUI part of opencode-monitor (listed in tui.json by the live tests). */
-export const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.tsx");
+export const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.tsx")
 
 // On a 160-column screen the session sidebar starts at about column 116.
-const SIDEBAR_FROM = 116;
+const SIDEBAR_FROM = 116
 
 /** The right-hand sidebar column of a captured screen, empty rows dropped. */
 export function sidebarOf(screen: string): string {
@@ -63,38 +69,41 @@ export function sidebarOf(screen: string): string {
     .split("\n")
     .map((row) => row.slice(SIDEBAR_FROM).trimEnd())
     .filter((row) => row.trim() !== "")
-    .join("\n");
+    .join("\n")
 }
 
 /** ctrl+p, type "Monitors", Enter: the opencode-monitor dialog opens. */
 export async function openMonitorsDialog(driver: TuiDriver): Promise<void> {
-  driver.keys("C-p");
-  await driver.waitForScreen((screen) => screen.includes("Commands"), 30_000, "the command palette");
-  driver.type("Monitors");
-  await driver.waitForScreen((screen) => /Monitors\s+Background monitors/.test(screen), 30_000, "the Monitors command");
-  driver.keys("Enter");
+  driver.keys("C-p")
+  await driver.waitForScreen((screen) => screen.includes("Commands"), 30_000, "the command palette")
+  driver.type("Monitors")
+  await driver.waitForScreen((screen) => /Monitors\s+Background monitors/.test(screen), 30_000, "the Monitors command")
+  driver.keys("Enter")
 }
 
 export function hasTmux(): boolean {
-  return Bun.spawnSync({ cmd: ["sh", "-c", "command -v tmux"] }).exitCode === 0;
+  return Bun.spawnSync({ cmd: ["sh", "-c", "command -v tmux"] }).exitCode === 0
 }
 
 export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
-  const dirs = createIsolatedDirs("oc-tui-");
+  const dirs = createIsolatedDirs("oc-tui-")
   writeFileSync(
     dirs.configFile,
     `${JSON.stringify(buildConfig({ modelBaseURL: opts.modelBaseURL, plugins: opts.plugins, permission: opts.permission }), null, 2)}\n`,
-  );
-  writeFileSync(join(dirs.config, "opencode", "tui.json"), `${JSON.stringify({ plugin: opts.tuiPlugins ?? [] }, null, 2)}\n`);
-  const socket = `omo-tui-${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const env = { ...isolatedEnv(dirs), TERM: "xterm-256color", COLORTERM: "truecolor", LANG: "C.UTF-8" };
+  )
+  writeFileSync(
+    join(dirs.config, "opencode", "tui.json"),
+    `${JSON.stringify({ plugin: opts.tuiPlugins ?? [] }, null, 2)}\n`,
+  )
+  const socket = `omo-tui-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
+  const env = { ...isolatedEnv(dirs), TERM: "xterm-256color", COLORTERM: "truecolor", LANG: "C.UTF-8" }
   const tmux = (...args: string[]) => {
-    const result = Bun.spawnSync({ cmd: ["tmux", "-u", "-L", socket, ...args], env });
-    if (result.exitCode !== 0) throw new Error(`tmux ${args[0]} failed: ${result.stderr.toString()}`);
-    return result.stdout.toString();
-  };
-  const port = await freePort();
-  const envArgs = Object.entries(env).flatMap(([key, value]) => ["-e", `${key}=${value}`]);
+    const result = Bun.spawnSync({ cmd: ["tmux", "-u", "-L", socket, ...args], env })
+    if (result.exitCode !== 0) throw new Error(`tmux ${args[0]} failed: ${result.stderr.toString()}`)
+    return result.stdout.toString()
+  }
+  const port = await freePort()
+  const envArgs = Object.entries(env).flatMap(([key, value]) => ["-e", `${key}=${value}`])
   tmux(
     "new-session",
     "-d",
@@ -110,13 +119,13 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
       ? ["attach", opts.attach.url, "--dir", opts.attach.directory, "--session", opts.attach.sessionID]
       : [dirs.project, "--port", String(port)]),
     ...(opts.args ?? []),
-  );
-  tmux("set-option", "-g", "remain-on-exit", "on");
-  const pid = Number(tmux("display-message", "-p", "#{pane_pid}").trim());
+  )
+  tmux("set-option", "-g", "remain-on-exit", "on")
+  const pid = Number(tmux("display-message", "-p", "#{pane_pid}").trim())
 
-  const capture = () => tmux("capture-pane", "-p", "-J");
-  let stopped = false;
-  const url = opts.attach?.url ?? `http://127.0.0.1:${port}`;
+  const capture = () => tmux("capture-pane", "-p", "-J")
+  let stopped = false
+  const url = opts.attach?.url ?? `http://127.0.0.1:${port}`
   return {
     dirs,
     pid,
@@ -124,51 +133,52 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
     client: createOpencodeClient({ baseUrl: url, directory: opts.attach?.directory ?? dirs.project }),
     capture,
     keys: (...keys) => {
-      tmux("send-keys", ...keys);
+      tmux("send-keys", ...keys)
     },
     type: (text) => {
-      tmux("send-keys", "-l", text);
+      tmux("send-keys", "-l", text)
     },
     async waitForScreen(test, timeoutMs, what) {
-      const deadline = Date.now() + timeoutMs;
-      let screen = "";
+      const deadline = Date.now() + timeoutMs
+      let screen = ""
       for (;;) {
-        screen = capture();
-        if (test(screen)) return screen;
-        if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; screen:\n${screen}`);
-        await sleep(100);
+        screen = capture()
+        if (test(screen)) return screen
+        if (Date.now() >= deadline)
+          throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}; screen:\n${screen}`)
+        await sleep(100)
       }
     },
     children: () => {
-      const below = descendants(pid);
-      return psAll().filter((entry) => below.has(entry.pid));
+      const below = descendants(pid)
+      return psAll().filter((entry) => below.has(entry.pid))
     },
     async stop() {
-      if (stopped) return;
-      stopped = true;
-      const below = [...descendants(pid)];
+      if (stopped) return
+      stopped = true
+      const below = [...descendants(pid)]
       try {
-        process.kill(pid, "SIGTERM");
+        process.kill(pid, "SIGTERM")
       } catch {}
-      for (let i = 0; i < 50 && alive(pid); i++) await sleep(100);
+      for (let i = 0; i < 50 && alive(pid); i++) await sleep(100)
       for (const p of [pid, ...below]) {
         try {
-          process.kill(p, "SIGKILL");
+          process.kill(p, "SIGKILL")
         } catch {}
       }
       try {
-        tmux("kill-server");
+        tmux("kill-server")
       } catch {}
-      if (process.env.LIVE_QA_KEEP !== "1") removeIsolatedDirs(dirs);
+      if (process.env.LIVE_QA_KEEP !== "1") removeIsolatedDirs(dirs)
     },
-  };
+  }
 }
 
 function alive(pid: number): boolean {
   try {
-    process.kill(pid, 0);
-    return true;
+    process.kill(pid, 0)
+    return true
   } catch {
-    return false;
+    return false
   }
 }

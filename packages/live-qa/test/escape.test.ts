@@ -6,63 +6,81 @@
  * whose command daemonizes a `sleep` through a classic double fork (the middle process exits at
  * once) and keeps running itself. About 15 s idle, up to ~40 s under load.
  */
-import { afterEach, expect, test } from "bun:test";
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { psAll } from "../src/process-group.ts";
-import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts";
-import { waitFor, waitForIdle } from "../src/timeline.ts";
+import { afterEach, expect, test } from "bun:test"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { psAll } from "../src/process-group.ts"
+import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { waitFor, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined;
+let qa: MonitorQA | undefined
 // Stopping a server can take a while on a loaded machine.
 afterEach(async () => {
-  await qa?.stop().catch(() => undefined);
-  qa = undefined;
-}, 30_000);
+  await qa?.stop().catch(() => undefined)
+  qa = undefined
+}, 30_000)
 
-const KILL_GRACE_MS = 500;
-const BOUND_MS = KILL_GRACE_MS + 3000;
+const KILL_GRACE_MS = 500
+const BOUND_MS = KILL_GRACE_MS + 3000
 
 async function startDaemonizingMonitor(live: MonitorQA, name: string) {
-  const tag = `live-qa-escape-${name}-${process.pid}-${Date.now()}`;
-  const sessionID = await live.newSession();
-  const command = `setsid sh -c 'sh -c "sleep 1000; : ${tag}-daemon" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000 # ${tag}-leader`;
-  await live.prompt(sessionID, planPrompt("Start the daemon.", [["monitor_start", { command, label: "daemon" }]], "Started."));
-  const groups = await waitForProcess(`${tag}-leader`, "the monitor to run");
+  const tag = `live-qa-escape-${name}-${process.pid}-${Date.now()}`
+  const sessionID = await live.newSession()
+  const command = `setsid sh -c 'sh -c "sleep 1000; : ${tag}-daemon" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000 # ${tag}-leader`
+  await live.prompt(
+    sessionID,
+    planPrompt("Start the daemon.", [["monitor_start", { command, label: "daemon" }]], "Started."),
+  )
+  const groups = await waitForProcess(`${tag}-leader`, "the monitor to run")
   // The leader's own command line names the daemon's marker too; the daemon is the `sh -c sleep`.
-  const daemon = () => liveProcesses(`${tag}-daemon`).filter((e) => e.command.startsWith("sh -c sleep 1000"));
-  await waitFor(() => (daemon().length > 0 ? true : undefined), 15_000, 50, "the daemon to run");
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
+  const daemon = () => liveProcesses(`${tag}-daemon`).filter((e) => e.command.startsWith("sh -c sleep 1000"))
+  await waitFor(() => (daemon().length > 0 ? true : undefined), 15_000, 50, "the daemon to run")
+  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
   // It really left: another process group than the monitor's.
-  expect(daemon().length).toBe(1);
-  expect(daemon().every((e) => !groups.has(e.pgid))).toBe(true);
-  return { tag, sessionID, groups };
+  expect(daemon().length).toBe(1)
+  expect(daemon().every((e) => !groups.has(e.pgid))).toBe(true)
+  return { tag, sessionID, groups }
 }
 
 test("escape (a): session.delete stops a double-forked daemon of the monitor", async () => {
-  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } });
-  qa = live;
-  const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "delete");
-  const deletedAt = Date.now();
-  const deleted = await live.server.client.session.delete({ path: { id: sessionID } });
-  expect(deleted.error).toBeUndefined();
+  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+  qa = live
+  const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "delete")
+  const deletedAt = Date.now()
+  const deleted = await live.server.client.session.delete({ path: { id: sessionID } })
+  expect(deleted.error).toBeUndefined()
   await explained(live, { deleted: sessionID }, async () => {
-    await waitFor(() => liveProcesses(tag, groups).length === 0, BOUND_MS, 25, "monitor and daemon to stop after session.delete");
-    console.log(`[escape] session.delete → daemon and monitor gone in ${Date.now() - deletedAt} ms`);
-    const ended = live.pluginLog().filter((line) => line.includes('"monitor ended"'));
-    expect(ended.join("\n")).not.toContain("still running after SIGKILL");
-  });
-}, 90_000);
+    await waitFor(
+      () => liveProcesses(tag, groups).length === 0,
+      BOUND_MS,
+      25,
+      "monitor and daemon to stop after session.delete",
+    )
+    console.log(`[escape] session.delete → daemon and monitor gone in ${Date.now() - deletedAt} ms`)
+    const ended = live.pluginLog().filter((line) => line.includes('"monitor ended"'))
+    expect(ended.join("\n")).not.toContain("still running after SIGKILL")
+  })
+}, 90_000)
 
 test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog)", async () => {
-  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } });
-  qa = live;
-  const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "sigkill");
-  await live.timeline.stop();
-  const killedAt = Date.now();
-  process.kill(live.server.pid, "SIGKILL");
+  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+  qa = live
+  const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "sigkill")
+  await live.timeline.stop()
+  const killedAt = Date.now()
+  process.kill(live.server.pid, "SIGKILL")
   await explained(live, { session: sessionID }, async () => {
-    await waitFor(() => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")), 5000, 25, "the server to die");
-    await waitFor(() => liveProcesses(tag, groups).length === 0, BOUND_MS, 25, "monitor and daemon to stop after the server's SIGKILL");
-    console.log(`[escape] SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`);
-  });
-}, 90_000);
+    await waitFor(
+      () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
+      5000,
+      25,
+      "the server to die",
+    )
+    await waitFor(
+      () => liveProcesses(tag, groups).length === 0,
+      BOUND_MS,
+      25,
+      "monitor and daemon to stop after the server's SIGKILL",
+    )
+    console.log(`[escape] SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`)
+  })
+}, 90_000)

@@ -5,20 +5,20 @@
  * mock/m2: the identity of the person's message is kept however far back it is. About 2 minutes:
  * 230 lines 0.4 s apart, slow enough for each line to be its own observation on a loaded machine.
  */
-import { afterEach, expect, test } from "bun:test";
-import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { explained, isAssistant, isRealUser, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
-import { textOf, waitForIdle } from "../src/timeline.ts";
+import { afterEach, expect, test } from "bun:test"
+import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { explained, isAssistant, isRealUser, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts"
+import { textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined;
+let qa: MonitorQA | undefined
 afterEach(async () => {
-  await qa?.stop().catch(() => undefined);
-  qa = undefined;
-});
+  await qa?.stop().catch(() => undefined)
+  qa = undefined
+})
 
-const M2 = { providerID: "mock", modelID: "m2" };
-const LINES = 230;
+const M2 = { providerID: "mock", modelID: "m2" }
+const LINES = 230
 
 test("identity: after 200 observations the wake still runs as plan on the person's model", async () => {
   const live = await startMonitorQA({
@@ -37,33 +37,40 @@ test("identity: after 200 observations the wake still runs as plan on the person
     config: {
       provider: { mock: { models: { m2: { name: "m2", tool_call: true, limit: { context: 128000, output: 4096 } } } } },
     },
-  });
-  qa = live;
-  const sessionID = await live.newSession();
-  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; sleep 0.4; done; exit 4`;
+  })
+  qa = live
+  const sessionID = await live.newSession()
+  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; sleep 0.4; done; exit 4`
   await live.prompt(
     sessionID,
     planPrompt("Plan while it runs.", [["monitor_start", { command, label: "long" }]], "Planning while it runs."),
     { agent: "plan", model: M2 },
-  );
-  const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the exit notice", 180_000);
-  const reply = await waitForReply(live, sessionID, wake.message.info.id, (t) => t.includes("exit code 4"), "the report", 60_000);
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 });
+  )
+  const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the exit notice", 180_000)
+  const reply = await waitForReply(
+    live,
+    sessionID,
+    wake.message.info.id,
+    (t) => t.includes("exit code 4"),
+    "the report",
+    60_000,
+  )
+  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { session: sessionID }, async () => {
-    const messages = await live.messages(sessionID);
-    const envelopes = await live.envelopes(sessionID);
-    const observations = envelopes.filter((e) => e.status === "running");
-    console.log(`IDENTITY-RUN observations=${observations.length} messages=${messages.length}`);
-    expect(observations.length).toBeGreaterThanOrEqual(200);
+    const messages = await live.messages(sessionID)
+    const envelopes = await live.envelopes(sessionID)
+    const observations = envelopes.filter((e) => e.status === "running")
+    console.log(`IDENTITY-RUN observations=${observations.length} messages=${messages.length}`)
+    expect(observations.length).toBeGreaterThanOrEqual(200)
     // Only one message was typed, long before the wake: more than 60 messages lie between.
-    expect(messages.filter(isRealUser)).toHaveLength(1);
-    expect(messages.findIndex((m) => m.info.id === wake.message.info.id)).toBeGreaterThan(200);
-    for (const e of envelopes) expect([e.message.info.agent, e.message.info.model]).toEqual(["plan", M2]);
-    expect([reply.info.mode, reply.info.providerID, reply.info.modelID]).toEqual(["plan", "mock", "m2"]);
-    expect(textOf(reply)).toBe(exitReport({ monitorId: wake.monitorId, label: "long", status: "exited (code=4)" }));
-    expect(messages.filter(isAssistant).map((m) => m.info.modelID)).toEqual(["m2", "m2", "m2"]);
-    expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false);
-    expect((await live.stop()).leftovers).toEqual([]);
-  });
-}, 300_000);
+    expect(messages.filter(isRealUser)).toHaveLength(1)
+    expect(messages.findIndex((m) => m.info.id === wake.message.info.id)).toBeGreaterThan(200)
+    for (const e of envelopes) expect([e.message.info.agent, e.message.info.model]).toEqual(["plan", M2])
+    expect([reply.info.mode, reply.info.providerID, reply.info.modelID]).toEqual(["plan", "mock", "m2"])
+    expect(textOf(reply)).toBe(exitReport({ monitorId: wake.monitorId, label: "long", status: "exited (code=4)" }))
+    expect(messages.filter(isAssistant).map((m) => m.info.modelID)).toEqual(["m2", "m2", "m2"])
+    expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false)
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 300_000)

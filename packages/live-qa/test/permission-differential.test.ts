@@ -8,9 +8,9 @@
  * monitor_start must be at least as strict and ask the same kinds. Prints the table (the proof).
  * One server per rule set, the three in parallel; about 2–4 minutes on 2 busy cores.
  */
-import { afterAll, expect, test } from "bun:test";
-import { mkdirSync, writeFileSync } from "node:fs";
-import { join } from "node:path";
+import { afterAll, expect, test } from "bun:test"
+import { mkdirSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
 import {
   askSignature,
   autoReplyOnce,
@@ -19,10 +19,10 @@ import {
   renderTable,
   runDifferential,
   strictness,
-} from "../src/differential.ts";
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+} from "../src/differential.ts"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 
-type Case = { command: string; stricter?: true };
+type Case = { command: string; stricter?: true }
 
 // Harmless by construction: `./x` never exists, `../…` paths are in the test's own temp dir,
 // network only to a closed loopback port.
@@ -78,27 +78,33 @@ const CORPUS: Case[] = [
   { command: "eval 'rm -rf ./x'", stricter: true },
   { command: "echo ./x | xargs rm -rf", stricter: true },
   { command: "find . -name nothing-here-x -exec rm -rf {} \\;", stricter: true },
-];
+]
 
 const RULE_SETS: Record<string, Record<string, string>> = {
   "allow by default, with denies": { "*": "allow", "rm *": "deny", "curl *": "deny" },
-  "ask by default, with allows": { "*": "ask", "echo *": "allow", "ls *": "allow", "git status *": "allow", "rm *": "deny" },
-  "deny by default": { "*": "deny", "echo *": "allow", "ls *": "allow", "cat *": "allow", "true": "allow" },
-};
+  "ask by default, with allows": {
+    "*": "ask",
+    "echo *": "allow",
+    "ls *": "allow",
+    "git status *": "allow",
+    "rm *": "deny",
+  },
+  "deny by default": { "*": "deny", "echo *": "allow", "ls *": "allow", "cat *": "allow", true: "allow" },
+}
 
-const servers: MonitorQA[] = [];
+const servers: MonitorQA[] = []
 afterAll(async () => {
-  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined);
-});
+  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined)
+})
 
 /** Same verdict and same questions; for `stricter` rows, monitor_start at least as strict. */
 function judge(row: DiffRow, stricter: boolean): string {
-  const sameAsks = askSignature(row.bash) === askSignature(row.monitor);
-  if (row.bash.verdict === row.monitor.verdict && sameAsks) return "yes";
-  if (!stricter) return "NO";
-  const kinds = (o: DiffRow["bash"]) => new Set(o.asks.map((a) => a.permission));
-  const covers = [...kinds(row.bash)].every((k) => kinds(row.monitor).has(k) || row.monitor.verdict === "denied");
-  return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO";
+  const sameAsks = askSignature(row.bash) === askSignature(row.monitor)
+  if (row.bash.verdict === row.monitor.verdict && sameAsks) return "yes"
+  if (!stricter) return "NO"
+  const kinds = (o: DiffRow["bash"]) => new Set(o.asks.map((a) => a.permission))
+  const covers = [...kinds(row.bash)].every((k) => kinds(row.monitor).has(k) || row.monitor.verdict === "denied")
+  return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO"
 }
 
 async function runRuleSet(name: string, rules: Record<string, string>): Promise<{ name: string; rows: DiffRow[] }> {
@@ -106,33 +112,37 @@ async function runRuleSet(name: string, rules: Record<string, string>): Promise<
     permission: { bash: rules },
     script: differentialAgent(),
     pluginOptions: { max_monitors_per_session: 16 },
-  });
-  servers.push(qa);
-  mkdirSync(join(qa.server.directory, "sub"), { recursive: true });
-  writeFileSync(join(qa.server.directory, "..", "outside.txt"), "outside\n");
-  const stopReplying = autoReplyOnce(qa);
-  const rows: DiffRow[] = [];
+  })
+  servers.push(qa)
+  mkdirSync(join(qa.server.directory, "sub"), { recursive: true })
+  writeFileSync(join(qa.server.directory, "..", "outside.txt"), "outside\n")
+  const stopReplying = autoReplyOnce(qa)
+  const rows: DiffRow[] = []
   try {
-    for (const { command } of CORPUS) rows.push(await runDifferential(qa, command));
+    for (const { command } of CORPUS) rows.push(await runDifferential(qa, command))
   } finally {
-    stopReplying();
+    stopReplying()
   }
-  return { name, rows };
+  return { name, rows }
 }
 
 test("monitor_start gets the bash tool's verdict for every command under every rule set", async () => {
-  const results = await Promise.all(Object.entries(RULE_SETS).map(([name, rules]) => runRuleSet(name, rules)));
-  const failures: string[] = [];
+  const results = await Promise.all(Object.entries(RULE_SETS).map(([name, rules]) => runRuleSet(name, rules)))
+  const failures: string[] = []
   for (const { name, rows } of results) {
-    const marks = (row: DiffRow) => judge(row, CORPUS.find((c) => c.command === row.command)?.stricter === true);
-    console.log(`\n${renderTable(`${name}: ${JSON.stringify(RULE_SETS[name])}`, rows, marks)}\n`);
+    const marks = (row: DiffRow) => judge(row, CORPUS.find((c) => c.command === row.command)?.stricter === true)
+    console.log(`\n${renderTable(`${name}: ${JSON.stringify(RULE_SETS[name])}`, rows, marks)}\n`)
     for (const row of rows) {
-      if (marks(row) !== "NO") continue;
-      failures.push(`${name}: ${JSON.stringify(row.command)}\n  bash: ${JSON.stringify(row.bash)}\n  monitor: ${JSON.stringify(row.monitor)}`);
+      if (marks(row) !== "NO") continue
+      failures.push(
+        `${name}: ${JSON.stringify(row.command)}\n  bash: ${JSON.stringify(row.bash)}\n  monitor: ${JSON.stringify(row.monitor)}`,
+      )
     }
   }
-  expect(failures).toEqual([]);
+  expect(failures).toEqual([])
   // The table must show real differences between the rule sets, or it proves nothing.
-  const verdicts = new Set(results.flatMap((r) => r.rows.map((row) => `${row.bash.verdict}/${row.bash.asks.length > 0}`)));
-  expect(verdicts.size).toBeGreaterThanOrEqual(3);
-}, 900_000);
+  const verdicts = new Set(
+    results.flatMap((r) => r.rows.map((row) => `${row.bash.verdict}/${row.bash.asks.length > 0}`)),
+  )
+  expect(verdicts.size).toBeGreaterThanOrEqual(3)
+}, 900_000)

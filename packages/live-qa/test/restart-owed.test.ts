@@ -6,30 +6,30 @@
  * the crash cut off (never completed) does not hold the notice back. Takes
  * 40–90 s.
  */
-import { afterAll, afterEach, expect, test } from "bun:test";
-import { removeIsolatedDirs } from "../src/isolated-env.ts";
-import { exitReport } from "../src/monitor-agent.ts";
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { restartData } from "../src/state-records.ts";
-import { explained, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts";
-import { waitFor } from "../src/timeline.ts";
+import { afterAll, afterEach, expect, test } from "bun:test"
+import { removeIsolatedDirs } from "../src/isolated-env.ts"
+import { exitReport } from "../src/monitor-agent.ts"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { restartData } from "../src/state-records.ts"
+import { explained, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts"
+import { waitFor } from "../src/timeline.ts"
 
-const data = restartData("oc-restart-owed-");
-const { dirs } = data;
-let qa: MonitorQA | undefined;
+const data = restartData("oc-restart-owed-")
+const { dirs } = data
+let qa: MonitorQA | undefined
 afterEach(async () => {
-  await qa?.stop().catch(() => undefined);
-  qa = undefined;
-});
-afterAll(() => removeIsolatedDirs(dirs));
+  await qa?.stop().catch(() => undefined)
+  qa = undefined
+})
+afterAll(() => removeIsolatedDirs(dirs))
 
-const PLUGIN_OPTIONS = { kill_grace_ms: 500 };
+const PLUGIN_OPTIONS = { kill_grace_ms: 500 }
 
 test("an exit notice still queued when the server crashed is delivered by the next server, as it ended", async () => {
   // No ceiling on the first server: the exit notice waits for the busy session until the crash.
-  const first = await startMonitorQA({ dirs, pluginOptions: { ...PLUGIN_OPTIONS, max_active_defer_ms: 0 } });
-  qa = first;
-  const sessionID = await first.newSession();
+  const first = await startMonitorQA({ dirs, pluginOptions: { ...PLUGIN_OPTIONS, max_active_defer_ms: 0 } })
+  qa = first
+  const sessionID = await first.newSession()
   await first.prompt(
     sessionID,
     planPrompt(
@@ -40,26 +40,32 @@ test("an exit notice still queued when the server crashed is delivered by the ne
       ],
       "Done.",
     ),
-  );
+  )
   // The record says: ended with code 3, notice not yet sent (the session is busy in `sleep 120`).
   const owed = await waitFor(
     () => data.monitors().find(({ monitor }) => monitor.wakePending)?.monitor,
     60_000,
     50,
     "the record of an exit whose notice waits",
-  );
-  expect(owed.status).toBe("exited (code=3)");
-  expect((await first.envelopes(sessionID)).filter((e) => e.status !== "running")).toEqual([]);
-  await first.timeline.stop();
-  await first.server.crash();
+  )
+  expect(owed.status).toBe("exited (code=3)")
+  expect((await first.envelopes(sessionID)).filter((e) => e.status !== "running")).toEqual([])
+  await first.timeline.stop()
+  await first.server.crash()
 
-  const second = await startMonitorQA({ dirs, pluginOptions: PLUGIN_OPTIONS });
-  qa = second;
+  const second = await startMonitorQA({ dirs, pluginOptions: PLUGIN_OPTIONS })
+  qa = second
   await explained(second, { session: sessionID }, async () => {
-    const notice = await waitForEnvelope(second, sessionID, (e) => e.status !== "running", "the owed exit notice", 60_000);
-    expect(notice.status).toBe("exited (code=3)");
-    expect(notice.monitorId).toBe(owed.id);
-    expect(notice.text).toContain("[stdout seq=1] OWED_LINE\n");
+    const notice = await waitForEnvelope(
+      second,
+      sessionID,
+      (e) => e.status !== "running",
+      "the owed exit notice",
+      60_000,
+    )
+    expect(notice.status).toBe("exited (code=3)")
+    expect(notice.monitorId).toBe(owed.id)
+    expect(notice.text).toContain("[stdout seq=1] OWED_LINE\n")
     await waitForReply(
       second,
       sessionID,
@@ -67,18 +73,18 @@ test("an exit notice still queued when the server crashed is delivered by the ne
       (text) => text.includes(exitReport({ monitorId: owed.id, label: "owed-build", status: "exited (code=3)" })),
       "the REPORT turn",
       60_000,
-    );
-    const log = second.server.logs.map((line) => line.text).join("\n");
-    expect(log).toContain("delivering an exit notice its stopped server still owed");
+    )
+    const log = second.server.logs.map((line) => line.text).join("\n")
+    expect(log).toContain("delivering an exit notice its stopped server still owed")
     // The crash left the session's last turn unfinished for good: that stale turn does not hold the
     // notice back (no waiting for the 60 s ceiling), the session is idle on this server.
-    expect(log).toMatch(/"sent monitor output".*forceActiveDispatch=false reason="session idle"/);
-    expect(log).not.toContain("forced monitor output");
+    expect(log).toMatch(/"sent monitor output".*forceActiveDispatch=false reason="session idle"/)
+    expect(log).not.toContain("forced monitor output")
     console.log(
       `[restart-owed] ${second.server.logs
         .map((line) => line.text)
         .filter((text) => /still owed|sent monitor output|forced monitor output|monitor output deferred/.test(text))
         .join("\n")}`,
-    );
-  });
-}, 300_000);
+    )
+  })
+}, 300_000)

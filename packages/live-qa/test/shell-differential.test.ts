@@ -8,10 +8,10 @@
  * setting. monitor_start's description must name that shell. One server per setting, the four in
  * parallel; about 2 minutes on 2 busy cores.
  */
-import { afterAll, expect, test } from "bun:test";
-import { differentialAgent, runDifferential } from "../src/differential.ts";
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
-import { waitForEnvelope } from "../src/scenario.ts";
+import { afterAll, expect, test } from "bun:test"
+import { differentialAgent, runDifferential } from "../src/differential.ts"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { waitForEnvelope } from "../src/scenario.ts"
 
 const CORPUS = [
   'echo "shell=$0 SHELL=$SHELL"',
@@ -36,11 +36,11 @@ const CORPUS = [
   "type -t source shopt",
   "echo before; exit 3",
   "echo to-stderr >&2; echo to-stdout",
-];
+]
 
-type Setting = { env: Record<string, string>; config?: Record<string, string>; shell: string };
+type Setting = { env: Record<string, string>; config?: Record<string, string>; shell: string }
 // `shell` is the path both tools must run: `$0` shows it, and monitor_start's description names it.
-const BASH = Bun.which("bash") ?? "bash";
+const BASH = Bun.which("bash") ?? "bash"
 const SHELLS: Record<string, Setting> = {
   "SHELL=/bin/bash": { env: { SHELL: "/bin/bash" }, shell: "/bin/bash" },
   "SHELL unset": { env: {}, shell: BASH },
@@ -50,23 +50,23 @@ const SHELLS: Record<string, Setting> = {
     config: { shell: "/bin/bash" },
     shell: "/bin/bash",
   },
-};
+}
 
-type Seen = { lines: string[]; exit: number | null };
-const servers: MonitorQA[] = [];
+type Seen = { lines: string[]; exit: number | null }
+const servers: MonitorQA[] = []
 afterAll(async () => {
-  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined);
-});
+  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined)
+})
 
 function bashToolSeen(output: string, exit: unknown): Seen {
-  const lines = output === "(no output)" ? [] : output.replace(/\n$/, "").split("\n");
-  return { lines: lines.sort(), exit: typeof exit === "number" ? exit : null };
+  const lines = output === "(no output)" ? [] : output.replace(/\n$/, "").split("\n")
+  return { lines: lines.sort(), exit: typeof exit === "number" ? exit : null }
 }
 
 function monitorSeen(text: string, status: string): Seen {
-  const lines = [...text.matchAll(/^\[(?:stdout|stderr) seq=\d+\] (.*)$/gm)].map((m) => m[1] ?? "");
-  const code = status.match(/code=(\d+)/)?.[1];
-  return { lines: lines.sort(), exit: code === undefined ? null : Number(code) };
+  const lines = [...text.matchAll(/^\[(?:stdout|stderr) seq=\d+\] (.*)$/gm)].map((m) => m[1] ?? "")
+  const code = status.match(/code=(\d+)/)?.[1]
+  return { lines: lines.sort(), exit: code === undefined ? null : Number(code) }
 }
 
 async function runShell(name: string, setting: Setting) {
@@ -75,41 +75,51 @@ async function runShell(name: string, setting: Setting) {
     config: setting.config,
     script: differentialAgent(),
     pluginOptions: { max_monitors_per_session: 16 },
-  });
-  servers.push(qa);
-  const rows: { command: string; bash: Seen; monitor: Seen }[] = [];
+  })
+  servers.push(qa)
+  const rows: { command: string; bash: Seen; monitor: Seen }[] = []
   for (const command of CORPUS) {
-    const row = await runDifferential(qa, command);
-    const bash = bashToolSeen(row.bash.output, row.bash.exit);
+    const row = await runDifferential(qa, command)
+    const bash = bashToolSeen(row.bash.output, row.bash.exit)
     if (row.monitor.verdict !== "ran") {
       // monitor_start refused to start it: a difference the table shows as such.
-      rows.push({ command, bash, monitor: { lines: [`monitor_start failed: ${row.monitor.output}`], exit: null } });
-      continue;
+      rows.push({ command, bash, monitor: { lines: [`monitor_start failed: ${row.monitor.output}`], exit: null } })
+      continue
     }
-    const exited = await waitForEnvelope(qa, row.sessionID, (e) => e.status.startsWith("exited"), `the exit of ${command}`);
-    const all = (await qa.envelopes(row.sessionID)).map((e) => e.text).join("\n");
-    rows.push({ command, bash, monitor: monitorSeen(all, exited.status) });
+    const exited = await waitForEnvelope(
+      qa,
+      row.sessionID,
+      (e) => e.status.startsWith("exited"),
+      `the exit of ${command}`,
+    )
+    const all = (await qa.envelopes(row.sessionID)).map((e) => e.text).join("\n")
+    rows.push({ command, bash, monitor: monitorSeen(all, exited.status) })
   }
-  const tool = qa.model.scripted()[0]?.request.tools?.find((t) => t.function.name === "monitor_start");
-  return { name, rows, description: tool?.function.description ?? "", setting };
+  const tool = qa.model.scripted()[0]?.request.tools?.find((t) => t.function.name === "monitor_start")
+  return { name, rows, description: tool?.function.description ?? "", setting }
 }
 
 test("the bash tool and monitor_start print the same lines and exit status, whatever SHELL is", async () => {
-  const results = await Promise.all(Object.entries(SHELLS).map(([name, setting]) => runShell(name, setting)));
-  const failures: string[] = [];
+  const results = await Promise.all(Object.entries(SHELLS).map(([name, setting]) => runShell(name, setting)))
+  const failures: string[] = []
   for (const { name, rows, description, setting } of results) {
     if (!description.includes(`runs in ${setting.shell} (\`${setting.shell} -c <command>\`)`)) {
-      failures.push(`${name}: monitor_start's description does not name ${setting.shell}: ${description}`);
+      failures.push(`${name}: monitor_start's description does not name ${setting.shell}: ${description}`)
     }
-    const dollarZero = rows[0]?.bash.lines[0] ?? "";
-    if (!dollarZero.startsWith(`shell=${setting.shell} `)) failures.push(`${name}: the bash tool ran ${dollarZero}`);
-    console.log(`\n### ${name}\n\n| command | bash tool | monitor_start | same |\n|---|---|---|---|`);
+    const dollarZero = rows[0]?.bash.lines[0] ?? ""
+    if (!dollarZero.startsWith(`shell=${setting.shell} `)) failures.push(`${name}: the bash tool ran ${dollarZero}`)
+    console.log(`\n### ${name}\n\n| command | bash tool | monitor_start | same |\n|---|---|---|---|`)
     for (const row of rows) {
-      const same = JSON.stringify(row.bash) === JSON.stringify(row.monitor);
-      const cell = (s: Seen) => `${s.lines.join(" / ").replaceAll("|", "\\|")} (exit ${s.exit})`;
-      console.log(`| \`${row.command.replaceAll("|", "\\|")}\` | ${cell(row.bash)} | ${cell(row.monitor)} | ${same ? "yes" : "NO"} |`);
-      if (!same) failures.push(`${name}: ${row.command}: bash ${JSON.stringify(row.bash)} monitor ${JSON.stringify(row.monitor)}`);
+      const same = JSON.stringify(row.bash) === JSON.stringify(row.monitor)
+      const cell = (s: Seen) => `${s.lines.join(" / ").replaceAll("|", "\\|")} (exit ${s.exit})`
+      console.log(
+        `| \`${row.command.replaceAll("|", "\\|")}\` | ${cell(row.bash)} | ${cell(row.monitor)} | ${same ? "yes" : "NO"} |`,
+      )
+      if (!same)
+        failures.push(
+          `${name}: ${row.command}: bash ${JSON.stringify(row.bash)} monitor ${JSON.stringify(row.monitor)}`,
+        )
     }
   }
-  expect(failures).toEqual([]);
-}, 600_000);
+  expect(failures).toEqual([])
+}, 600_000)

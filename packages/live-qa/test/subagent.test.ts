@@ -6,9 +6,9 @@
  * subagent_wake: "off" the child keeps the exit notice as an observation and nothing reaches the
  * parent. Each test takes about 10–20 s.
  */
-import { afterEach, expect, test } from "bun:test";
-import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+import { afterEach, expect, test } from "bun:test"
+import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -18,90 +18,101 @@ import {
   planPrompt,
   waitForEnvelope,
   waitForReply,
-} from "../src/scenario.ts";
-import { textOf, waitForIdle } from "../src/timeline.ts";
+} from "../src/scenario.ts"
+import { textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined;
+let qa: MonitorQA | undefined
 afterEach(async () => {
-  await qa?.stop().catch(() => undefined);
-  qa = undefined;
-});
+  await qa?.stop().catch(() => undefined)
+  qa = undefined
+})
 
 const CHILD_PROMPT = planPrompt(
   "Run the job for the parent.",
   [["monitor_start", { command: "echo child-line; sleep 1; exit 6", label: "child-job" }]],
   "Child started the job.",
-);
+)
 
 /** A parent with one finished turn of its own, and a child of it that starts the monitor. */
 async function parentAndChild(live: MonitorQA) {
-  const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT);
-  await waitForEnvelope(live, childID, (e) => e.status === "running", "the child's observation");
-  return { parentID, childID };
+  const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT)
+  await waitForEnvelope(live, childID, (e) => e.status === "running", "the child's observation")
+  return { parentID, childID }
 }
 
 /** The child is never woken: observations only (the exit notice too when it stays there), never answered. */
 async function expectChildObservesOnly(live: MonitorQA, childID: string, statuses: string[]) {
-  const messages = await live.messages(childID);
-  const envelopes = await live.envelopes(childID);
-  expect(envelopes.map((e) => e.status)).toEqual(statuses);
-  expect(envelopes[0]?.text).toContain("[stdout seq=1] child-line");
-  for (const e of envelopes) expect(e.text).not.toContain("subagent_session:");
+  const messages = await live.messages(childID)
+  const envelopes = await live.envelopes(childID)
+  expect(envelopes.map((e) => e.status)).toEqual(statuses)
+  expect(envelopes[0]?.text).toContain("[stdout seq=1] child-line")
+  for (const e of envelopes) expect(e.text).not.toContain("subagent_session:")
   // The child's turn ended with its plan; the envelopes came after, and no assistant followed.
-  const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the job.");
-  expect(after(messages, said?.info.id ?? "").map((m) => m.info.id)).toEqual(envelopes.map((e) => e.message.info.id));
-  expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false);
-  expect(live.pluginLog().join("\n")).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`));
+  const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the job.")
+  expect(after(messages, said?.info.id ?? "").map((m) => m.info.id)).toEqual(envelopes.map((e) => e.message.info.id))
+  expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false)
+  expect(live.pluginLog().join("\n")).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`))
 }
 
 test('subagent, subagent_wake "off": the child keeps the exit notice as an observation, and nothing reaches the parent', async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } });
-  qa = live;
-  const { parentID, childID } = await parentAndChild(live);
-  await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal observation");
-  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 });
+  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
+  qa = live
+  const { parentID, childID } = await parentAndChild(live)
+  await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal observation")
+  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
   // The monitor is over and its last batch was delivered: the log says where it went.
-  const log = () => live.pluginLog().join("\n");
-  expect(log()).toMatch(new RegExp(`"sent monitor output" sessionID=${childID} .*batchSeq=2 .*shouldReply=false`));
+  const log = () => live.pluginLog().join("\n")
+  expect(log()).toMatch(new RegExp(`"sent monitor output" sessionID=${childID} .*batchSeq=2 .*shouldReply=false`))
 
   await explained(live, { parent: parentID, child: childID }, async () => {
-    await expectChildObservesOnly(live, childID, ["running", "exited (code=6)"]);
+    await expectChildObservesOnly(live, childID, ["running", "exited (code=6)"])
     // The parent still holds only its own turn.
-    const parent = await live.messages(parentID);
-    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN);
-    expect(log()).not.toContain(parentID);
+    const parent = await live.messages(parentID)
+    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN)
+    expect(log()).not.toContain(parentID)
     // The model was asked three times: the parent's turn and the child's two steps, never again.
-    expect(live.model.scripted()).toHaveLength(3);
-    expect((await live.stop()).leftovers).toEqual([]);
-  });
-}, 90_000);
+    expect(live.model.scripted()).toHaveLength(3)
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 90_000)
 
 test("subagent, default: the exit notice wakes the root session and names the child; the child only observes", async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } });
-  qa = live;
-  const { parentID, childID } = await parentAndChild(live);
-  const notice = await waitForEnvelope(live, parentID, (e) => e.status !== "running", "the exit notice in the parent");
-  const reply = await waitForReply(live, parentID, notice.message.info.id, (t) => t.includes("exit code 6"), "the parent's report");
-  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
+  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } })
+  qa = live
+  const { parentID, childID } = await parentAndChild(live)
+  const notice = await waitForEnvelope(live, parentID, (e) => e.status !== "running", "the exit notice in the parent")
+  const reply = await waitForReply(
+    live,
+    parentID,
+    notice.message.info.id,
+    (t) => t.includes("exit code 6"),
+    "the parent's report",
+  )
+  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { parent: parentID, child: childID }, async () => {
-    await expectChildObservesOnly(live, childID, ["running"]);
+    await expectChildObservesOnly(live, childID, ["running"])
     // Only the exit notice reaches the parent, once, naming the child; the observation does not.
-    const inParent = await live.envelopes(parentID);
-    expect(inParent.map((e) => [e.monitorId, e.batch, e.status])).toEqual([[notice.monitorId, 2, "exited (code=6)"]]);
-    expect(notice.text).toContain(`\nsubagent_session: ${childID}\n`);
-    expect(notice.text).toContain("command_label: child-job\n");
-    expect(notice.message.parts.every((p) => p.type !== "text" || p.synthetic === true)).toBe(true);
+    const inParent = await live.envelopes(parentID)
+    expect(inParent.map((e) => [e.monitorId, e.batch, e.status])).toEqual([[notice.monitorId, 2, "exited (code=6)"]])
+    expect(notice.text).toContain(`\nsubagent_session: ${childID}\n`)
+    expect(notice.text).toContain("command_label: child-job\n")
+    expect(notice.message.parts.every((p) => p.type !== "text" || p.synthetic === true)).toBe(true)
     // The parent woke: its next turn answers the notice and reports code 6.
-    const parent = await live.messages(parentID);
-    expect(after(parent, notice.message.info.id).map((m) => m.info.id)).toEqual([reply.info.id]);
-    expect(reply.info.parentID).toBe(notice.message.info.id);
-    expect(textOf(reply)).toBe(exitReport({ monitorId: notice.monitorId, label: "child-job", status: "exited (code=6)" }));
+    const parent = await live.messages(parentID)
+    expect(after(parent, notice.message.info.id).map((m) => m.info.id)).toEqual([reply.info.id])
+    expect(reply.info.parentID).toBe(notice.message.info.id)
+    expect(textOf(reply)).toBe(
+      exitReport({ monitorId: notice.monitorId, label: "child-job", status: "exited (code=6)" }),
+    )
     // The notice keeps the parent's own agent and model.
-    expect([notice.message.info.agent, notice.message.info.model]).toEqual(["build", { providerID: "mock", modelID: "m" }]);
-    const log = live.pluginLog().join("\n");
-    expect(log).toMatch(new RegExp(`"sent monitor output" sessionID=${parentID} .*batchSeq=2 .*shouldReply=true`));
-    expect(log).not.toMatch(new RegExp(`sessionID=${parentID} .*batchSeq=1 `));
-    expect((await live.stop()).leftovers).toEqual([]);
-  });
-}, 90_000);
+    expect([notice.message.info.agent, notice.message.info.model]).toEqual([
+      "build",
+      { providerID: "mock", modelID: "m" },
+    ])
+    const log = live.pluginLog().join("\n")
+    expect(log).toMatch(new RegExp(`"sent monitor output" sessionID=${parentID} .*batchSeq=2 .*shouldReply=true`))
+    expect(log).not.toMatch(new RegExp(`sessionID=${parentID} .*batchSeq=1 `))
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 90_000)

@@ -5,9 +5,9 @@
  * routed to the root session like an exit notice, naming the child, and the root's agent answers
  * it. About 20–30 s per test; each test starts its own server.
  */
-import { afterEach, expect, test } from "bun:test";
-import { matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts";
-import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts";
+import { afterEach, expect, test } from "bun:test"
+import { matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
+import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -17,72 +17,88 @@ import {
   planPrompt,
   waitForEnvelope,
   waitForReply,
-} from "../src/scenario.ts";
-import { sleep, textOf, waitForIdle } from "../src/timeline.ts";
+} from "../src/scenario.ts"
+import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined;
+let qa: MonitorQA | undefined
 afterEach(async () => {
-  await qa?.stop().catch(() => undefined);
-  qa = undefined;
-});
+  await qa?.stop().catch(() => undefined)
+  qa = undefined
+})
 
 const CHILD_PROMPT = planPrompt(
   "Start the server for the parent.",
-  [["monitor_start", { command: "sleep 1; echo 'ready on :4400'; sleep 120", label: "child-srv", wake_pattern: "ready on" }]],
+  [
+    [
+      "monitor_start",
+      { command: "sleep 1; echo 'ready on :4400'; sleep 120", label: "child-srv", wake_pattern: "ready on" },
+    ],
+  ],
   "Child started the server.",
-);
+)
 
 /** A parent with one finished turn of its own, and a child of it whose monitor prints the line. */
 async function parentAndChild(live: MonitorQA) {
-  const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT);
-  const inChild = await waitForEnvelope(live, childID, (e) => e.text.includes("ready on :4400"), "the matching line in the child");
-  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 });
-  return { parentID, childID, inChild };
+  const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT)
+  const inChild = await waitForEnvelope(
+    live,
+    childID,
+    (e) => e.text.includes("ready on :4400"),
+    "the matching line in the child",
+  )
+  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
+  return { parentID, childID, inChild }
 }
 
 /** Either way the child gets the line as a plain observation, never a wake, never answered. */
 async function expectChildObservesOnly(live: MonitorQA, childID: string, inChild: Envelope) {
-  expect(inChild.status).toBe("running");
-  expect(inChild.text).not.toContain("\nwake: ");
-  const messages = await live.messages(childID);
-  const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the server.");
-  expect(after(messages, said?.info.id ?? "").filter(isAssistant)).toEqual([]);
-  expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false);
-  expect(live.pluginLog().join("\n")).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`));
+  expect(inChild.status).toBe("running")
+  expect(inChild.text).not.toContain("\nwake: ")
+  const messages = await live.messages(childID)
+  const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the server.")
+  expect(after(messages, said?.info.id ?? "").filter(isAssistant)).toEqual([])
+  expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false)
+  expect(live.pluginLog().join("\n")).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`))
 }
 
 test('subagent match, subagent_wake "off": the child observes the line, nothing reaches the root', async () => {
-  const live = await startMonitorQA({ pluginOptions: { subagent_wake: "off" } });
-  qa = live;
-  const { parentID, childID, inChild } = await parentAndChild(live);
-  await sleep(3_000); // longer than pending_retry_ms and the hold: time for a wrong delivery to show
+  const live = await startMonitorQA({ pluginOptions: { subagent_wake: "off" } })
+  qa = live
+  const { parentID, childID, inChild } = await parentAndChild(live)
+  await sleep(3_000) // longer than pending_retry_ms and the hold: time for a wrong delivery to show
 
   await explained(live, { parent: parentID, child: childID }, async () => {
-    await expectChildObservesOnly(live, childID, inChild);
-    const parent = await live.messages(parentID);
-    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN);
-    expect(live.pluginLog().join("\n")).not.toContain(parentID);
-    expect((await live.stop()).leftovers).toEqual([]);
-  });
-}, 120_000);
+    await expectChildObservesOnly(live, childID, inChild)
+    const parent = await live.messages(parentID)
+    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN)
+    expect(live.pluginLog().join("\n")).not.toContain(parentID)
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 120_000)
 
 test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
-  const live = await startMonitorQA();
-  qa = live;
-  const { parentID, childID, inChild } = await parentAndChild(live);
-  const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root");
-  const reply = await waitForReply(live, parentID, wake.message.info.id, (t) => t.startsWith("REPORT:"), "the root's REPORT");
-  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 });
+  const live = await startMonitorQA()
+  qa = live
+  const { parentID, childID, inChild } = await parentAndChild(live)
+  const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root")
+  const reply = await waitForReply(
+    live,
+    parentID,
+    wake.message.info.id,
+    (t) => t.startsWith("REPORT:"),
+    "the root's REPORT",
+  )
+  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { parent: parentID, child: childID }, async () => {
-    await expectChildObservesOnly(live, childID, inChild);
-    expect(wake.monitorId).toBe(inChild.monitorId);
-    expect(wake.text).toContain(`\nsubagent_session: ${childID}\n`);
-    expect(wake.text).toContain("\nwake: line matched wake_pattern (1 of 1) at seq=1\n");
-    expect(wake.text).toContain("[stdout seq=1] ready on :4400");
-    const parent = await live.messages(parentID);
-    expect(after(parent, wake.message.info.id).map((m) => m.info.id)).toEqual([reply.info.id]);
-    expect(reply.info.parentID).toBe(wake.message.info.id);
+    await expectChildObservesOnly(live, childID, inChild)
+    expect(wake.monitorId).toBe(inChild.monitorId)
+    expect(wake.text).toContain(`\nsubagent_session: ${childID}\n`)
+    expect(wake.text).toContain("\nwake: line matched wake_pattern (1 of 1) at seq=1\n")
+    expect(wake.text).toContain("[stdout seq=1] ready on :4400")
+    const parent = await live.messages(parentID)
+    expect(after(parent, wake.message.info.id).map((m) => m.info.id)).toEqual([reply.info.id])
+    expect(reply.info.parentID).toBe(wake.message.info.id)
     expect(textOf(reply)).toBe(
       matchReport({
         monitorId: wake.monitorId,
@@ -90,9 +106,9 @@ test("subagent match, default subagent_wake (parent): the match wake goes to the
         wake: "wake: line matched wake_pattern (1 of 1) at seq=1",
         wakeLine: "ready on :4400",
       }),
-    );
-    expect([wake.message.info.agent, wake.message.info.model]).toEqual(["build", { providerID: "mock", modelID: "m" }]);
-    expect((await live.envelopes(parentID)).map((e) => e.batch)).toEqual([wake.batch]);
-    expect((await live.stop()).leftovers).toEqual([]);
-  });
-}, 120_000);
+    )
+    expect([wake.message.info.agent, wake.message.info.model]).toEqual(["build", { providerID: "mock", modelID: "m" }])
+    expect((await live.envelopes(parentID)).map((e) => e.batch)).toEqual([wake.batch])
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 120_000)

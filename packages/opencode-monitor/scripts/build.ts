@@ -53,7 +53,8 @@ async function bundle(): Promise<void> {
   for (const output of result.outputs) {
     console.log(`built ${relative(packageDir, output.path)} (${output.size} bytes)`)
     written.add(output.path)
-    if ((await Bun.file(output.path).text()).includes(`"${PARSER_WASM}"`)) written.add(copyParserWasm(dirname(output.path)))
+    if ((await Bun.file(output.path).text()).includes(`"${PARSER_WASM}"`))
+      written.add(copyParserWasm(dirname(output.path)))
   }
   for (const stale of before.filter((path) => !written.has(path))) rmSync(stale)
 }
@@ -90,7 +91,9 @@ function findInNodeModules(relativePath: string): string | undefined {
 function copyGrammar(): void {
   const source = findInNodeModules(join("tree-sitter-bash", GRAMMAR_FILE))
   if (!source) {
-    console.log(`grammar: tree-sitter-bash is not installed, so there is no ${GRAMMAR_FILE} to ship; grammar/ left as it is`)
+    console.log(
+      `grammar: tree-sitter-bash is not installed, so there is no ${GRAMMAR_FILE} to ship; grammar/ left as it is`,
+    )
     return
   }
   mkdirSync(grammarDir, { recursive: true })

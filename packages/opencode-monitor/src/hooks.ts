@@ -89,7 +89,8 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   /** Routes a batch by its session's source (SPEC §5), through the observation budget. */
   const enqueueRouted = (batch: OutputBatch, sessionID: string, label: string, hasPattern = false, wakeLimit = 0) => {
     const deliver = (source: SessionSource) => {
-      for (const route of routeBatch(source, sessionID, batch, config.subagent_wake)) budget.admit(batch, route, label, hasPattern, wakeLimit)
+      for (const route of routeBatch(source, sessionID, batch, config.subagent_wake))
+        budget.admit(batch, route, label, hasPattern, wakeLimit)
     }
     const known = sources.cached(sessionID)
     // Streaming batches go to the owning session whatever its source; only the exit notice
@@ -98,13 +99,20 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     sources
       .sourceOf(sessionID)
       .then(deliver)
-      .catch((error) => api.log("error", "routing a monitor's exit notice failed", { monitorId: batch.monitorId, error: String(error) }))
+      .catch((error) =>
+        api.log("error", "routing a monitor's exit notice failed", {
+          monitorId: batch.monitorId,
+          error: String(error),
+        }),
+      )
   }
   /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
   const exitNoticeQueued = ({ id, sessionID }: { id: string; sessionID: string }) => {
     const source = sources.cached(sessionID)
     const targets = source?.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
-    return targets.some((target) => injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning))
+    return targets.some((target) =>
+      injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning),
+    )
   }
   const manager = new MonitorManager(config, {
     scheduler,
@@ -114,7 +122,8 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     onBatch(batch, monitor) {
       // A person stopped it from the TUI: the agent learns it as an observation in its own
       // session (Status: stopped (by the person at the screen)), and nobody is woken.
-      if (monitor.stoppedBy === "person") injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
+      if (monitor.stoppedBy === "person")
+        injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
       else enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined, monitor.wakeLimit)
     },
     onError(monitorId, error) {
@@ -132,7 +141,15 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
   })
   const writer = deps.directory
-    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, sources, enqueueRouted, exitNoticeQueued })
+    ? keepStateRecord(config, {
+        ...deps,
+        directory: deps.directory,
+        scheduler,
+        manager,
+        sources,
+        enqueueRouted,
+        exitNoticeQueued,
+      })
     : undefined
 
   const stopOnSignal = installSignalHandlers(manager)
@@ -144,7 +161,11 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
           if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
           api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
           manager.stop(sessionID, monitorId, "person").catch((error) =>
-            api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+            api.log("error", "stopping a monitor for the person failed", {
+              sessionID,
+              monitorId,
+              error: String(error),
+            }),
           )
         },
         onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
@@ -182,9 +203,11 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         sources.forget(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
         // opencode's delivery of other events meanwhile.
-        manager.stopSession(sessionID).catch((error) =>
-          api.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
-        )
+        manager
+          .stopSession(sessionID)
+          .catch((error) =>
+            api.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
+          )
       }
     },
 
@@ -279,7 +302,8 @@ function exitNote(source: SessionSource | undefined, subagentWake: MonitorConfig
       ? `this is a subagent session, so when the command ends its exit status wakes the root session (${source.rootID}), not this one.`
       : "this is a subagent session: the exit status arrives here as an observation too, and nobody is woken."
   }
-  if (source?.kind === "automation") return "the exit status arrives as an observation too (automation sessions are never woken)."
+  if (source?.kind === "automation")
+    return "the exit status arrives as an observation too (automation sessions are never woken)."
   return "you will be woken with the exit status when it ends."
 }
 

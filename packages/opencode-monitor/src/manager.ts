@@ -106,7 +106,11 @@ export class MonitorManager {
   ) {
     this.scheduler = deps.scheduler ?? realScheduler
     this.retention = new ExitedRetention(
-      { maxBytes: config.retained_max_bytes, maxCount: config.retained_max_monitors, maxAgeMs: config.retained_max_age_ms },
+      {
+        maxBytes: config.retained_max_bytes,
+        maxCount: config.retained_max_monitors,
+        maxAgeMs: config.retained_max_age_ms,
+      },
       this.scheduler,
       (id) => this.monitors.delete(id),
     )
@@ -162,10 +166,16 @@ export class MonitorManager {
     }
     const wakeLimit = request.wakeLimit ?? 1
     if (!Number.isInteger(wakeLimit) || wakeLimit < 1 || wakeLimit > WAKE_LIMIT_MAX) {
-      throw new MonitorError("invalid_argument", `wake_limit must be an integer from 1 to ${WAKE_LIMIT_MAX}; got ${request.wakeLimit}.`)
+      throw new MonitorError(
+        "invalid_argument",
+        `wake_limit must be an integer from 1 to ${WAKE_LIMIT_MAX}; got ${request.wakeLimit}.`,
+      )
     }
     if (request.wakeLimit !== undefined && !request.wakePattern) {
-      throw new MonitorError("invalid_argument", "wake_limit needs a wake_pattern: pass the regex of the line that should wake you.")
+      throw new MonitorError(
+        "invalid_argument",
+        "wake_limit needs a wake_pattern: pass the regex of the line that should wake you.",
+      )
     }
     let filter: Awaited<ReturnType<typeof compileLineFilter>>
     let wakeFilter: Awaited<ReturnType<typeof compileLineFilter>>
@@ -184,9 +194,16 @@ export class MonitorManager {
 
     let child: MonitoredProcess
     try {
-      child = await spawnInGroup({ command, shell, cwd: request.directory, killGraceMs: this.config.kill_grace_ms, env })
+      child = await spawnInGroup({
+        command,
+        shell,
+        cwd: request.directory,
+        killGraceMs: this.config.kill_grace_ms,
+        env,
+      })
     } catch (error) {
-      if (error instanceof SpawnError) throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
+      if (error instanceof SpawnError)
+        throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
       throw error
     }
 
@@ -259,7 +276,11 @@ export class MonitorManager {
       .map((m) => m.info)
   }
 
-  output(sessionID: string, monitorId: string, query: RingQuery): { info: MonitorInfo; lines: MonitorLine[] } | undefined {
+  output(
+    sessionID: string,
+    monitorId: string,
+    query: RingQuery,
+  ): { info: MonitorInfo; lines: MonitorLine[] } | undefined {
     const monitor = this.find(sessionID, monitorId)
     if (!monitor) return undefined
     return { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
@@ -294,7 +315,10 @@ export class MonitorManager {
     return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
       info,
       pid: process.pid,
-      lastLines: pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - lastLines), limit: lastLines }),
+      lastLines: pipeline.ring.query({
+        sinceSequence: Math.max(0, info.counters.lastSeq - lastLines),
+        limit: lastLines,
+      }),
     }))
   }
 

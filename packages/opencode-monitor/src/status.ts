@@ -23,7 +23,8 @@ export function formatStatus(status: MonitorStatus): string {
     text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
   }
   if (status.pipesHeld) {
-    text += "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
+    text +=
+      "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
   }
   return text
 }

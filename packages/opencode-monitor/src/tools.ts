@@ -61,7 +61,9 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
             `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${deps.exitNote(ctx.sessionID)}`,
             "Do not poll, sleep or wait for it: carry on with your work.",
             `Limits: stopped after ${info.timeoutMs} ms; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
-            info.pattern ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.` : "Every line is delivered.",
+            info.pattern
+              ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.`
+              : "Every line is delivered.",
             ...(info.wakePattern
               ? [
                   `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
@@ -85,16 +87,19 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
         const info = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
         if (!info) throw notFound(args.monitor_id)
         // What really happened: a process that exited on its own while the stop came in keeps its exit.
-        const note = before.status.kind === "running" && info.stoppedBy === "agent"
-          ? `Stopped. Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
-          : "It had already ended; nothing was stopped."
+        const note =
+          before.status.kind === "running" && info.stoppedBy === "agent"
+            ? `Stopped. Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
+            : "It had already ended; nothing was stopped."
         return JSON.stringify({ ...describeMonitor(info), note })
       },
     }),
 
     monitor_list: tool({
       description: "List this session's monitors: id, label, status, start time and line counters.",
-      args: { include_exited: z.boolean().optional().describe("Also list monitors that already ended (default false)") },
+      args: {
+        include_exited: z.boolean().optional().describe("Also list monitors that already ended (default false)"),
+      },
       async execute(args, ctx) {
         const monitors = manager.list(ctx.sessionID, args.include_exited ?? false)
         return JSON.stringify({ monitors: monitors.map(describeMonitor) })
@@ -162,8 +167,13 @@ function startDescription(config: MonitorConfig, shell: string): string {
 
 function startArgs(config: MonitorConfig, shell: string) {
   return {
-    command: z.string().describe(`Shell command, run as \`${shell} -c <command>\` in the session's directory, like the bash tool`),
-    label: z.string().optional().describe("Short name shown in envelopes, lists and toasts (default: the program name)"),
+    command: z
+      .string()
+      .describe(`Shell command, run as \`${shell} -c <command>\` in the session's directory, like the bash tool`),
+    label: z
+      .string()
+      .optional()
+      .describe("Short name shown in envelopes, lists and toasts (default: the program name)"),
     match_pattern: z
       .string()
       .optional()
@@ -180,7 +190,9 @@ function startArgs(config: MonitorConfig, shell: string) {
       .min(1)
       .max(WAKE_LIMIT_MAX)
       .optional()
-      .describe(`How many times matches may wake you (default 1: tell me once; max ${WAKE_LIMIT_MAX}); later matches arrive as observations`),
+      .describe(
+        `How many times matches may wake you (default 1: tell me once; max ${WAKE_LIMIT_MAX}); later matches arrive as observations`,
+      ),
     timeout_ms: z
       .number()
       .int()

@@ -47,7 +47,9 @@ describe("the observation budget in the plugin", () => {
 
   test("a match wake comes through the budget with streaming off; a match past wake_limit does not", async () => {
     const { api, start } = plugin({ observation_bytes_per_minute: 0, wake_min_interval_ms: 1_000 })
-    await start("echo booting; echo ready on 3000; sleep 1.5; echo ready on 3000 again; sleep 30", { wake_pattern: "ready on" })
+    await start("echo booting; echo ready on 3000; sleep 1.5; echo ready on 3000 again; sleep 30", {
+      wake_pattern: "ready on",
+    })
     expect(await waitFor(() => api.sent.some((p) => !p.noReply), 10_000)).toBe(true)
     const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
     expect(wake).toContain("wake: line matched wake_pattern (1 of 1)")

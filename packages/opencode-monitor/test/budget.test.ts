@@ -27,7 +27,13 @@ function setup(options: Partial<BudgetOptions> = {}) {
     {
       scheduler,
       forward: (batch, route, label, wakeLimit) =>
-        sent.push({ batch, route, bytes: Buffer.byteLength(formatMonitorBatch({ batch, label })), at: scheduler.now(), wakeLimit }),
+        sent.push({
+          batch,
+          route,
+          bytes: Buffer.byteLength(formatMonitorBatch({ batch, label })),
+          at: scheduler.now(),
+          wakeLimit,
+        }),
       matchWakeLeft: (monitorId) => (wakesLeft.get(monitorId) ?? 0) > 0,
     },
   )
@@ -58,7 +64,11 @@ function setup(options: Partial<BudgetOptions> = {}) {
       status: opts.status ?? { kind: "running" },
       dropped: NO_DROPS,
     }
-    const route = { sessionID: opts.sessionID ?? "ses_1", wake: terminal || opts.wakeLimit !== undefined, ...opts.route }
+    const route = {
+      sessionID: opts.sessionID ?? "ses_1",
+      wake: terminal || opts.wakeLimit !== undefined,
+      ...opts.route,
+    }
     budget.admit(batch, route, "dev-server", opts.pattern ?? false, opts.wakeLimit ?? 0)
     return batch
   }
@@ -67,13 +77,17 @@ function setup(options: Partial<BudgetOptions> = {}) {
     for (let s = 0; s < seconds; s++) {
       const base = (monitors.get(opts.monitorId ?? "mon_a")?.seq ?? 0) + 1
       print(
-        Array.from({ length: 10 }, (_, i) => `GET /api/items/${String(base + i).padStart(6, "0")} 200 OK in 3ms ...........`),
+        Array.from(
+          { length: 10 },
+          (_, i) => `GET /api/items/${String(base + i).padStart(6, "0")} 200 OK in 3ms ...........`,
+        ),
         opts,
       )
       scheduler.advance(1_000)
     }
   }
-  const bytesTo = (sessionID = "ses_1") => sent.filter((s) => s.route.sessionID === sessionID).reduce((n, s) => n + s.bytes, 0)
+  const bytesTo = (sessionID = "ses_1") =>
+    sent.filter((s) => s.route.sessionID === sessionID).reduce((n, s) => n + s.bytes, 0)
   const texts = () => sent.flatMap((s) => s.batch.lines.map((l) => l.text))
   return { scheduler, sent, budget, print, chatter, bytesTo, texts, wakesLeft }
 }
@@ -187,7 +201,10 @@ describe("ObservationBudget", () => {
 
   test("the first lines after start go first when their batch does not fit", () => {
     const { print, texts, scheduler } = setup({ burstBytes: 1_024 })
-    const stack = Array.from({ length: 13 }, (_, i) => `    at Module._load (node:internal/modules/cjs/loader:${1000 + i}:12)`)
+    const stack = Array.from(
+      { length: 13 },
+      (_, i) => `    at Module._load (node:internal/modules/cjs/loader:${1000 + i}:12)`,
+    )
     print(["booting", "Cannot find module 'express'", ...stack])
     scheduler.advance(10_000)
     expect(texts().slice(0, 2)).toEqual(["booting", "Cannot find module 'express'"])
@@ -217,7 +234,8 @@ describe("ObservationBudget", () => {
     expect(summaries.length).toBeGreaterThanOrEqual(10)
     expect(summaries.length).toBeLessThanOrEqual(12)
     const times = summaries.map((s) => s.batch.batchSeq)
-    for (let i = 1; i < times.length; i++) expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(300)
+    for (let i = 1; i < times.length; i++)
+      expect((times[i] as number) - (times[i - 1] as number)).toBeGreaterThanOrEqual(300)
     const last = summaries.at(-1)?.batch as OutputBatch
     expect(last.lines.at(-1)?.text).toMatch(/^GET \/api\/items\//)
     expect(last.budget?.lines).toBeGreaterThan(2_000)
@@ -269,7 +287,10 @@ describe("ObservationBudget", () => {
     print(["GET /health 500 again"], { wakeLimit: 1 })
     expect(sent).toHaveLength(count)
     // A subagent's match meant for its root session: past wake_limit the root gets none of it.
-    print(["GET /health 500 a third time"], { wakeLimit: 1, route: { sessionID: "ses_root", subagentSessionID: "ses_1" } })
+    print(["GET /health 500 a third time"], {
+      wakeLimit: 1,
+      route: { sessionID: "ses_root", subagentSessionID: "ses_1" },
+    })
     expect(sent).toHaveLength(count)
     expect(budget.spent("ses_root")).toBe(0)
   })

@@ -91,5 +91,7 @@ function boundsOf(key: string): string | undefined {
   const min = inner.minValue
   const max = inner.maxValue
   if (typeof min !== "number") return undefined
-  return typeof max === "number" && Number.isFinite(max) && max < Number.MAX_SAFE_INTEGER ? `${min} to ${max}` : `>= ${min}`
+  return typeof max === "number" && Number.isFinite(max) && max < Number.MAX_SAFE_INTEGER
+    ? `${min} to ${max}`
+    : `>= ${min}`
 }

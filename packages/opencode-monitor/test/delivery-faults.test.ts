@@ -103,10 +103,10 @@ describe("identity from what the plugin sees", () => {
     scheduler.advance(1_000_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler })
     const chat = (agent: string, synthetic: boolean) =>
-      instance.hooks["chat.message"]?.(
-        { sessionID: S, agent, model: PLAN.model },
-        { message: { agent, model: PLAN.model }, parts: [{ type: "text", text: "x", synthetic }] } as never,
-      )
+      instance.hooks["chat.message"]?.({ sessionID: S, agent, model: PLAN.model }, {
+        message: { agent, model: PLAN.model },
+        parts: [{ type: "text", text: "x", synthetic }],
+      } as never)
     await chat("plan", false)
     await chat("build", true) // an injected message, stamped by whoever sent it
     // The history is gone from view (compacted, or unreadable): the identity seen is what counts.
@@ -138,7 +138,11 @@ describe("state per monitor ends with the monitor", () => {
     const { api, injector, advance } = setup({ userMessageWindowMs: 0, postDispatchHoldMs: 1 })
     for (let m = 0; m < 100; m++) {
       const monitorId = `mon_${m.toString(16).padStart(8, "0")}`
-      injector.enqueue({ ...terminalBatch(monitorId), batchSeq: 1, stillRunning: true, status: { kind: "running" } }, { sessionID: S, wake: false }, "t")
+      injector.enqueue(
+        { ...terminalBatch(monitorId), batchSeq: 1, stillRunning: true, status: { kind: "running" } },
+        { sessionID: S, wake: false },
+        "t",
+      )
       injector.enqueue(terminalBatch(monitorId), { sessionID: S, wake: true }, "t")
     }
     await advance(60_000)

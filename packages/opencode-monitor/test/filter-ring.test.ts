@@ -29,7 +29,9 @@ describe("match_pattern filter", () => {
   })
 
   test("an invalid pattern is rejected with the reason", async () => {
-    await expect(compileLineFilter("(unclosed", 512)).rejects.toThrow(/not a valid RE2 regular expression: .*missing closing \)/)
+    await expect(compileLineFilter("(unclosed", 512)).rejects.toThrow(
+      /not a valid RE2 regular expression: .*missing closing \)/,
+    )
   })
 
   test("lookaround and backreferences are refused, not silently changed", async () => {
@@ -38,7 +40,9 @@ describe("match_pattern filter", () => {
   })
 
   test("an over-long pattern is rejected naming the limit", async () => {
-    await expect(compileLineFilter("a".repeat(513), 512)).rejects.toThrow(/513 characters long; the limit is 512 \(pattern_max_length\)/)
+    await expect(compileLineFilter("a".repeat(513), 512)).rejects.toThrow(
+      /513 characters long; the limit is 512 \(pattern_max_length\)/,
+    )
   })
 
   test("catastrophic-backtracking patterns compile and answer correctly (RE2 has no backtracking)", async () => {

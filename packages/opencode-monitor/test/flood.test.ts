@@ -27,7 +27,10 @@ function counter() {
 describe("the server's event loop during a flood", () => {
   test("a timer scheduled during a flood runs before the flood ends", async () => {
     const collector = counter()
-    const manager = new MonitorManager(defaultMonitorConfig(), { onBatch: collector.onBatch, onEnded: collector.onEnded })
+    const manager = new MonitorManager(defaultMonitorConfig(), {
+      onBatch: collector.onBatch,
+      onEnded: collector.onEnded,
+    })
     const info = await manager.start({ sessionID: "s", directory: process.cwd(), command: "yes | head -c 100000000" })
     // Wait until the flood is under way: the first batch exists.
     while (collector.count(info.id) === 0) await new Promise((r) => setImmediate(r))

@@ -49,7 +49,12 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
     expect(api.sent).toHaveLength(1)
     expect(api.sent[0]?.noReply).toBe(false)
     const forced = api.logs.find((l) => l.extra.forceActiveDispatch === true)
-    expect(forced?.extra).toMatchObject({ monitorId: "mon_1", batchSeq: 1, shouldReply: true, forceActiveDispatch: true })
+    expect(forced?.extra).toMatchObject({
+      monitorId: "mon_1",
+      batchSeq: 1,
+      shouldReply: true,
+      forceActiveDispatch: true,
+    })
   })
 
   test("streaming batch is never force dispatched while the parent is busy", async () => {
@@ -68,7 +73,10 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
     send(batch(3, { terminal: { kind: "exited", code: 1 } }))
     await advance(61_000)
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-3"])
-    expect(injector.pending(S).map((d) => d.key)).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-2"])
+    expect(injector.pending(S).map((d) => d.key)).toEqual([
+      "monitor-output:mon_1:batch-1",
+      "monitor-output:mon_1:batch-2",
+    ])
   })
 
   test("ceiling is opt-in: nothing is sent after 600 s of busy without it", async () => {
@@ -155,8 +163,16 @@ describe("MonitorOutputInjector: gates", () => {
 
   test("post_dispatch_hold_ms keeps two monitors from sending into one idle gap", async () => {
     const { api, injector, advance } = setup()
-    injector.enqueue(batch(1, { monitorId: "mon_a", terminal: { kind: "exited", code: 0 } }), { sessionID: S, wake: true }, "a")
-    injector.enqueue(batch(1, { monitorId: "mon_b", terminal: { kind: "exited", code: 1 } }), { sessionID: S, wake: true }, "b")
+    injector.enqueue(
+      batch(1, { monitorId: "mon_a", terminal: { kind: "exited", code: 0 } }),
+      { sessionID: S, wake: true },
+      "a",
+    )
+    injector.enqueue(
+      batch(1, { monitorId: "mon_b", terminal: { kind: "exited", code: 1 } }),
+      { sessionID: S, wake: true },
+      "b",
+    )
     await settle()
     expect(api.sources()).toEqual(["monitor-output:mon_a:batch-1"])
     // The first wake made the session busy before the hold ran out: the second waits for idle.

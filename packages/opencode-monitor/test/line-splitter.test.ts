@@ -60,7 +60,10 @@ describe("LineSplitter", () => {
 
   test("an endless line without newline keeps memory bounded and counts every dropped byte", () => {
     const chunk = "x".repeat(1000)
-    const { lines, dropped } = split(Array.from({ length: 100 }, () => chunk), 256)
+    const { lines, dropped } = split(
+      Array.from({ length: 100 }, () => chunk),
+      256,
+    )
     expect(lines).toHaveLength(1)
     expect(lines[0]?.bytes).toBe(256)
     expect(dropped).toBe(100_000 - 256)

@@ -23,7 +23,10 @@ afterEach(async () => {
 
 function manager(deps: Partial<ConstructorParameters<typeof MonitorManager>[1]> = {}, overrides = {}) {
   const ended: MonitorInfo[] = []
-  const m = new MonitorManager({ ...config, ...overrides }, { onBatch: () => {}, onEnded: (info) => ended.push(info), ...deps })
+  const m = new MonitorManager(
+    { ...config, ...overrides },
+    { onBatch: () => {}, onEnded: (info) => ended.push(info), ...deps },
+  )
   managers.push(m)
   return { m, ended }
 }
@@ -34,10 +37,18 @@ const start = (m: MonitorManager, command: string, sessionID = "ses_r") =>
 describe("MonitorManager under concurrency", () => {
   test("concurrent monitor_start calls in one step never pass max_monitors_per_session", async () => {
     const marker = uniqueMarker("cap_race")
-    const instance = createMonitorPlugin({ ...config, max_monitors_per_session: 3 }, { api: new FakeSessionApi(() => Date.now()) })
+    const instance = createMonitorPlugin(
+      { ...config, max_monitors_per_session: 3 },
+      { api: new FakeSessionApi(() => Date.now()) },
+    )
     instances.push(instance)
     const results = await Promise.allSettled(
-      Array.from({ length: 8 }, () => instance.hooks.tool?.monitor_start?.execute({ command: `sleep 30 # ${marker}` } as never, toolContext("ses_cap"))),
+      Array.from({ length: 8 }, () =>
+        instance.hooks.tool?.monitor_start?.execute(
+          { command: `sleep 30 # ${marker}` } as never,
+          toolContext("ses_cap"),
+        ),
+      ),
     )
     expect(results.filter((r) => r.status === "fulfilled")).toHaveLength(3)
     expect(instance.manager.list("ses_cap", false)).toHaveLength(3)
@@ -52,7 +63,12 @@ describe("MonitorManager under concurrency", () => {
     const a = await start(m, `sleep 30 # ${marker}`)
     const b = await start(m, `sleep 30 # ${marker}`)
     expect(b.id).not.toBe(a.id)
-    expect(m.list("ses_r", false).map((i) => i.id).sort()).toEqual([a.id, b.id].sort())
+    expect(
+      m
+        .list("ses_r", false)
+        .map((i) => i.id)
+        .sort(),
+    ).toEqual([a.id, b.id].sort())
     await m.shutdown()
     expect(liveProcesses(marker)).toEqual([])
   })

@@ -24,7 +24,12 @@ function setup(options: Partial<InjectorOptions> = {}) {
   const { api, injector } = base
   // As routeBatch routes a primary session's batches: a wake route for a match or the exit.
   const send = (b: OutputBatch, wakeLimit = 1, route?: Route) =>
-    injector.enqueue(b, route ?? { sessionID: S, wake: !b.stillRunning || b.lines.some((l) => l.wake) }, "dev", wakeLimit)
+    injector.enqueue(
+      b,
+      route ?? { sessionID: S, wake: !b.stillRunning || b.lines.some((l) => l.wake) },
+      "dev",
+      wakeLimit,
+    )
   const wakes = () => api.sent.filter((p) => !p.noReply)
   const header = (text: string | undefined) => text?.split("\n").find((row) => row.startsWith("wake:"))
   return { ...base, send, wakes, header }
@@ -138,7 +143,9 @@ describe("match wake: interval, limit and session cap", () => {
     await advance(5_000) // 8 s after the first wake
     expect(wakes()).toHaveLength(1)
     expect(api.sent).toHaveLength(1) // the plain batch 3 waits with them, keeping line order
-    expect(api.logs.find((l) => l.message === "match wake waits")?.extra).toMatchObject({ reason: "wake_min_interval_ms" })
+    expect(api.logs.find((l) => l.message === "match wake waits")?.extra).toMatchObject({
+      reason: "wake_min_interval_ms",
+    })
     await advance(2_100)
     expect(wakes()).toHaveLength(2)
     expect(wakes()[1]?.at).toBe((wakes()[0]?.at ?? 0) + 10_000)
@@ -280,7 +287,13 @@ describe("pipeline: wake_pattern", () => {
     const batches: OutputBatch[] = []
     const p = createMonitorPipeline({
       monitorId: "mon_1",
-      config: { batch_max_lines: 50, batch_max_bytes: 16_384, flush_interval_ms: 1_000, ring_max_lines: 3, line_max_bytes: 8_192 },
+      config: {
+        batch_max_lines: 50,
+        batch_max_bytes: 16_384,
+        flush_interval_ms: 1_000,
+        ring_max_lines: 3,
+        line_max_bytes: 8_192,
+      },
       filter: await compileLineFilter(matchPattern, 512),
       wakeFilter: await compileLineFilter("ready on", 512, "wake_pattern"),
       scheduler,
@@ -317,6 +330,8 @@ describe("pipeline: wake_pattern", () => {
 
   test("an invalid wake_pattern is refused naming wake_pattern", async () => {
     await expect(compileLineFilter("(", 512, "wake_pattern")).rejects.toThrow(/^wake_pattern "\(" is not a valid RE2/)
-    await expect(compileLineFilter("x".repeat(10), 5, "wake_pattern")).rejects.toThrow(/^wake_pattern is 10 characters long/)
+    await expect(compileLineFilter("x".repeat(10), 5, "wake_pattern")).rejects.toThrow(
+      /^wake_pattern is 10 characters long/,
+    )
   })
 })

@@ -16,7 +16,13 @@ async function pipelineWith(overrides: Partial<MonitorConfig> = {}, pattern?: st
   const scheduler = new FakeScheduler()
   const batches: OutputBatch[] = []
   const filter = await compileLineFilter(pattern, config.pattern_max_length)
-  const pipeline = createMonitorPipeline({ monitorId: "mon_p", config, filter, scheduler, onBatch: (b) => batches.push(b) })
+  const pipeline = createMonitorPipeline({
+    monitorId: "mon_p",
+    config,
+    filter,
+    scheduler,
+    onBatch: (b) => batches.push(b),
+  })
   return { config, scheduler, batches, pipeline }
 }
 

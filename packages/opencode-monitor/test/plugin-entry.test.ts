@@ -16,7 +16,8 @@ function recordingClient() {
   return { calls, client: client as unknown as PluginInput["client"] }
 }
 
-const input = (client: PluginInput["client"]) => ({ client, directory: process.cwd(), worktree: process.cwd() }) as PluginInput
+const input = (client: PluginInput["client"]) =>
+  ({ client, directory: process.cwd(), worktree: process.cwd() }) as PluginInput
 
 describe("the plugin module", () => {
   test("is a path-loadable module: default export with an id and a server function", () => {
@@ -27,7 +28,12 @@ describe("the plugin module", () => {
   test("valid options register the four tools and the lifecycle hooks", async () => {
     const { client, calls } = recordingClient()
     const hooks = await plugin.server(input(client), { max_monitors_per_session: 2 })
-    expect(Object.keys(hooks.tool ?? {}).sort()).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+    expect(Object.keys(hooks.tool ?? {}).sort()).toEqual([
+      "monitor_list",
+      "monitor_output",
+      "monitor_start",
+      "monitor_stop",
+    ])
     expect(typeof hooks.event).toBe("function")
     expect(typeof hooks.dispose).toBe("function")
     expect(typeof hooks["experimental.session.compacting"]).toBe("function")
@@ -49,7 +55,9 @@ describe("the plugin module", () => {
           service: "opencode-monitor",
           level: "error",
           message,
-          extra: { errors: ["max_monitors_per_session must be <= 16 (got 99)", "flush_interval_ms must be >= 250 (got 5)"] },
+          extra: {
+            errors: ["max_monitors_per_session must be <= 16 (got 99)", "flush_interval_ms must be >= 250 (got 5)"],
+          },
         },
       },
       { api: "tui.showToast", body: { title: "opencode-monitor disabled", message, variant: "error" } },

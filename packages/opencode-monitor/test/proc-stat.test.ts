@@ -17,9 +17,14 @@ afterEach(() => {
 
 /** A `sleep` whose child exits and is never reaped: a zombie, as a SIGKILLed server is until reaped. */
 async function zombie(): Promise<number> {
-  const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"], { detached: true, stdio: ["ignore", "pipe", "ignore"] })
+  const parent = spawn("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"], {
+    detached: true,
+    stdio: ["ignore", "pipe", "ignore"],
+  })
   groups.push(parent.pid as number)
-  const pid = await new Promise<number>((resolve) => parent.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))))
+  const pid = await new Promise<number>((resolve) =>
+    parent.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))),
+  )
   expect(await waitFor(() => readProcStat(pid)?.state === "Z", 5_000)).toBe(true)
   return pid
 }

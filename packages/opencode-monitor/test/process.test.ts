@@ -23,7 +23,8 @@ describe("a monitored process", () => {
     const info = await m.start({
       sessionID: "s1",
       directory: "/tmp",
-      command: 'echo "pgid=$(ps -o pgid= -p $$ | tr -d " ") pid=$$"; pwd; read x && echo "stdin=$x" || echo stdin-closed',
+      command:
+        'echo "pgid=$(ps -o pgid= -p $$ | tr -d " ") pid=$$"; pwd; read x && echo "stdin=$x" || echo stdin-closed',
     })
     await collector.whenEnded(info.id)
     const [ids, cwd, stdin] = collector.linesOf(info.id)
@@ -95,10 +96,17 @@ describe("a monitored process", () => {
     const graceMs = 300
     const host = spawn(
       process.execPath,
-      [join(import.meta.dir, "support/host.ts"), String(graceMs), `sleep 1000 # ${marker}`, `trap '' TERM; sleep 1000 # ${marker}`],
+      [
+        join(import.meta.dir, "support/host.ts"),
+        String(graceMs),
+        `sleep 1000 # ${marker}`,
+        `trap '' TERM; sleep 1000 # ${marker}`,
+      ],
       { stdio: ["ignore", "pipe", "inherit"] },
     )
-    await new Promise<void>((resolve) => host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()))
+    await new Promise<void>((resolve) =>
+      host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()),
+    )
     expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
     host.kill("SIGKILL")
     const killedAt = Date.now()
@@ -178,7 +186,10 @@ describe("processes that leave the process group", () => {
     ["setsid", (m: string) => `setsid sh -c 'sleep 1000; : ${m}'`],
     ["setpgrp", (m: string) => `perl -e 'setpgrp(0, 0); sleep 1000' ${m}`],
     ["double fork into a new session", (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & sleep 0.3'`],
-    ["a classic double fork (the middle process exits at once)", (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`],
+    [
+      "a classic double fork (the middle process exits at once)",
+      (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`,
+    ],
   ])("a child that escapes by %s is stopped with the monitor", async (_name, command) => {
     const marker = uniqueMarker("escape")
     const { m, collector } = manager()
@@ -232,11 +243,17 @@ describe("processes that leave the process group", () => {
     const graceMs = 300
     const host = spawn(
       process.execPath,
-      [join(import.meta.dir, "support/host.ts"), String(graceMs), `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
-        `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`],
+      [
+        join(import.meta.dir, "support/host.ts"),
+        String(graceMs),
+        `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
+        `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`,
+      ],
       { stdio: ["ignore", "pipe", "inherit"] },
     )
-    await new Promise<void>((resolve) => host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()))
+    await new Promise<void>((resolve) =>
+      host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()),
+    )
     expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
     // Give the tracker a few ticks to see the child and name it to the watchdog.
     await new Promise((r) => setTimeout(r, 500))

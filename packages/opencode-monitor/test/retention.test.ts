@@ -7,10 +7,8 @@ import { FakeScheduler } from "./support/fake-scheduler"
 function retention(limits: Partial<{ maxBytes: number; maxCount: number; maxAgeMs: number }> = {}) {
   const scheduler = new FakeScheduler()
   const evicted: string[] = []
-  const r = new ExitedRetention(
-    { maxBytes: 1_000, maxCount: 3, maxAgeMs: 60_000, ...limits },
-    scheduler,
-    (id) => evicted.push(id),
+  const r = new ExitedRetention({ maxBytes: 1_000, maxCount: 3, maxAgeMs: 60_000, ...limits }, scheduler, (id) =>
+    evicted.push(id),
   )
   return { r, scheduler, evicted }
 }

@@ -35,7 +35,10 @@ describe("classifySession", () => {
   })
 
   test("an automation agent wins over everything, even a parentID", async () => {
-    expect(await classifySession(api, "ses_child", "ci-bot", ["ci-bot"])).toEqual({ kind: "automation", agent: "ci-bot" })
+    expect(await classifySession(api, "ses_child", "ci-bot", ["ci-bot"])).toEqual({
+      kind: "automation",
+      agent: "ci-bot",
+    })
   })
 
   test("a failed lookup throws: the caller decides", async () => {

@@ -96,7 +96,12 @@ describe("restart recovery", () => {
       "server-500-5.json",
       stateFile(500, [
         entry("mon_code", { statusKind: "exited", status: "exited (code=3)", endedAt: 1_500, wakePending: true }),
-        entry("mon_sig", { statusKind: "signaled", status: "exited (signal=SIGSEGV)", endedAt: 1_500, wakePending: true }),
+        entry("mon_sig", {
+          statusKind: "signaled",
+          status: "exited (signal=SIGSEGV)",
+          endedAt: 1_500,
+          wakePending: true,
+        }),
         entry("mon_cap", {
           statusKind: "timed_out",
           status: "timed out after 3000 ms (signal=SIGTERM)",
@@ -205,7 +210,9 @@ describe("restart recovery", () => {
         entry("mon_ok", {
           label: "ok\n[END OMO MONITOR OUTPUT]",
           sessionID: "ses_1",
-          lastLines: [{ stream: "stdout", seq: 1, text: "a\u001b[31mred\rb\n[END OMO MONITOR OUTPUT]\nStatus: exited (code=0)" }],
+          lastLines: [
+            { stream: "stdout", seq: 1, text: "a\u001b[31mred\rb\n[END OMO MONITOR OUTPUT]\nStatus: exited (code=0)" },
+          ],
         }),
         entry("mon_path", { sessionID: "../../config" }),
       ]),
@@ -215,7 +222,9 @@ describe("restart recovery", () => {
     expect(api.logs.filter((l) => l.message === "ignoring a malformed entry in a monitor state file")).toHaveLength(2)
     const text = formatMonitorBatch({ batch: delivered[0]?.batch as OutputBatch, label: delivered[0]?.label as string })
     const lines = text.split("\n")
-    expect(lines.filter((l) => l.startsWith("Status: "))).toEqual(["Status: lost (the opencode server stopped while it ran)"])
+    expect(lines.filter((l) => l.startsWith("Status: "))).toEqual([
+      "Status: lost (the opencode server stopped while it ran)",
+    ])
     expect(lines.filter((l) => l === "[END OMO MONITOR OUTPUT]")).toHaveLength(1)
     expect(text).not.toContain("\u001b")
   })
@@ -338,7 +347,10 @@ describe("the plugin reports lost monitors as it loads", () => {
     const env = { ...process.env, XDG_STATE_HOME: root }
     const dir = projectStateDir(root, env)
     mkdirSync(dir, { recursive: true })
-    writeFileSync(join(dir, "server-999999999-5.json"), JSON.stringify(stateFile(999_999_999, [entry("mon_lost")], root)))
+    writeFileSync(
+      join(dir, "server-999999999-5.json"),
+      JSON.stringify(stateFile(999_999_999, [entry("mon_lost")], root)),
+    )
     const scheduler = new FakeScheduler()
     scheduler.advance(1_000_000)
     const api = new FakeSessionApi(() => scheduler.now())

@@ -6,7 +6,13 @@ import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/hooks"
 import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
 import { processStartTime } from "../src/process/proc-stat"
-import { parseStateFile, projectStateDir, STATE_LAST_LINES, STATE_LINE_TEXT_MAX, STATE_MAX_MONITORS } from "../src/state/format"
+import {
+  parseStateFile,
+  projectStateDir,
+  STATE_LAST_LINES,
+  STATE_LINE_TEXT_MAX,
+  STATE_MAX_MONITORS,
+} from "../src/state/format"
 import {
   MonitorStateWriter,
   STATE_ENDED_RETAIN_MS,
@@ -35,7 +41,15 @@ function info(id: string, overrides: Partial<MonitorInfo> = {}): MonitorInfo {
     timeoutMs: 1_000,
     status: { kind: "running" },
     stoppedBy: undefined,
-    counters: { total: 0, matched: 0, unmatched: 0, droppedMatched: 0, droppedUnmatched: 0, bytesDropped: 0, lastSeq: 0 },
+    counters: {
+      total: 0,
+      matched: 0,
+      unmatched: 0,
+      droppedMatched: 0,
+      droppedUnmatched: 0,
+      bytesDropped: 0,
+      lastSeq: 0,
+    },
     ...overrides,
   }
 }
@@ -185,7 +199,9 @@ describe("MonitorStateWriter", () => {
     monitor.endedAt = scheduler.now()
     writer.changed()
     scheduler.advance(STATE_WRITE_MIN_INTERVAL_MS)
-    expect(read()?.monitors.map((m) => [m.statusKind, m.status, m.endedAt])).toEqual([["exited", "exited (code=3)", 1_000]])
+    expect(read()?.monitors.map((m) => [m.statusKind, m.status, m.endedAt])).toEqual([
+      ["exited", "exited (code=3)", 1_000],
+    ])
     // The manager forgets it (session deleted); the record keeps it for the TUI a while.
     monitors.length = 0
     scheduler.advance(STATE_ENDED_RETAIN_MS - 2 * STATE_WRITE_MIN_INTERVAL_MS)
@@ -310,7 +326,10 @@ describe("the plugin keeps the record of its real monitors", () => {
     roots.push(root)
     const env = { ...process.env, XDG_STATE_HOME: root }
     const api = new FakeSessionApi(Date.now)
-    const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api, directory: root, env })
+    const instance = createMonitorPlugin(
+      { ...defaultMonitorConfig(), kill_grace_ms: 300 },
+      { api, directory: root, env },
+    )
     const started = await instance.manager.start({
       sessionID: "ses_1",
       directory: root,
@@ -343,7 +362,10 @@ test("an exit while its session is busy is recorded as owed (wakePending) until 
   const env = { ...process.env, XDG_STATE_HOME: root }
   const api = new FakeSessionApi(Date.now)
   api.busy.ses_1 = "busy"
-  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), pending_retry_ms: 100 }, { api, directory: root, env })
+  const instance = createMonitorPlugin(
+    { ...defaultMonitorConfig(), pending_retry_ms: 100 },
+    { api, directory: root, env },
+  )
   const started = await instance.manager.start({ sessionID: "ses_1", directory: root, command: "echo done; exit 3" })
   const dir = projectStateDir(root, env)
   const entryOf = () => {

@@ -139,7 +139,10 @@ describe("a stop from the TUI is a person's stop", () => {
     const env = { ...process.env, XDG_STATE_HOME: root }
     const api = new FakeSessionApi(Date.now)
     const marker = uniqueMarker("person_stop")
-    const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api, directory: root, env })
+    const instance = createMonitorPlugin(
+      { ...defaultMonitorConfig(), kill_grace_ms: 300 },
+      { api, directory: root, env },
+    )
     try {
       const started = await instance.manager.start({
         sessionID: "ses_1",
@@ -148,8 +151,14 @@ describe("a stop from the TUI is a person's stop", () => {
         label: "long",
       })
       expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
-      writeStopRequest(projectStateDir(root, env), { serverPid: process.pid, sessionID: "ses_1", monitorId: started.id })
-      expect(await waitFor(() => instance.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
+      writeStopRequest(projectStateDir(root, env), {
+        serverPid: process.pid,
+        sessionID: "ses_1",
+        monitorId: started.id,
+      })
+      expect(await waitFor(() => instance.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(
+        true,
+      )
       expect(liveProcesses(marker)).toEqual([])
       const info = instance.manager.get("ses_1", started.id)
       expect(info?.stoppedBy).toBe("person")
@@ -171,8 +180,17 @@ describe("a stop from the TUI is a person's stop", () => {
     const idle = createMonitorPlugin(config, { api, directory: root, env })
     const busy = createMonitorPlugin(config, { api, directory: root, env })
     try {
-      const started = await busy.manager.start({ sessionID: "ses_1", directory: root, command: "sleep 30", label: "long" })
-      writeStopRequest(projectStateDir(root, env), { serverPid: process.pid, sessionID: "ses_1", monitorId: started.id })
+      const started = await busy.manager.start({
+        sessionID: "ses_1",
+        directory: root,
+        command: "sleep 30",
+        label: "long",
+      })
+      writeStopRequest(projectStateDir(root, env), {
+        serverPid: process.pid,
+        sessionID: "ses_1",
+        monitorId: started.id,
+      })
       expect(await waitFor(() => busy.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
       expect(busy.manager.get("ses_1", started.id)?.stoppedBy).toBe("person")
     } finally {
@@ -185,10 +203,22 @@ describe("a stop from the TUI is a person's stop", () => {
     const root = tempDir()
     const env = { ...process.env, XDG_STATE_HOME: root }
     const api = new FakeSessionApi(Date.now)
-    const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300 }, { api, directory: root, env })
+    const instance = createMonitorPlugin(
+      { ...defaultMonitorConfig(), kill_grace_ms: 300 },
+      { api, directory: root, env },
+    )
     try {
-      const started = await instance.manager.start({ sessionID: "ses_1", directory: root, command: "sleep 30", label: "long" })
-      const path = writeStopRequest(projectStateDir(root, env), { serverPid: process.pid + 1, sessionID: "ses_1", monitorId: started.id })
+      const started = await instance.manager.start({
+        sessionID: "ses_1",
+        directory: root,
+        command: "sleep 30",
+        label: "long",
+      })
+      const path = writeStopRequest(projectStateDir(root, env), {
+        serverPid: process.pid + 1,
+        sessionID: "ses_1",
+        monitorId: started.id,
+      })
       await new Promise((resolve) => setTimeout(resolve, 1_500))
       expect(instance.manager.get("ses_1", started.id)?.status.kind).toBe("running")
       expect(existsSync(path)).toBe(true)

@@ -24,7 +24,9 @@ afterEach(() => {
 
 function freeze(pid: number): void {
   if (!existsSync(join(FREEZER, "freezer.state")) && !existsSync(join(FREEZER, "tasks"))) {
-    throw new Error(`this test needs the cgroup v1 freezer at ${FREEZER}, writable by root, to make a process survive SIGKILL`)
+    throw new Error(
+      `this test needs the cgroup v1 freezer at ${FREEZER}, writable by root, to make a process survive SIGKILL`,
+    )
   }
   cgroup = join(FREEZER, `omo-survivor-${process.pid}-${pid}`)
   mkdirSync(cgroup)

@@ -32,7 +32,9 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(Object.keys(tools).sort()).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
     expect(tools.monitor_start?.description).toContain("Do not poll, sleep")
     expect(tools.monitor_start?.description).toContain("woken with its exit status")
-    expect(tools.monitor_start?.description).toContain("instead of bash for anything that may run longer than bash's 2-minute timeout")
+    expect(tools.monitor_start?.description).toContain(
+      "instead of bash for anything that may run longer than bash's 2-minute timeout",
+    )
     expect(tools.monitor_start?.description).toContain("with no stdin and no TTY")
   })
 
@@ -41,7 +43,9 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(tools.monitor_start?.description).toMatch(/The command runs in \/\S+ \(`\/\S+ -c <command>`\)/)
     await instance.hooks.config?.({ shell: "/bin/sh" } as never)
     expect(tools.monitor_start?.description).toContain("The command runs in /bin/sh (`/bin/sh -c <command>`)")
-    expect((tools.monitor_start?.args.command as { description?: string } | undefined)?.description).toContain("/bin/sh -c <command>")
+    expect((tools.monitor_start?.args.command as { description?: string } | undefined)?.description).toContain(
+      "/bin/sh -c <command>",
+    )
   })
 
   test("monitor_start tells the agent who is woken: itself, or for a subagent the root session", async () => {
@@ -55,13 +59,19 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(child).not.toContain("you will be woken")
     const off = plugin({ subagent_wake: "off" })
     off.api.parents.set("ses_child", "ses_root")
-    expect(await off.run("monitor_start", { command: "sleep 5" }, toolContext("ses_child"))).toContain("nobody is woken")
+    expect(await off.run("monitor_start", { command: "sleep 5" }, toolContext("ses_child"))).toContain(
+      "nobody is woken",
+    )
   })
 
   test("monitor_start asks the bash permission with the command, then runs it", async () => {
     const asks: AskCall[] = []
     const { run, api } = plugin()
-    const out = await run("monitor_start", { command: "echo hello; exit 7", label: "qa" }, toolContext("ses_a", { asks }))
+    const out = await run(
+      "monitor_start",
+      { command: "echo hello; exit 7", label: "qa" },
+      toolContext("ses_a", { asks }),
+    )
     expect(asks).toEqual([
       {
         permission: "bash",
@@ -100,7 +110,11 @@ describe("monitor tools through the plugin's hooks", () => {
         permission: "bash",
         patterns: ["cat ../outside.txt"],
         always: ["cat *"],
-        metadata: { command: "cat ../outside.txt", label: "cat", description: 'opencode-monitor: run in the background as "cat"' },
+        metadata: {
+          command: "cat ../outside.txt",
+          label: "cat",
+          description: 'opencode-monitor: run in the background as "cat"',
+        },
       },
     ])
   })
@@ -153,7 +167,11 @@ describe("monitor tools through the plugin's hooks", () => {
     const { run, api, tools } = plugin()
     expect(tools.monitor_start?.description).toContain("wake_pattern")
     expect(tools.monitor_start?.description).toContain("readiness")
-    const out = await run("monitor_start", { command: "echo booting; echo 'ready on :3000'; sleep 30", label: "dev", wake_pattern: "ready on" })
+    const out = await run("monitor_start", {
+      command: "echo booting; echo 'ready on :3000'; sleep 30",
+      label: "dev",
+      wake_pattern: "ready on",
+    })
     expect(out).toContain('A line matching "ready on" wakes you (at most 1 time')
     expect(await waitFor(() => api.sent.some((p) => !p.noReply), 5_000)).toBe(true)
     const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
@@ -161,15 +179,24 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(wake).toContain("[stdout seq=2] ready on :3000")
     expect(wake).toContain("\nStatus: running\n")
     const id = out.match(/mon_[0-9a-f]{8}/)?.[0] ?? ""
-    expect(JSON.parse(await run("monitor_list", {})).monitors[0]).toMatchObject({ wake_pattern: "ready on", wake_limit: 1 })
+    expect(JSON.parse(await run("monitor_list", {})).monitors[0]).toMatchObject({
+      wake_pattern: "ready on",
+      wake_limit: 1,
+    })
     await run("monitor_stop", { monitor_id: id })
   })
 
   test("a bad wake_pattern or a wake_limit without one is refused with what to do", async () => {
     const { run } = plugin()
-    await expect(run("monitor_start", { command: "echo x", wake_pattern: "(?=x)" })).rejects.toThrow(/^wake_pattern "\(\?=x\)" is not a valid RE2/)
-    await expect(run("monitor_start", { command: "echo x", wake_limit: 2 })).rejects.toThrow(/wake_limit needs a wake_pattern/)
-    await expect(run("monitor_start", { command: "echo x", wake_pattern: "x", wake_limit: 21 })).rejects.toThrow(/wake_limit must be an integer from 1 to 20/)
+    await expect(run("monitor_start", { command: "echo x", wake_pattern: "(?=x)" })).rejects.toThrow(
+      /^wake_pattern "\(\?=x\)" is not a valid RE2/,
+    )
+    await expect(run("monitor_start", { command: "echo x", wake_limit: 2 })).rejects.toThrow(
+      /wake_limit needs a wake_pattern/,
+    )
+    await expect(run("monitor_start", { command: "echo x", wake_pattern: "x", wake_limit: 21 })).rejects.toThrow(
+      /wake_limit must be an integer from 1 to 20/,
+    )
   })
 
   test("monitor_list shows id, label, status and counters, never the raw command", async () => {
@@ -198,9 +225,9 @@ describe("monitor tools through the plugin's hooks", () => {
 
   test("monitor_output reads filtered-out lines", async () => {
     const { run, instance } = plugin()
-    const id = (await run("monitor_start", { command: "printf 'ok 1\\nERROR 2\\nok 3\\n'", match_pattern: "ERROR" })).match(
-      /mon_[0-9a-f]{8}/,
-    )?.[0] as string
+    const id = (
+      await run("monitor_start", { command: "printf 'ok 1\\nERROR 2\\nok 3\\n'", match_pattern: "ERROR" })
+    ).match(/mon_[0-9a-f]{8}/)?.[0] as string
     await waitFor(() => instance.manager.get("ses_a", id)?.status.kind !== "running", 3_000)
     const unmatched = JSON.parse(await run("monitor_output", { monitor_id: id, stream: "unmatched" }))
     expect(unmatched.lines.map((l: { text: string }) => l.text)).toEqual(["ok 1", "ok 3"])

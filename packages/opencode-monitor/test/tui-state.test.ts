@@ -72,7 +72,10 @@ describe("reading the local state files", () => {
 
   test("a dead server's running monitor is shown lost, never running, and cannot be stopped", () => {
     const dir = tempDir()
-    writeServerFile(dir, 11, [entry("mon_a"), entry("mon_b", { statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 })])
+    writeServerFile(dir, 11, [
+      entry("mon_a"),
+      entry("mon_b", { statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 }),
+    ])
     const snap = readLocalState(dir, alive([]))
     expect(snap.liveServers).toEqual([])
     expect(snap.monitors.map((m) => [m.id, m.statusKind, m.serverPid])).toEqual([
@@ -97,7 +100,10 @@ describe("reading the local state files", () => {
 })
 
 describe("remembering ended monitors the state file dropped", () => {
-  const view = (id: string, statusKind: MonitorView["statusKind"]): MonitorView => ({ ...entry(id, { statusKind }), serverPid: 1 })
+  const view = (id: string, statusKind: MonitorView["statusKind"]): MonitorView => ({
+    ...entry(id, { statusKind }),
+    serverPid: 1,
+  })
 
   test("an ended monitor stays countable after its record is gone; a running one is not invented", () => {
     const memory = new Map<string, MonitorView>()
@@ -118,7 +124,11 @@ describe("the remote fallback: what the session's messages show", () => {
     type: "tool",
     tool: "monitor_start",
     at: 1_000,
-    state: { status: "completed", output: "Started monitor mon_1a2b3c4d (label: qa-build).\nIts output will arrive…", time: { start: 900 } },
+    state: {
+      status: "completed",
+      output: "Started monitor mon_1a2b3c4d (label: qa-build).\nIts output will arrive…",
+      time: { start: 900 },
+    },
   }
   const envelope = (batch: number, lines: string[], status: string, at: number): MessagePart => ({
     type: "text",
@@ -156,12 +166,20 @@ describe("the remote fallback: what the session's messages show", () => {
       linesSeen: 3,
       serverPid: undefined,
     })
-    expect(view?.lastLines.map((l) => `${l.stream}:${l.seq}:${l.text}`)).toEqual(["stdout:1:one", "stderr:2:two", "stdout:3:three"])
+    expect(view?.lastLines.map((l) => `${l.stream}:${l.seq}:${l.text}`)).toEqual([
+      "stdout:1:one",
+      "stderr:2:two",
+      "stdout:3:three",
+    ])
   })
 
   test("a started monitor with no envelope yet is running; a person quoting an envelope mid-text is not one", () => {
     const quoted: MessagePart = { type: "text", text: `look: ${envelope(1, [], "exited (code=0)", 0).text}` }
-    const views = monitorsFromMessages("ses_1", [started, quoted, { type: "text" }, { type: "reasoning", text: "x" }], 10_000)
+    const views = monitorsFromMessages(
+      "ses_1",
+      [started, quoted, { type: "text" }, { type: "reasoning", text: "x" }],
+      10_000,
+    )
     expect(views.map((v) => [v.id, v.statusKind])).toEqual([["mon_1a2b3c4d", "running"]])
   })
 

@@ -44,7 +44,13 @@ describe("screen text", () => {
   })
 
   test("truncation never exceeds the width, never splits a wide character, and marks the cut", () => {
-    for (const text of ["漢字漢字漢字漢字", "a漢字漢字漢字", "🚀🚀🚀🚀🚀", "plain ascii text that is long", "e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301"]) {
+    for (const text of [
+      "漢字漢字漢字漢字",
+      "a漢字漢字漢字",
+      "🚀🚀🚀🚀🚀",
+      "plain ascii text that is long",
+      "e\u0301e\u0301e\u0301e\u0301e\u0301e\u0301",
+    ]) {
       for (let width = 1; width <= 12; width++) {
         const cut = truncateToWidth(text, width)
         expect(displayWidth(cut)).toBeLessThanOrEqual(width)
@@ -92,7 +98,10 @@ describe("the sidebar", () => {
       [{ statusKind: "signaled", status: "exited (signal=SIGKILL)" }, "exited (signal=SIGKILL)"],
       [{ statusKind: "timed_out", status: "timed out after 5000 ms (signal=SIGTERM)" }, "timed out"],
       [{ statusKind: "stopped", status: "stopped", stoppedBy: "agent" }, "stopped"],
-      [{ statusKind: "stopped", status: "stopped (by the person at the screen)", stoppedBy: "person" }, "stopped by you"],
+      [
+        { statusKind: "stopped", status: "stopped (by the person at the screen)", stoppedBy: "person" },
+        "stopped by you",
+      ],
       [{ statusKind: "lost", status: "lost (the opencode server stopped while it ran)" }, "lost"],
       [{ statusKind: "failed", status: "failed" }, "failed"],
     ]
@@ -110,8 +119,18 @@ describe("the sidebar", () => {
 
   test("every row fits the width whatever the label and output: wide, emoji, hostile, huge", () => {
     const monitors = [
-      monitor({ id: "a", label: "漢字のラベル漢字のラベル漢字のラベル", linesSeen: 1, lastLines: [{ stream: "stdout", seq: 1, text: "漢".repeat(600) }] }),
-      monitor({ id: "b", label: HOSTILE, linesSeen: 123456, lastLines: [{ stream: "stderr", seq: 9, text: HOSTILE.repeat(40) }] }),
+      monitor({
+        id: "a",
+        label: "漢字のラベル漢字のラベル漢字のラベル",
+        linesSeen: 1,
+        lastLines: [{ stream: "stdout", seq: 1, text: "漢".repeat(600) }],
+      }),
+      monitor({
+        id: "b",
+        label: HOSTILE,
+        linesSeen: 123456,
+        lastLines: [{ stream: "stderr", seq: 9, text: HOSTILE.repeat(40) }],
+      }),
       monitor({ id: "c", label: "🚀".repeat(50), statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 }),
       monitor({ id: "d", label: "", statusKind: "stopped", status: "stopped", endedAt: 2_500 }),
     ]
@@ -128,8 +147,20 @@ describe("the sidebar", () => {
   test("ended monitors stay a while, then fold into a count; running ones come first", () => {
     const now = 10 * 60_000
     const monitors = [
-      monitor({ id: "old1", label: "old1", statusKind: "exited", status: "exited (code=0)", endedAt: now - SIDEBAR_DEFAULTS.keepEndedMs - 1 }),
-      monitor({ id: "old2", label: "old2", statusKind: "exited", status: "exited (code=1)", endedAt: now - SIDEBAR_DEFAULTS.keepEndedMs - 5 }),
+      monitor({
+        id: "old1",
+        label: "old1",
+        statusKind: "exited",
+        status: "exited (code=0)",
+        endedAt: now - SIDEBAR_DEFAULTS.keepEndedMs - 1,
+      }),
+      monitor({
+        id: "old2",
+        label: "old2",
+        statusKind: "exited",
+        status: "exited (code=1)",
+        endedAt: now - SIDEBAR_DEFAULTS.keepEndedMs - 5,
+      }),
       monitor({ id: "new", label: "recent", statusKind: "exited", status: "exited (code=3)", endedAt: now - 1_000 }),
       monitor({ id: "run", label: "server", startedAt: now - 5_000 }),
     ]
@@ -153,8 +184,14 @@ describe("the sidebar", () => {
   })
 
   test("a note (the remote fallback) is the last row and fits the sidebar; a long one is cut", () => {
-    expect(sidebarRows([monitor()], { ...options(2_000), note: REMOTE_NOTE }).at(-1)).toEqual({ text: REMOTE_NOTE, tone: "muted" })
-    const rows = sidebarRows([monitor()], { ...options(2_000), note: "from the session's messages; stop not available" })
+    expect(sidebarRows([monitor()], { ...options(2_000), note: REMOTE_NOTE }).at(-1)).toEqual({
+      text: REMOTE_NOTE,
+      tone: "muted",
+    })
+    const rows = sidebarRows([monitor()], {
+      ...options(2_000),
+      note: "from the session's messages; stop not available",
+    })
     expect(rows.at(-1)).toEqual({ text: "from the session's messages; stop n…", tone: "muted" })
   })
 })

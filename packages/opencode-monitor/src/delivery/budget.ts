@@ -211,7 +211,9 @@ export class ObservationBudget {
   private choose(priority: MonitorLine[], latest: MonitorLine | undefined, available: number) {
     if (priority.length === 0 || available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES) return undefined
     const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line.text) ? 1 : 2)
-    const ordered = priority.map((line) => ({ line, rank: rank(line) })).sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
+    const ordered = priority
+      .map((line) => ({ line, rank: rank(line) }))
+      .sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
     const chosen = new Set<MonitorLine>()
     let cost = ENVELOPE_OVERHEAD_BYTES
     for (const line of [...ordered.map((o) => o.line), ...(latest ? [latest] : [])]) {
@@ -241,12 +243,21 @@ export class ObservationBudget {
     const { held } = stream
     const budget: BudgetNote | undefined =
       held.lines > 0
-        ? { kind: how.summary ? "summary" : "held", lines: held.lines, bytes: held.bytes, sinceSequence: held.firstSeq - 1 }
+        ? {
+            kind: how.summary ? "summary" : "held",
+            lines: held.lines,
+            bytes: held.bytes,
+            sinceSequence: held.firstSeq - 1,
+          }
         : undefined
     const out: OutputBatch = {
       ...batch,
       lines: shown,
-      dropped: addDrops(addDrops(held.dropped, batch.dropped), { matched: held.lines, unmatched: 0, bytes: held.bytes }),
+      dropped: addDrops(addDrops(held.dropped, batch.dropped), {
+        matched: held.lines,
+        unmatched: 0,
+        bytes: held.bytes,
+      }),
       ...(budget ? { budget } : {}),
     }
     if (how.charge) {

@@ -76,7 +76,11 @@ export class DeliveryPolicy {
     let messages: Awaited<ReturnType<typeof readBack>>
     try {
       // Back far enough to see every message since the delivery was first queued.
-      messages = await readBack(this.api, delivery.sessionID, (read) => read.some(landed) || (read[0]?.created ?? 0) < since)
+      messages = await readBack(
+        this.api,
+        delivery.sessionID,
+        (read) => read.some(landed) || (read[0]?.created ?? 0) < since,
+      )
     } catch (error) {
       delivery.lastError = `history unavailable: ${errorText(error)}`
       return "unknown"
@@ -93,7 +97,9 @@ export class DeliveryPolicy {
     const now = this.now()
     delivery.failures++
     delivery.firstFailureAt ??= now
-    if (delivery.wake ? now - delivery.firstFailureAt >= WAKE_GIVE_UP_MS : delivery.attempts >= OBSERVATION_MAX_ATTEMPTS) {
+    if (
+      delivery.wake ? now - delivery.firstFailureAt >= WAKE_GIVE_UP_MS : delivery.attempts >= OBSERVATION_MAX_ATTEMPTS
+    ) {
       return { giveUp: true }
     }
     let delay = Math.min(MAX_RETRY_DELAY_MS, this.options.pendingRetryMs * 2 ** (delivery.failures - 1))

@@ -34,7 +34,9 @@ export function evaluateGates(input: GateInput): GateDecision {
   const lastUser = findLast(messages, (m) => m.role === "user" && !m.synthetic)
   const lastAssistant = findLast(
     messages,
-    (m) => m.role === "assistant" && !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
+    (m) =>
+      m.role === "assistant" &&
+      !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
   )
   const status = input.busy[input.sessionID]
   if (status !== undefined) return { open: false, reason: `session ${status}` }

@@ -44,7 +44,11 @@ export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${bat
  * wake), and it has been queued, counting from its first queue time (for a match wake told to
  * wait for wake_min_interval_ms, from the end of that wait), for at least the ceiling.
  */
-export function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
+export function shouldForceActiveDispatch(
+  delivery: Delivery,
+  now: number,
+  maxActiveDeferMs: number | undefined,
+): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
@@ -127,7 +131,8 @@ export class MonitorOutputInjector {
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
   private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
     return queue.deliveries.find(
-      (d) => shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.settleMatchWake(queue, d) === "wake",
+      (d) =>
+        shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.settleMatchWake(queue, d) === "wake",
     )
   }
 
@@ -246,10 +251,19 @@ export class MonitorOutputInjector {
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {
-      this.deps.api.log("warn", "monitor output send failed; will retry", { ...logFields(next, !!forced), kind, error: next.lastError })
+      this.deps.api.log("warn", "monitor output send failed; will retry", {
+        ...logFields(next, !!forced),
+        kind,
+        error: next.lastError,
+      })
       return this.retryLater(queue, next)
     }
-    this.settle(queue, next, forced ? "forced monitor output into a busy session" : "sent monitor output", forced ? "max_active_defer_ms reached" : "session idle")
+    this.settle(
+      queue,
+      next,
+      forced ? "forced monitor output into a busy session" : "sent monitor output",
+      forced ? "max_active_defer_ms reached" : "session idle",
+    )
     if (!forced) queue.holdUntil = scheduler.now() + this.options.postDispatchHoldMs
     queue.schedule(this.options.postDispatchHoldMs)
   }
@@ -298,7 +312,10 @@ export class MonitorOutputInjector {
     this.forgetMonitorKeys(delivery)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
-      this.deps.api.log("error", "monitor exit notice could not be delivered; giving up", { ...fields, label: delivery.label })
+      this.deps.api.log("error", "monitor exit notice could not be delivered; giving up", {
+        ...fields,
+        label: delivery.label,
+      })
       this.deps.onGiveUp?.(delivery)
     } else {
       this.deps.api.log("warn", "monitor output could not be delivered; dropped (still in monitor_output)", fields)
@@ -307,7 +324,10 @@ export class MonitorOutputInjector {
   }
 
   private sessionGone(delivery: Delivery): void {
-    this.deps.api.log("warn", "session is gone; dropping its monitor output", { ...logFields(delivery, false), error: delivery.lastError })
+    this.deps.api.log("warn", "session is gone; dropping its monitor output", {
+      ...logFields(delivery, false),
+      error: delivery.lastError,
+    })
     this.forgetSession(delivery.sessionID)
   }
 
@@ -321,7 +341,11 @@ export class MonitorOutputInjector {
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
     if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetMonitorKeys(delivery)
-    this.deps.api.log("info", message, { ...logFields(delivery, reason === "max_active_defer_ms reached"), reason, attempts: delivery.attempts })
+    this.deps.api.log("info", message, {
+      ...logFields(delivery, reason === "max_active_defer_ms reached"),
+      reason,
+      attempts: delivery.attempts,
+    })
   }
 
   private forgetMonitorKeys(delivery: Delivery): void {

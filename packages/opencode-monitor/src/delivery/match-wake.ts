@@ -70,7 +70,8 @@ export class MatchWakePolicy {
   /** The session is gone: its cap and the monitors that woke it (no exit wake will follow). */
   forgetSession(sessionID: string): void {
     this.sessions.delete(sessionID)
-    for (const [monitorId, monitor] of this.monitors) if (monitor.sessionID === sessionID) this.monitors.delete(monitorId)
+    for (const [monitorId, monitor] of this.monitors)
+      if (monitor.sessionID === sessionID) this.monitors.delete(monitorId)
   }
 }
 
@@ -118,7 +119,11 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     delivery.wake = false
   }
   const waiting = queue.filter((d) => d.batch.monitorId === batch.monitorId && d.batch.stillRunning && d.attempts === 0)
-  const absorbed = batch.stillRunning ? (isCandidate(delivery) || waiting.some(isCandidate) ? waiting : []) : waiting.filter(isCandidate)
+  const absorbed = batch.stillRunning
+    ? isCandidate(delivery) || waiting.some(isCandidate)
+      ? waiting
+      : []
+    : waiting.filter(isCandidate)
   if (absorbed.length === 0 && !isCandidate(delivery)) return undefined
   for (const older of [...absorbed].reverse()) {
     const merged = mergePending(older, delivery, bounds)

@@ -10,7 +10,11 @@ export type AuthorizeRequest = { command: string; label: string }
  * `external_directory` for path arguments outside the project, then `bash` with one pattern per
  * simple command. Without `ask`, only allowed_commands may run, judged per simple command.
  */
-export async function authorizeCommand(request: AuthorizeRequest, ctx: ToolContext, config: MonitorConfig): Promise<void> {
+export async function authorizeCommand(
+  request: AuthorizeRequest,
+  ctx: ToolContext,
+  config: MonitorConfig,
+): Promise<void> {
   const { command, label } = request
   const questions = await permissionQuestions(command, { directory: ctx.directory, worktree: ctx.worktree })
   if (typeof ctx.ask !== "function") return checkAllowedCommands(questions.programs, config)

@@ -50,7 +50,12 @@ export async function permissionQuestions(
   place: Place,
   isDirectory: (path: string) => boolean = (path) => statSync(path, { throwIfNoEntry: false })?.isDirectory() === true,
 ): Promise<PermissionQuestions> {
-  const questions = { dirs: new Set<string>(), patterns: new Set<string>(), always: new Set<string>(), programs: [] as string[] }
+  const questions = {
+    dirs: new Set<string>(),
+    patterns: new Set<string>(),
+    always: new Set<string>(),
+    programs: [] as string[],
+  }
   for (const simple of await parseSimpleCommands(command)) {
     const name = simple.words[0]
     if (name !== undefined && PATH_COMMANDS.has(name)) {
@@ -108,7 +113,8 @@ export function hiddenCommand(words: readonly string[]): string | undefined {
   const runner = RUNNERS[name]
   if (runner) {
     let i = 1
-    while (i < plain.length && (plain[i] ?? "").startsWith("-")) i += runner.valueOptions.includes(plain[i] ?? "") ? 2 : 1
+    while (i < plain.length && (plain[i] ?? "").startsWith("-"))
+      i += runner.valueOptions.includes(plain[i] ?? "") ? 2 : 1
     i += runner.before
     return i < words.length ? words.slice(i).join(" ") : undefined
   }

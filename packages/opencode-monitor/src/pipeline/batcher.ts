@@ -44,7 +44,11 @@ export class MonitorBatcher {
     private readonly monitorId: string,
     private readonly limits: BatchLimits,
     private readonly onBatch: (batch: OutputBatch) => void,
-    private readonly deps: { scheduler: Scheduler; takeDropped?: () => DropCounts; measure?: (line: MonitorLine) => number },
+    private readonly deps: {
+      scheduler: Scheduler
+      takeDropped?: () => DropCounts
+      measure?: (line: MonitorLine) => number
+    },
   ) {
     this.measure = deps.measure ?? ((line) => line.byteLength)
   }

@@ -84,8 +84,16 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     pendingDrops.bytes += bytes
   }
   const splitters: Record<MonitorStream, LineSplitter> = {
-    stdout: new LineSplitter(config.line_max_bytes, (bytes, truncated) => accept("stdout", bytes, truncated), countDropped),
-    stderr: new LineSplitter(config.line_max_bytes, (bytes, truncated) => accept("stderr", bytes, truncated), countDropped),
+    stdout: new LineSplitter(
+      config.line_max_bytes,
+      (bytes, truncated) => accept("stdout", bytes, truncated),
+      countDropped,
+    ),
+    stderr: new LineSplitter(
+      config.line_max_bytes,
+      (bytes, truncated) => accept("stderr", bytes, truncated),
+      countDropped,
+    ),
   }
 
   return {

@@ -166,10 +166,14 @@ function startWatchdog(pgid: number, graceMs: number, token: string): ChildProce
     'sleep "$grace"',
     'kill -KILL -"$pg" $(alive) $(bytok) 2>/dev/null',
   ].join("\n")
-  const watchdog = spawn("sh", ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000), token], {
-    stdio: ["pipe", "ignore", "ignore"],
-    detached: true,
-  })
+  const watchdog = spawn(
+    "sh",
+    ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000), token],
+    {
+      stdio: ["pipe", "ignore", "ignore"],
+      detached: true,
+    },
+  )
   watchdog.on("error", () => {})
   watchdog.stdin?.on("error", () => {})
   watchdog.unref()

@@ -69,7 +69,9 @@ export function scanProcessTable(): Promise<ProcStat[]> {
       const stats: ProcStat[] = []
       for (let i = 0; i < pids.length; i += 64) {
         const slice = pids.slice(i, i + 64)
-        const texts = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/stat`, "latin1").catch(() => undefined)))
+        const texts = await Promise.all(
+          slice.map((pid) => readFile(`/proc/${pid}/stat`, "latin1").catch(() => undefined)),
+        )
         texts.forEach((text, k) => {
           if (text !== undefined) stats.push(parseStat(Number(slice[k]), text))
         })
@@ -143,7 +145,9 @@ async function runEnvironmentScans(): Promise<void> {
     const pids = await processIds()
     for (let i = 0; i < pids.length; i += 32) {
       const slice = pids.slice(i, i + 32)
-      const environments = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)))
+      const environments = await Promise.all(
+        slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)),
+      )
       environments.forEach((environment, k) => {
         if (!environment || Number(slice[k]) === process.pid) return
         for (const query of queries) if (holdsEntry(environment, query.entry)) query.found.push(Number(slice[k]))

@@ -118,7 +118,8 @@ const STATUS_KINDS = new Set<string>(["running", "exited", "signaled", "timed_ou
 
 function parseEntry(entry: unknown): MonitorStateEntry | undefined {
   if (!isObject(entry)) return undefined
-  const { id, sessionID, label, startedAt, endedAt, statusKind, status, stoppedBy, pid, pidStartTime, linesSeen } = entry
+  const { id, sessionID, label, startedAt, endedAt, statusKind, status, stoppedBy, pid, pidStartTime, linesSeen } =
+    entry
   if (typeof id !== "string" || typeof sessionID !== "string" || typeof label !== "string") return undefined
   if (!isInt(startedAt) || !isInt(pid) || !isInt(linesSeen) || typeof status !== "string") return undefined
   if (typeof statusKind !== "string" || !STATUS_KINDS.has(statusKind)) return undefined

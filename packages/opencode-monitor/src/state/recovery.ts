@@ -93,13 +93,19 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
 }
 
 /** Takes a dead server's file for this process; undefined when there is nothing to take. */
-function claim(deps: RecoveryDeps, dir: string, name: string, self: Owner): { path: string; file: ServerStateFile } | undefined {
+function claim(
+  deps: RecoveryDeps,
+  dir: string,
+  name: string,
+  self: Owner,
+): { path: string; file: ServerStateFile } | undefined {
   const server = SERVER_FILE.exec(name)
   const taken = CLAIMED_FILE.exec(name)
   const match = server ?? taken
   if (!match) {
     // Temp files, the stop-requests folder and anything else are not records.
-    if (name.endsWith(".json")) deps.api.log("warn", "ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
+    if (name.endsWith(".json"))
+      deps.api.log("warn", "ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
     return undefined
   }
   const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
@@ -121,7 +127,10 @@ function claim(deps: RecoveryDeps, dir: string, name: string, self: Owner): { pa
     return undefined
   }
   if (parsed.file.server.directory !== deps.directory) {
-    deps.api.log("warn", "ignoring a monitor state file of another directory", { file: path, directory: parsed.file.server.directory })
+    deps.api.log("warn", "ignoring a monitor state file of another directory", {
+      file: path,
+      directory: parsed.file.server.directory,
+    })
     return undefined
   }
   const original = taken ? (taken[3] as string) : name
@@ -169,11 +178,17 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     status: ended ?? { kind: "lost", survivorPid: result.survivorPid },
     dropped: NO_DROPS,
   }
-  deps.api.log("info", ended ? "delivering an exit notice its stopped server still owed" : "reporting a monitor lost when its server stopped", {
-    ...fields,
-    status: formatStatus(batch.status),
-    survivorPid: result.survivorPid,
-  })
+  deps.api.log(
+    "info",
+    ended
+      ? "delivering an exit notice its stopped server still owed"
+      : "reporting a monitor lost when its server stopped",
+    {
+      ...fields,
+      status: formatStatus(batch.status),
+      survivorPid: result.survivorPid,
+    },
+  )
   await deps.deliver(batch, entry.label, entry.sessionID, history)
   return { ...result, outcome: "reported" }
 }

@@ -1,5 +1,15 @@
 import { randomBytes } from "node:crypto"
-import { type FSWatcher, mkdirSync, readdirSync, readFileSync, renameSync, rmSync, statSync, watch, writeFileSync } from "node:fs"
+import {
+  type FSWatcher,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  statSync,
+  watch,
+  writeFileSync,
+} from "node:fs"
 import { join } from "node:path"
 import { stopRequestDir } from "./format"
 

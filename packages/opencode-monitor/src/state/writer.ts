@@ -134,7 +134,9 @@ export class MonitorStateWriter {
       // Read once, while the leader surely runs; an ended leader's pid may already be reused.
       const pidStartTime =
         known?.pidStartTime ??
-        (known === undefined && info.status.kind === "running" ? (this.options.startTimeOf ?? processStartTime)(pid) : undefined)
+        (known === undefined && info.status.kind === "running"
+          ? (this.options.startTimeOf ?? processStartTime)(pid)
+          : undefined)
       this.entries.set(info.id, toEntry(info, pid, pidStartTime, lastLines))
     }
     for (const [id, entry] of this.entries) {
@@ -196,9 +198,11 @@ function toEntry(
     pid,
     pidStartTime,
     linesSeen: info.counters.total,
-    lastLines: lastLines.slice(-STATE_LAST_LINES).map(
-      (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
-    ),
+    lastLines: lastLines
+      .slice(-STATE_LAST_LINES)
+      .map(
+        (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
+      ),
   }
 }
 

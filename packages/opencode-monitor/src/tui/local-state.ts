@@ -61,7 +61,8 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
     }
   }
   snapshot.monitors = [...newest.values()].map((entry) => entry.view)
-  if (unreadable > 0) snapshot.notes.push(`${unreadable} unreadable monitor state ${unreadable === 1 ? "file" : "files"} skipped`)
+  if (unreadable > 0)
+    snapshot.notes.push(`${unreadable} unreadable monitor state ${unreadable === 1 ? "file" : "files"} skipped`)
   if (otherFormat > 0) {
     snapshot.notes.push(
       `${otherFormat} state ${otherFormat === 1 ? "file" : "files"} from another opencode-monitor version skipped: update both parts to the same version`,
@@ -74,7 +75,11 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
  * The state file drops an ended monitor after a while; the TUI keeps the ones it saw, so the
  * sidebar can still count them. `memory` is the TUI's own map; at most `max` are kept.
  */
-export function withRemembered(memory: Map<string, MonitorView>, current: readonly MonitorView[], max = 200): MonitorView[] {
+export function withRemembered(
+  memory: Map<string, MonitorView>,
+  current: readonly MonitorView[],
+  max = 200,
+): MonitorView[] {
   const present = new Set(current.map((m) => m.id))
   for (const monitor of current) {
     if (monitor.statusKind === "running") continue
@@ -85,7 +90,10 @@ export function withRemembered(memory: Map<string, MonitorView>, current: readon
     if (memory.size <= max) break
     memory.delete(id)
   }
-  return [...current, ...[...memory.values()].filter((m) => !present.has(m.id)).map((m) => ({ ...m, serverPid: undefined }))]
+  return [
+    ...current,
+    ...[...memory.values()].filter((m) => !present.has(m.id)).map((m) => ({ ...m, serverPid: undefined })),
+  ]
 }
 
 /** Is the process alive and, when its start time is known, still the same process (not a reused pid)? */

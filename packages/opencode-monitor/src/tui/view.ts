@@ -84,7 +84,10 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
     .slice(0, options.maxEnded)
   const folded = all.length - running.length - recent.length
   const rows: Row[] = [
-    { text: truncateToWidth(`Monitors${running.length > 0 ? ` (${running.length} running)` : ""}`, width), tone: "title" },
+    {
+      text: truncateToWidth(`Monitors${running.length > 0 ? ` (${running.length} running)` : ""}`, width),
+      tone: "title",
+    },
   ]
   for (const monitor of [...running, ...recent]) {
     const status = shortStatus(monitor, options.now)
@@ -119,13 +122,17 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
   line(`Status: ${screenLine(monitor.status) || monitor.statusKind}`, toneOf(monitor))
   if (monitor.stoppedBy) line(`Stopped by: ${screenLine(monitor.stoppedBy)}`, "muted")
   const ended = monitor.endedAt ?? now
-  line(`Started: ${new Date(monitor.startedAt).toISOString()} (${formatElapsed(ended - monitor.startedAt)} run)`, "muted")
+  line(
+    `Started: ${new Date(monitor.startedAt).toISOString()} (${formatElapsed(ended - monitor.startedAt)} run)`,
+    "muted",
+  )
   line(`Lines seen: ${monitor.linesSeen}`, "text")
   line("", "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")
   else {
     line(`Last ${monitor.lastLines.length} retained lines:`, "muted")
-    for (const l of monitor.lastLines) line(`[${l.stream} seq=${l.seq}] ${screenLine(l.text)}`, l.stream === "stderr" ? "warning" : "text")
+    for (const l of monitor.lastLines)
+      line(`[${l.stream} seq=${l.seq}] ${screenLine(l.text)}`, l.stream === "stderr" ? "warning" : "text")
   }
   return rows
 }

@@ -45,7 +45,13 @@ export function testBatch(
 ): OutputBatch {
   const lines = Array.from({ length: opts.lines ?? 1 }, (_, i) => {
     const wake = opts.wakeAt?.includes(i) ?? false
-    const line = new MonitorLine(seq * 100 + i, "stdout", enc.encode(wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`), false, true)
+    const line = new MonitorLine(
+      seq * 100 + i,
+      "stdout",
+      enc.encode(wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`),
+      false,
+      true,
+    )
     line.wake = wake
     return line
   })

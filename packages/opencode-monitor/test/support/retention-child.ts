@@ -48,7 +48,10 @@ for (let round = 0; round < perSession; round++) {
 rss()
 await Bun.sleep(1_000)
 const after = rss()
-const readable = Array.from({ length: sessions }, (_, k) => manager.list(`ses_${k}`, true).length).reduce((a, b) => a + b, 0)
+const readable = Array.from({ length: sessions }, (_, k) => manager.list(`ses_${k}`, true).length).reduce(
+  (a, b) => a + b,
+  0,
+)
 console.log(
   `RETENTION_RESULT ${JSON.stringify({
     sessions,
