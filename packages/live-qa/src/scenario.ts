@@ -62,6 +62,24 @@ export function waitForReply(
   )
 }
 
+/**
+ * A wake as the person would see it: the envelope that wakes the session, the assistant turn that
+ * answers it, and the session idle again.
+ */
+export async function waitForWake(
+  qa: MonitorQA,
+  sessionID: string,
+  match: (envelope: Envelope) => boolean,
+  replyMatch: (text: string) => boolean,
+  what: string,
+  timeoutMs = 60_000,
+): Promise<{ envelope: Envelope; reply: SessionMessage }> {
+  const envelope = await waitForEnvelope(qa, sessionID, match, what, timeoutMs)
+  const reply = await waitForReply(qa, sessionID, envelope.message.info.id, replyMatch, `the answer to ${what}`)
+  await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+  return { envelope, reply }
+}
+
 /** Live (non-zombie) processes whose arguments contain `marker`, or that sit in one of `groups`. */
 /** The parent's messages after `parentWithChild`, when nothing else reached it. */
 export const PARENT_OWN_TURN = [

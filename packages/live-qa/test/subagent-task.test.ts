@@ -12,7 +12,15 @@
 import { afterEach, expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
-import { after, explained, isAssistant, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts"
+import {
+  after,
+  explained,
+  isAssistant,
+  planPrompt,
+  waitForEnvelope,
+  waitForReply,
+  waitForWake,
+} from "../src/scenario.ts"
 import { textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
 let qa: MonitorQA | undefined
@@ -74,21 +82,13 @@ test("task tool, default: the subagent's exit notice wakes the root, attributed,
   const { rootID, childID, rootSaid } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 4; exit 9", label: LABEL }],
   ])
-  const notice = await waitForEnvelope(
+  const { envelope: notice, reply: report } = await waitForWake(
     live,
     rootID,
     (e) => e.status !== "running",
-    "the exit notice in the root",
-    60_000,
-  )
-  const report = await waitForReply(
-    live,
-    rootID,
-    notice.message.info.id,
     (t) => t.includes("exit code 9"),
-    "the root's report",
+    "the exit notice in the root",
   )
-  await waitForIdle(live.server.client, rootID, 30_000, { busyGraceMs: 0 })
   await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { root: rootID, child: childID }, async () => {
@@ -139,21 +139,13 @@ test("task tool: a monitor that exits while the subagent still works wakes the r
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 1; exit 9", label: LABEL }],
     ["bash", { command: "sleep 6", description: "more work" }],
   ])
-  const notice = await waitForEnvelope(
+  const { envelope: notice, reply: report } = await waitForWake(
     live,
     rootID,
     (e) => e.status !== "running",
-    "the exit notice in the root",
-    60_000,
-  )
-  const report = await waitForReply(
-    live,
-    rootID,
-    notice.message.info.id,
     (t) => t.includes("exit code 9"),
-    "the root's report",
+    "the exit notice in the root",
   )
-  await waitForIdle(live.server.client, rootID, 30_000, { busyGraceMs: 0 })
   await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { root: rootID, child: childID }, async () => {

@@ -21,6 +21,7 @@ import {
   waitForEnvelope,
   waitForProcess,
   waitForReply,
+  waitForWake,
 } from "../src/scenario.ts"
 import { type SessionMessage, sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
@@ -66,15 +67,14 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
   )
   // The shell may exec its last command (`sleep 120`), which drops the marker: follow the group.
   const groups = await waitForProcess(marker, "the dev server")
-  const wake = await waitForEnvelope(live, sessionID, isMatchWake, "the readiness wake", 45_000)
-  const report = await waitForReply(
+  const { envelope: wake, reply: report } = await waitForWake(
     live,
     sessionID,
-    wake.message.info.id,
+    isMatchWake,
     (t) => t.startsWith("REPORT:"),
-    "the REPORT turn",
+    "the readiness wake",
+    45_000,
   )
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { dev: sessionID }, async () => {
     // Woken while the server still runs, with the line and why.
@@ -254,15 +254,14 @@ test("a match while the agent is busy in a long bash call: no wake during the tu
   )
   // The shell may exec its last command (`sleep 120`), which drops the marker: follow the group.
   const groups = await waitForProcess(marker, "the server process")
-  const wake = await waitForEnvelope(live, sessionID, isMatchWake, "the match wake", 60_000)
-  const report = await waitForReply(
+  const { envelope: wake, reply: report } = await waitForWake(
     live,
     sessionID,
-    wake.message.info.id,
+    isMatchWake,
     (t) => t.startsWith("REPORT:"),
-    "the REPORT turn",
+    "the match wake",
+    60_000,
   )
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { srv: sessionID }, async () => {
     const messages = await live.messages(sessionID)
