@@ -120,11 +120,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     onStarted: () => writer?.changed(),
     shell: currentShell,
     onBatch(batch, monitor) {
-      // A person stopped it from the TUI: the agent learns it as an observation in its own
-      // session (Status: stopped (by the person at the screen)), and nobody is woken.
-      if (monitor.stoppedBy === "person")
-        injector.enqueue(batch, { sessionID: monitor.sessionID, wake: false }, monitor.label)
-      else enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined, monitor.wakeLimit)
+      enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined, monitor.wakeLimit)
     },
     onError(monitorId, error) {
       api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) })

@@ -82,18 +82,21 @@ describe("finding 2: a wake is not abandoned after a short outage", () => {
 })
 
 describe("finding 3: the wake keeps the agent and model however far back the person's message is", () => {
-  test("the latest real user message is found behind 200 observations, with an idle queue in between", async () => {
-    const { api, advance, wake } = setup()
-    api.addMessage(S, { role: "user", ...PLAN, text: "watch the build" })
-    api.addMessage(S, { role: "assistant", agent: "plan" })
-    await advance(10_000)
-    for (let i = 0; i < 200; i++) api.addMessage(S, { role: "user", synthetic: true, text: `observation ${i}` })
-    await advance(10_000)
-    wake(terminalBatch())
-    await advance(5_000)
-    expect(api.sent).toHaveLength(1)
-    expect(api.sent[0]).toMatchObject(PLAN)
-  })
+  for (const observations of [200, 1_000]) {
+    test(`the latest real user message is found behind ${observations} observations, with an idle queue in between`, async () => {
+      const { api, advance, wake } = setup()
+      api.addMessage(S, { role: "user", ...PLAN, text: "watch the build" })
+      api.addMessage(S, { role: "assistant", agent: "plan" })
+      await advance(10_000)
+      for (let i = 0; i < observations; i++)
+        api.addMessage(S, { role: "user", synthetic: true, text: `observation ${i}` })
+      await advance(10_000)
+      wake(terminalBatch())
+      await advance(5_000)
+      expect(api.sent).toHaveLength(1)
+      expect(api.sent[0]).toMatchObject(PLAN)
+    })
+  }
 })
 
 describe("identity from what the plugin sees", () => {

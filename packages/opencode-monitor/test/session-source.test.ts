@@ -76,6 +76,14 @@ describe("routeBatch", () => {
     expect(routeBatch({ kind: "primary" }, "ses_p", terminal, "off")).toEqual([{ sessionID: "ses_p", wake: true }])
   })
 
+  test("a person's stop from the TUI goes to the owning session as an observation: nobody is woken", () => {
+    const personStop = { ...terminal, status: { kind: "stopped" as const, signal: "SIGTERM", byPerson: true as const } }
+    expect(routeBatch({ kind: "primary" }, "ses_p", personStop, "parent")).toEqual([
+      { sessionID: "ses_p", wake: false },
+    ])
+    expect(routeBatch(subagent, "ses_child", personStop, "parent")).toEqual([{ sessionID: "ses_child", wake: false }])
+  })
+
   test("subagent with subagent_wake=off: the child keeps the exit notice as an observation, nobody is woken", () => {
     expect(routeBatch(subagent, "ses_child", terminal, "off")).toEqual([{ sessionID: "ses_child", wake: false }])
   })

@@ -48,6 +48,16 @@ describe("monitor tools through the plugin's hooks", () => {
     )
   })
 
+  test("the person gets a toast when a monitor ends: success for exit 0, warning for a timeout, error otherwise", async () => {
+    const { run, api } = plugin()
+    await run("monitor_start", { command: "exit 0", label: "ok" })
+    await run("monitor_start", { command: "sleep 5", label: "slow", timeout_ms: 300 })
+    await run("monitor_start", { command: "exit 2", label: "bad" })
+    expect(await waitFor(() => api.toasts.length === 3, 10_000)).toBe(true)
+    const variantOf = (label: string) => api.toasts.find((t) => t.title === `monitor ${label}`)?.variant
+    expect([variantOf("ok"), variantOf("slow"), variantOf("bad")]).toEqual(["success", "warning", "error"])
+  })
+
   test("monitor_start tells the agent who is woken: itself, or for a subagent the root session", async () => {
     const { run, api } = plugin()
     api.parents.set("ses_child", "ses_mid")

@@ -110,7 +110,9 @@ export type Route = { sessionID: string; wake: boolean; subagentSessionID?: stri
  * naming the child, and a batch carrying a match goes to the child as an observation and to the
  * root as a match wake; with `"off"` both stay in the child as observations. Automation:
  * observations only, never woken. Streaming batches go to the owning session whatever its source.
- * A match wake may still turn into an observation (MatchWakePolicy, past `wake_limit`).
+ * A match wake may still turn into an observation (MatchWakePolicy, past `wake_limit`). A person's
+ * stop from the TUI is news for the agent that started the monitor, not a reason to wake anyone:
+ * it goes to the owning session as an observation.
  */
 export function routeBatch(
   source: SessionSource,
@@ -119,6 +121,8 @@ export function routeBatch(
   subagentWake: "off" | "parent",
 ): Route[] {
   const terminal = isTerminalBatch(batch)
+  if (terminal && batch.status.kind === "stopped" && batch.status.byPerson)
+    return [{ sessionID: ownerSessionID, wake: false }]
   const wake = terminal || carriesWake(batch)
   if (source.kind === "primary") return [{ sessionID: ownerSessionID, wake }]
   const own: Route = { sessionID: ownerSessionID, wake: false }
