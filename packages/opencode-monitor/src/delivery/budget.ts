@@ -201,7 +201,8 @@ export class ObservationBudget {
   }
 
   private isPriority(stream: Stream, line: MonitorLine): boolean {
-    return line.seq <= STARTUP_LINES || isErrorLooking(line.text) || (stream.hasPattern && line.matched)
+    // Checked on every line of a flood past the budget: decoding the text comes last.
+    return line.seq <= STARTUP_LINES || (stream.hasPattern && line.matched) || isErrorLooking(line.text)
   }
 
   /**
