@@ -156,6 +156,14 @@ export const MUTATIONS: Mutation[] = [
     tests: DELIVERY,
   },
   {
+    id: "routing-person-stop-wakes",
+    what: "a person's stop from the TUI wakes the session like an exit",
+    file: "src/delivery/session-source.ts",
+    find: '  if (terminal && batch.status.kind === "stopped" && batch.status.byPerson)',
+    replace: "  if (false)",
+    tests: [...DELIVERY, "stop-requests.test.ts"],
+  },
+  {
     id: "routing-automation-primary",
     what: "automation sessions are treated as primary",
     file: "src/delivery/session-source.ts",
