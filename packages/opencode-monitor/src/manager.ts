@@ -40,6 +40,8 @@ export type MonitorSnapshot = {
   info: MonitorInfo
   /** The process group leader. */
   pid: number
+  /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
+  tokenHash?: string
   /** The last retained lines, oldest first. */
   lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
 }
@@ -315,6 +317,7 @@ export class MonitorManager {
     return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
       info,
       pid: process.pid,
+      tokenHash: process.tokenHash,
       lastLines: pipeline.ring.query({
         sinceSequence: Math.max(0, info.counters.lastSeq - lastLines),
         limit: lastLines,

@@ -4,6 +4,8 @@ export type Leftovers = {
   survivors?: number[]
   /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
   pipesHeld?: boolean
+  /** Not observed by this server: what a previous server's state record says (restart recovery, SPEC §12). */
+  recorded?: true
 }
 
 export type MonitorStatus =
@@ -13,12 +15,18 @@ export type MonitorStatus =
   | ({ kind: "timed_out"; afterMs: number; signal: string | null } & Leftovers)
   | ({ kind: "stopped"; signal: string | null; byPerson?: true } & Leftovers)
   /** The server that ran it stopped while it ran (reported by the next server, SPEC §12). */
-  | ({ kind: "lost"; survivorPid: number | undefined } & Leftovers)
+  | ({
+      kind: "lost"
+      survivorPid: number | undefined
+      /** The record names a leader that still runs but does not prove it is this monitor's: not signalled. */
+      unverified?: { pid: number; reason: string }
+    } & Leftovers)
 
 /** The `Status:` text of an envelope, also used in tool results and toasts. */
 export function formatStatus(status: MonitorStatus): string {
   if (status.kind === "running") return "running"
   let text = formatEnd(status)
+  if (status.recorded) text += ", as the previous opencode server recorded it (not observed by this server)"
   if (status.survivors?.length) {
     text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
   }
@@ -40,6 +48,9 @@ function formatEnd(status: Exclude<MonitorStatus, { kind: "running" }>): string 
     case "stopped":
       return status.byPerson ? "stopped (by the person at the screen)" : "stopped"
     case "lost":
+      if (status.unverified) {
+        return `lost (the opencode server stopped while it ran; its record names process ${status.unverified.pid} as still running, unverified: ${status.unverified.reason}, so it was not signalled)`
+      }
       return status.survivorPid === undefined
         ? "lost (the opencode server stopped while it ran)"
         : `lost (the opencode server stopped while it ran; its process ${status.survivorPid} is still running and could not be stopped)`

@@ -1,4 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
 import type { Readable } from "node:stream"
 import { shellInvocation } from "./shell"
 import {
@@ -21,6 +22,8 @@ export class SpawnError extends Error {
 
 export interface MonitoredProcess {
   readonly pid: number
+  /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
+  readonly tokenHash: string
   readonly stdout: Readable
   readonly stderr: Readable
   /** Resolves when the group leader (`sh -c`) has exited. */
@@ -108,6 +111,7 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   }
   return {
     pid,
+    tokenHash: hashToken(token),
     stdout: child.stdout,
     stderr: child.stderr,
     exited,
@@ -149,6 +153,11 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
     },
   }
+}
+
+/** How a state record names a token without holding it. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token).digest("hex")
 }
 
 function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {

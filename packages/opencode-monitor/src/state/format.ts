@@ -15,6 +15,8 @@ export const STATE_LAST_LINES = 5
 export const STATE_LINE_TEXT_MAX = 512
 /** At most this many monitors per file (running first, then the newest ended ones). */
 export const STATE_MAX_MONITORS = 64
+/** A server's record is small (64 monitors × 5 lines of 512 characters); a larger file is not read. */
+export const STATE_FILE_MAX_BYTES = 1024 * 1024
 
 export type StateStatusKind = "running" | "exited" | "signaled" | "timed_out" | "stopped" | "failed" | "lost"
 
@@ -42,6 +44,11 @@ export type MonitorStateEntry = {
    * delivers it with the recorded status.
    */
   wakePending?: boolean
+  /**
+   * sha256 of the token in the monitor's environment (turn 3): recovery signals a leader only when
+   * it carries the token with this hash, which a forger who names another process cannot supply.
+   */
+  tokenHash?: string
 }
 
 export type ServerStateFile = {
@@ -145,6 +152,9 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     linesSeen,
     lastLines,
     ...(entry.wakePending === true ? { wakePending: true } : {}),
+    ...(typeof entry.tokenHash === "string" && /^[0-9a-f]{64}$/.test(entry.tokenHash)
+      ? { tokenHash: entry.tokenHash }
+      : {}),
   }
 }
 

@@ -1,4 +1,21 @@
+import type { SessionMessage } from "../../src/delivery/session-api"
 import type { MonitorStateEntry } from "../../src/state/format"
+
+/** An assistant message whose completed monitor_start calls returned these ids: what proves a session's monitor. */
+export function startMessage(...monitorIds: string[]): SessionMessage {
+  return {
+    role: "assistant",
+    created: 0,
+    completed: 0,
+    finish: "stop",
+    toolRunning: false,
+    synthetic: false,
+    agent: undefined,
+    model: undefined,
+    text: "",
+    startedMonitors: monitorIds,
+  }
+}
 
 /** One state-file entry: a running monitor of ses_1 with two last lines (pid 999999999: no such process). */
 export function stateEntry(id: string, overrides: Partial<MonitorStateEntry> = {}): MonitorStateEntry {
