@@ -17,7 +17,6 @@ import {
 import { historyShowsStart, type ProcessFacts, procFacts, proveLeader } from "./recovery-proof"
 import { inodeOf, listPrivateDir, readPrivateFile, SkipLog } from "./safe-file"
 
-
 type Owner = { pid: number; pidStartTime: string | undefined }
 
 export type RecoveryDeps = {
