@@ -112,6 +112,43 @@ describe("a forged state record (repro recover-forge)", () => {
   }, 20_000)
 })
 
+describe("a forged record naming pid 1", () => {
+  // kill(-1) reaches every process the caller may signal: it is only ever tried inside a fresh PID
+  // namespace, where that is the namespace's own processes (the script checks it is in one first).
+  test("signals nothing, run where kill(-1) could only reach the test's own namespace", async () => {
+    const project = tempDir("omo-attack-proj-")
+    const state = tempDir("omo-attack-state-")
+    const script = join(import.meta.dir, "support", "recover-pid1.ts")
+    const child = Bun.spawn({
+      cmd: [
+        "unshare",
+        "--pid",
+        "--fork",
+        "--mount-proc",
+        // pid 1 of the namespace leads its own session and group, as a monitor's leader would.
+        "setsid",
+        "sh",
+        "-c",
+        `"$0" "$1" "$2" "$3"; true`,
+        process.execPath,
+        script,
+        project,
+        state,
+      ],
+      stdout: "pipe",
+      stderr: "pipe",
+    })
+    const timer = setTimeout(() => child.kill("SIGKILL"), 20_000)
+    const out = await new Response(child.stdout).text()
+    clearTimeout(timer)
+    const result = JSON.parse(out.trim().split("\n").pop() as string)
+    expect(result.error).toBeUndefined()
+    expect(result.victimAlive).toBe(true)
+    expect(result.statuses).toHaveLength(1)
+    expect(JSON.parse(result.statuses[0]).unverified.reason).toBe("pid 1 is never signalled")
+  }, 30_000)
+})
+
 describe("stop requests (repro stop-forge-and-symlink)", () => {
   test("T2: a monitored command forging a person's stop for another session's monitor stops nothing", async () => {
     const project = tempDir("omo-attack-proj-")
@@ -147,6 +184,8 @@ describe("stop requests (repro stop-forge-and-symlink)", () => {
       writeStopRequest(dir, { serverPid: process.pid, sessionID: "ses_victim", monitorId: witness })
       const stopped = (id: string) => instance.manager.get("ses_victim", id)?.status.kind === "stopped"
       expect(await waitFor(() => stopped(witness), 10_000)).toBe(true)
+      // A stop taken is marked at once (stoppedBy), before the group has ended.
+      expect(instance.manager.get("ses_victim", victim)?.stoppedBy).toBeUndefined()
       expect(instance.manager.get("ses_victim", victim)?.status.kind).toBe("running")
       expect(readdirSync(join(dir, "stop-requests"))).toContain("stop-forged.json")
     } finally {
