@@ -45,7 +45,14 @@ const record = {
 }
 writeFileSync(join(dir, "server-999999999-1.json"), JSON.stringify(record), { mode: 0o600 })
 const statuses: string[] = []
-const start = { role: "assistant", created: 0, completed: 0, finish: "stop", toolRunning: false, synthetic: false }
+const start = {
+  role: "assistant" as const,
+  created: 0,
+  completed: 0,
+  finish: "stop",
+  toolRunning: false,
+  synthetic: false,
+}
 await recoverLostMonitors({
   directory,
   env,
