@@ -191,8 +191,9 @@ export class MonitorManager {
     const env = this.deps.env ?? process.env
     const shell = this.deps.shell?.() ?? "sh"
     const [first] = await parseSimpleCommands(command)
+    const label = sanitizeLabel(request.label ?? programName(first?.argv ?? []))
     const missing = findMissingProgram(first && programWord(first.argv), shell, request.directory, env.PATH)
-    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`)
+    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command (${label}): ${missing}.`)
 
     let child: MonitoredProcess
     try {
@@ -205,7 +206,7 @@ export class MonitorManager {
       })
     } catch (error) {
       if (error instanceof SpawnError)
-        throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
+        throw new MonitorError("spawn_failed", `Cannot start the command (${label}): ${error.message}.`)
       throw error
     }
 
@@ -224,7 +225,7 @@ export class MonitorManager {
     const info: MonitorInfo = {
       id,
       sessionID: request.sessionID,
-      label: sanitizeLabel(request.label ?? programName(first?.argv ?? [])),
+      label,
       pattern: request.matchPattern || undefined,
       wakePattern: wakeFilter ? request.wakePattern : undefined,
       wakeLimit: wakeFilter ? wakeLimit : 0,

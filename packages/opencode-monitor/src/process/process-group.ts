@@ -72,12 +72,18 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
   const invocation = shellInvocation(options.shell ?? "sh", options.command)
-  const child = spawn(invocation.file, invocation.args, {
-    cwd: options.cwd,
-    env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-  })
+  let child: ChildProcess
+  try {
+    child = spawn(invocation.file, invocation.args, {
+      cwd: options.cwd,
+      env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    })
+  } catch (error) {
+    // Bun (and Node for a NUL byte) throw some spawn failures at once instead of emitting "error".
+    throw new SpawnError(describeSpawnError(error as NodeJS.ErrnoException, options.cwd))
+  }
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve())
     child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd))))
@@ -256,5 +262,12 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
 function describeSpawnError(error: NodeJS.ErrnoException, cwd: string): string {
   if (error.code === "ENOENT") return `cannot start sh in ${cwd}: the directory or sh does not exist (${error.message})`
   if (error.code === "EACCES") return `cannot start sh in ${cwd}: permission denied (${error.message})`
+  if (error.code === "ENOTDIR") return `cannot start sh in ${cwd}: it is not a directory (${error.message})`
+  if (error.code === "E2BIG") {
+    return `the command and environment are longer than the system allows for one program (${error.message}); put a long script in a file and run that`
+  }
+  if (error.code === "ERR_INVALID_ARG_VALUE" && /null bytes/.test(error.message)) {
+    return "the command contains a NUL byte, which no shell can receive; remove it"
+  }
   return error.message
 }
