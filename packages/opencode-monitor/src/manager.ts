@@ -83,6 +83,8 @@ type Monitor = {
   silenced: boolean
   /** The pipes had to be closed by the monitor: something it could not find held them open. */
   pipesHeld: boolean
+  /** What still ran of the monitor after its leader exited (and was then stopped). */
+  leftBehind: { pid: number; name: string }[]
   done: Promise<void>
 }
 
@@ -245,6 +247,7 @@ export class MonitorManager {
       leaderExited: false,
       silenced: false,
       pipesHeld: false,
+      leftBehind: [],
       done: Promise.resolve(),
     }
     this.monitors.set(id, monitor)
@@ -358,8 +361,10 @@ export class MonitorManager {
       // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
       const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = monitor.stopSignal ? await monitor.stopSignal : null
-      if (!drained) await child.trackPipeHolders()
-      if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
+      // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
+      // token: searched once more, stopped, and named in the status before it says how it ended.
+      monitor.leftBehind = await child.leftBehind(!drained)
+      if (monitor.leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms)
       if (!drained && !(await settlesWithin(reading, 1_000))) {
         monitor.pipesHeld = true
         child.stdout.destroy()
@@ -424,6 +429,7 @@ export class MonitorManager {
 function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
   const survivors = monitor.process.survivors()
   const leftovers = {
+    ...(monitor.leftBehind.length > 0 ? { leftBehind: monitor.leftBehind } : {}),
     ...(survivors.length > 0 ? { survivors } : {}),
     ...(monitor.pipesHeld ? { pipesHeld: true } : {}),
   }

@@ -1,5 +1,7 @@
 /** What a monitor could not clean up; said with its status instead of claiming a clean end. */
 export type Leftovers = {
+  /** Still running after the leader exited (an escaped daemon, a group member): stopped by the monitor. */
+  leftBehind?: { pid: number; name: string }[]
   /** Processes still running after the final SIGKILL, or that may not be signalled (EPERM). */
   survivors?: number[]
   /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
@@ -26,6 +28,9 @@ export type MonitorStatus =
 export function formatStatus(status: MonitorStatus): string {
   if (status.kind === "running") return "running"
   let text = formatEnd(status)
+  if (status.leftBehind?.length) {
+    text += `; stopped what it left running: ${status.leftBehind.map((p) => `pid ${p.pid} (${p.name})`).join(", ")}`
+  }
   if (status.recorded) text += ", as the previous opencode server recorded it (not observed by this server)"
   if (status.survivors?.length) {
     text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`

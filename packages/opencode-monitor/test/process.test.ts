@@ -75,7 +75,10 @@ describe("a monitored process", () => {
     const { m, collector } = manager()
     const info = await start(m, `sh -c 'sleep 1000 # ${marker}' & echo leader-done; exit 0`)
     const ended = await collector.whenEnded(info.id)
-    expect(ended.status).toEqual({ kind: "exited", code: 0 })
+    // What it left running was stopped, and the status says so.
+    const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
+    expect(status).toEqual({ kind: "exited", code: 0 })
+    expect(leftBehind?.map((p) => p.name).sort()).toEqual(["sh", "sleep"])
     expect(collector.linesOf(info.id)).toEqual(["leader-done"])
     expect(liveProcesses(marker)).toEqual([])
   })
@@ -214,7 +217,9 @@ describe("end of process", () => {
     const began = Date.now()
     const info = await start(m, `sleep 1000 & # ${marker}\necho tail-line; exit 4`)
     const ended = await collector.whenEnded(info.id)
-    expect(ended.status).toEqual({ kind: "exited", code: 4 })
+    const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
+    expect(status).toEqual({ kind: "exited", code: 4 })
+    expect(leftBehind?.map((p) => p.name)).toEqual(["sleep"])
     expect(collector.linesOf(info.id)).toEqual(["tail-line"])
     expect(Date.now() - began).toBeLessThan(5_000)
     expect(liveProcesses(marker)).toEqual([])

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
+import { readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
 import { shellInvocation } from "./shell"
 import {
@@ -44,6 +45,12 @@ export interface MonitoredProcess {
    * `groupAlive` and `terminateGroup` include them wherever they escaped to; resolves to their pids.
    */
   trackPipeHolders(): Promise<number[]>
+  /**
+   * After the leader exited: what of the monitor still runs, found once more by the token search
+   * (plus the pipe-holder search when the pipes are still open), the session and group, and the
+   * processes tracked since the start. Named by pid and command name, so the status can say them.
+   */
+  leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]>
   /** Disarms the watchdog once the group is known to be gone. */
   release(): void
 }
@@ -132,6 +139,17 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       tracker.track(holders)
       return holders
     },
+    async leftBehind(pipesOpen) {
+      if (!canTrack) return signalPid(-pid, 0) === "sent" ? [{ pid, name: "process group" }] : []
+      // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
+      const holders = pipesOpen && outputs.length > 0 ? await findHolders(outputs) : []
+      tracker.track([...holders, ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
+      tracker.adopt(await scanProcessTable())
+      return tracker
+        .live()
+        .filter((stat) => stat.pid !== pid && isLive(stat))
+        .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid) }))
+    },
     signalGroupNow: () => {
       signalAll("SIGTERM")
     },
@@ -158,6 +176,22 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       // With survivors the watchdog stays armed: it tries again if the server dies.
       if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
     },
+  }
+}
+
+/**
+ * The short command name of a process (/proc/<pid>/comm), "?" when it cannot be read. A process
+ * sets its own name (up to 15 bytes, any bytes): only plain characters are kept, as it lands in a status line.
+ */
+function commandName(pid: number): string {
+  try {
+    return (
+      readFileSync(`/proc/${pid}/comm`, "latin1")
+        .trim()
+        .replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
+    )
+  } catch {
+    return "?"
   }
 }
 
