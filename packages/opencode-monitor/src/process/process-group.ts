@@ -65,6 +65,7 @@ export type SpawnOptions = {
 }
 
 const POLL_MS = 25
+const ENVIRONMENT_RESCAN_MS = 50
 /** Set in the command's environment to a token of its monitor. */
 export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
 
@@ -144,6 +145,10 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
       const holders = pipesOpen && outputs.length > 0 ? await findHolders(outputs) : []
       tracker.track([...holders, ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
+      // A process in the middle of an exec shows an empty environment for a moment (a daemon that
+      // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
+      await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
+      tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
       tracker.adopt(await scanProcessTable())
       return tracker
         .live()
