@@ -272,8 +272,8 @@ export const MUTATIONS: Mutation[] = [
     id: "process-not-own-group",
     what: "the command does not get its own process group",
     file: "src/process/process-group.ts",
-    find: "detached: true,\n  })\n  await",
-    replace: "detached: false,\n  })\n  await",
+    find: "      detached: true,\n    })\n  } catch (error) {",
+    replace: "      detached: false,\n    })\n  } catch (error) {",
     tests: ["process.test.ts"],
   },
   {
