@@ -1,10 +1,12 @@
 // The reproductions of "the state folder is an attack surface" (turn 3), as tests: real processes,
-// real files, the plugin as it loads. Each was red at 0547055.
+// real files, the plugin as it loads. Each was red at 0547055 (except "a real record proves its real
+// leader", which checks the new token hash against a real monitor).
 import { afterEach, describe, expect, test } from "bun:test"
 import { spawn, spawnSync } from "node:child_process"
 import {
   existsSync,
   mkdirSync,
+  readFileSync,
   mkdtempSync,
   readdirSync,
   rmSync,
@@ -17,7 +19,8 @@ import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/hooks"
 import { processStartTime, readProcStat } from "../src/process/proc-stat"
-import { projectStateDir, STATE_FORMAT } from "../src/state/format"
+import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
+import { proveLeader } from "../src/state/recovery-proof"
 import { writeStopRequest } from "../src/state/stop-requests"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
@@ -106,6 +109,38 @@ describe("a forged state record (repro recover-forge)", () => {
         "a state record's monitor not reported: its session's history shows no monitor_start of it",
       )
       expect(api.sent.filter((p) => p.sessionID === "ses_someone_else")).toEqual([])
+    } finally {
+      await instance.hooks.dispose?.()
+    }
+  }, 20_000)
+})
+
+describe("a real record proves its real leader", () => {
+  test("the writer keeps the token's hash; the running monitor's leader proves itself with it, a foreign process does not", async () => {
+    const project = tempDir("omo-attack-proj-")
+    const env = { ...process.env, XDG_STATE_HOME: tempDir("omo-attack-state-") }
+    const dir = projectStateDir(project, env)
+    const api = new FakeSessionApi(Date.now)
+    const instance = createMonitorPlugin(defaultMonitorConfig(), { api, directory: project, env })
+    try {
+      const info = await instance.manager.start({ sessionID: "ses_1", directory: project, command: "sleep 30" })
+      const record = () => {
+        const name = list(dir).find((n) => n.startsWith("server-"))
+        return name ? (JSON.parse(readFileSync(join(dir, name), "utf8")) as ServerStateFile) : undefined
+      }
+      expect(await waitFor(() => record()?.monitors.some((m) => m.id === info.id) === true, 5_000)).toBe(true)
+      const entry = record()?.monitors.find((m) => m.id === info.id) as MonitorStateEntry
+      expect(entry.tokenHash).toMatch(/^[0-9a-f]{64}$/)
+      // The token itself is never in the record.
+      expect(readFileSync(join(dir, list(dir).find((n) => n.startsWith("server-")) as string), "utf8")).not.toContain(
+        "OPENCODE_MONITOR_TOKEN",
+      )
+      expect(proveLeader(entry)).toEqual({ kind: "proven" })
+      const stranger = spawn("sleep", ["30"], { stdio: "ignore", detached: true })
+      groups.push(stranger.pid as number)
+      expect(await waitFor(() => processStartTime(stranger.pid as number) !== undefined, 2_000)).toBe(true)
+      const forged = { ...entry, pid: stranger.pid as number, pidStartTime: processStartTime(stranger.pid as number) }
+      expect(proveLeader(forged)).toEqual({ kind: "unverified", reason: "it carries no monitor token" })
     } finally {
       await instance.hooks.dispose?.()
     }
