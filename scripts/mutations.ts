@@ -223,7 +223,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: "envelope-markers",
     what: "envelope marker strings in output are not neutralised",
-    file: "src/delivery/envelope.ts",
+    file: "src/codec.ts",
     find: 'return text.replace(MARKER_WORDS, "OMO-MONITOR-OUTPUT")',
     replace: "return text",
     tests: ENVELOPE,
@@ -231,7 +231,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: "envelope-prefix",
     what: "a visual row of a line loses its [stream seq=N] prefix",
-    file: "src/delivery/envelope.ts",
+    file: "src/pipeline/render.ts",
     find: "    if (rows.length < MAX_ROWS_PER_LINE) rows.push(prefix + piece + suffix)",
     replace: "    if (rows.length < MAX_ROWS_PER_LINE) rows.push(piece + suffix)",
     tests: ENVELOPE,
@@ -239,7 +239,7 @@ export const MUTATIONS: Mutation[] = [
   {
     id: "envelope-rows-unbounded",
     what: "one line may break into any number of rows (\\f amplification)",
-    file: "src/delivery/envelope.ts",
+    file: "src/pipeline/render.ts",
     find: "    if (rows.length < MAX_ROWS_PER_LINE) rows.push(prefix + piece + suffix)\n    else cutBytes",
     replace: "    if (true) rows.push(prefix + piece + suffix)\n    else cutBytes",
     tests: ENVELOPE,
@@ -387,5 +387,21 @@ export const MUTATIONS: Mutation[] = [
     find: "  if (alive(owner.pid, owner.pidStartTime)) return undefined",
     replace: "",
     tests: ["state-recovery.test.ts"],
+  },
+  {
+    id: "recovery-person-stop-as-wake",
+    what: "a state record loses that a person stopped the monitor: after a restart its notice wakes the session",
+    file: "src/state/format.ts",
+    find: "...(raw.byPerson === true ? { byPerson: true } : {})",
+    replace: "...{}",
+    tests: ["state-recovery.test.ts"],
+  },
+  {
+    id: "tui-lost-as-failed",
+    what: "the TUI's fallback does not read a lost status (it shows the monitor as something else)",
+    file: "src/codec.ts",
+    find: "  if (text.startsWith(LOST)) {",
+    replace: "  if (false) {",
+    tests: ["tui-state.test.ts"],
   },
 ]

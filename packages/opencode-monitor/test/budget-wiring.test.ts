@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import type { Part, UserMessage } from "@opencode-ai/sdk"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
 import { toolContext } from "./support/tool-context"

@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, wr
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import { projectStateDir, stopRequestDir } from "../src/state/format"
 import {
   parseStopRequest,
@@ -12,6 +12,9 @@ import {
   watchStopRequests,
   writeStopRequest,
 } from "../src/state/stop-requests"
+import { realScheduler } from "../src/scheduler"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { startMonitor } from "./support/start"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 
@@ -115,7 +118,7 @@ describe("stop requests between the TUI part and the server part", () => {
   test("no folder: nothing to do, nothing created", () => {
     const dir = join(tempDir(), "absent")
     expect(scanStopRequests(dir, recorder(7).handler)).toBe(0)
-    const stop = watchStopRequests(dir, recorder(7).handler, 50)
+    const stop = watchStopRequests(dir, { ...recorder(7).handler, scheduler: new FakeScheduler() }, 50)
     stop()
     expect(existsSync(dir)).toBe(false)
   })
@@ -123,7 +126,7 @@ describe("stop requests between the TUI part and the server part", () => {
   test("the watcher finds a request made after it started, even when the folder did not exist yet", async () => {
     const dir = tempDir()
     const seven = recorder(7, ["mon_a"], () => Date.now())
-    const stop = watchStopRequests(dir, seven.handler, 100)
+    const stop = watchStopRequests(dir, { ...seven.handler, scheduler: realScheduler }, 100)
     try {
       writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_a" })
       expect(await waitFor(() => seven.calls.length === 1, 5_000)).toBe(true)
@@ -144,7 +147,7 @@ describe("a stop from the TUI is a person's stop", () => {
       { api, directory: root, env },
     )
     try {
-      const started = await instance.manager.start({
+      const started = await startMonitor(instance.manager, {
         sessionID: "ses_1",
         directory: root,
         command: `echo ready; sleep 30; : ${marker}`,
@@ -161,7 +164,7 @@ describe("a stop from the TUI is a person's stop", () => {
       )
       expect(liveProcesses(marker)).toEqual([])
       const info = instance.manager.get("ses_1", started.id)
-      expect(info?.stoppedBy).toBe("person")
+      expect(info?.ending).toEqual({ reason: "stop", by: "person" })
       expect(await waitFor(() => api.sent.some((p) => p.text.includes("Status: stopped")), 5_000)).toBe(true)
       const terminal = api.sent.filter((p) => p.text.includes("Status: stopped"))
       expect(terminal).toHaveLength(1)
@@ -180,7 +183,7 @@ describe("a stop from the TUI is a person's stop", () => {
     const idle = createMonitorPlugin(config, { api, directory: root, env })
     const busy = createMonitorPlugin(config, { api, directory: root, env })
     try {
-      const started = await busy.manager.start({
+      const started = await startMonitor(busy.manager, {
         sessionID: "ses_1",
         directory: root,
         command: "sleep 30",
@@ -192,7 +195,7 @@ describe("a stop from the TUI is a person's stop", () => {
         monitorId: started.id,
       })
       expect(await waitFor(() => busy.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
-      expect(busy.manager.get("ses_1", started.id)?.stoppedBy).toBe("person")
+      expect(busy.manager.get("ses_1", started.id)?.ending).toEqual({ reason: "stop", by: "person" })
     } finally {
       await idle.hooks.dispose?.()
       await busy.hooks.dispose?.()
@@ -208,7 +211,7 @@ describe("a stop from the TUI is a person's stop", () => {
       { api, directory: root, env },
     )
     try {
-      const started = await instance.manager.start({
+      const started = await startMonitor(instance.manager, {
         sessionID: "ses_1",
         directory: root,
         command: "sleep 30",
