@@ -404,4 +404,20 @@ export const MUTATIONS: Mutation[] = [
     replace: "  if (false) {",
     tests: ["tui-state.test.ts"],
   },
+  {
+    id: "stop-requests-poll-off",
+    what: "the stop-request watcher polls once at start and never again",
+    file: "src/state/stop-requests.ts",
+    find: "    timer = scheduler.setTimeout(poll, pollMs)",
+    replace: "",
+    tests: ["stop-requests.test.ts"],
+  },
+  {
+    id: "budget-held-uncounted",
+    what: "with streaming observations off, a held batch is neither counted nor kept",
+    file: "src/delivery/budget.ts",
+    find: "      this.hold(stream, batch, [])",
+    replace: "",
+    tests: ["budget.test.ts", "budget-wiring.test.ts"],
+  },
 ]

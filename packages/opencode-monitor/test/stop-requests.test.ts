@@ -14,6 +14,7 @@ import {
 } from "../src/state/stop-requests"
 import { realScheduler } from "../src/scheduler"
 import { FakeScheduler } from "./support/fake-scheduler"
+import { drive } from "./support/drive"
 import { startMonitor } from "./support/start"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
@@ -202,13 +203,14 @@ describe("a stop from the TUI is a person's stop", () => {
     }
   }, 30_000)
 
-  test("a request addressed to another server leaves this server's monitor running", async () => {
+  test("a request addressed to another server leaves this server's monitor running; the same polls take one addressed to it", async () => {
     const root = tempDir()
     const env = { ...process.env, XDG_STATE_HOME: root }
-    const api = new FakeSessionApi(Date.now)
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
     const instance = createMonitorPlugin(
       { ...defaultMonitorConfig(), kill_grace_ms: 300 },
-      { api, directory: root, env },
+      { api, directory: root, env, scheduler },
     )
     try {
       const started = await startMonitor(instance.manager, {
@@ -217,16 +219,22 @@ describe("a stop from the TUI is a person's stop", () => {
         command: "sleep 30",
         label: "long",
       })
-      const path = writeStopRequest(projectStateDir(root, env), {
-        serverPid: process.pid + 1,
-        sessionID: "ses_1",
-        monitorId: started.id,
-      })
-      await new Promise((resolve) => setTimeout(resolve, 1_500))
-      expect(instance.manager.get("ses_1", started.id)?.status.kind).toBe("running")
-      expect(existsSync(path)).toBe(true)
+      const dir = projectStateDir(root, env)
+      const addressed = (serverPid: number) =>
+        writeStopRequest(dir, { serverPid, sessionID: "ses_1", monitorId: started.id }, scheduler.now())
+      const foreign = addressed(process.pid + 1)
+      // Five polls on the fake clock, run synchronously: nothing else (no fs.watch event) runs meanwhile.
+      scheduler.advance(5_000)
+      expect(instance.manager.get("ses_1", started.id)?.ending).toBeUndefined()
+      expect(existsSync(foreign)).toBe(true)
+      // The control: the watcher was polling all along, and takes a request that is this server's.
+      const own = addressed(process.pid)
+      scheduler.advance(1_000)
+      expect(instance.manager.get("ses_1", started.id)?.ending).toEqual({ reason: "stop", by: "person" })
+      expect(existsSync(own)).toBe(false)
+      expect(existsSync(foreign)).toBe(true)
     } finally {
-      await instance.hooks.dispose?.()
+      await drive(scheduler, instance.hooks.dispose?.())
     }
   }, 30_000)
 })
