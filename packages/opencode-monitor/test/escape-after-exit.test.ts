@@ -8,8 +8,9 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
-import type { MonitorStatus } from "../src/status"
+import type { MonitorStatus } from "../src/codec"
 import { liveProcesses, waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
 
 const work = mkdtempSync(join(tmpdir(), "omo-escape-"))
 const RUNS = Number(process.env.ESCAPE_RUNS ?? 2)
@@ -50,7 +51,7 @@ describe("escapes after a natural exit", () => {
         for (let run = 0; run < RUNS; run++) {
           const n = 1_000_000 + Math.floor(Math.random() * 8_999_999)
           const marker = `sleep ${n}`
-          const info = await m.start({ sessionID: "s", directory: work, command: command(n) })
+          const info = await startMonitor(m, { sessionID: "s", directory: work, command: command(n) })
           expect(await waitFor(() => ended.has(info.id), 15_000)).toBe(true)
           // When the status exists the daemon is already gone: no wait after the end.
           const left = liveProcesses(marker)

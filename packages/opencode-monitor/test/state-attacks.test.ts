@@ -17,13 +17,14 @@ import {
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import { processStartTime, readProcStat } from "../src/process/proc-stat"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { proveLeader } from "../src/state/recovery-proof"
 import { writeStopRequest } from "../src/state/stop-requests"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
 import { toolContext } from "./support/tool-context"
 
 const roots: string[] = []
@@ -62,9 +63,7 @@ function forgedRecord(directory: string, pid: number, sessionID: string) {
         label: "forged",
         startedAt: Date.now() - 60_000,
         endedAt: null,
-        statusKind: "running",
-        status: "running",
-        stoppedBy: null,
+        status: { kind: "running" },
         pid,
         pidStartTime: processStartTime(pid),
         linesSeen: 1,
@@ -123,7 +122,7 @@ describe("a real record proves its real leader", () => {
     const api = new FakeSessionApi(Date.now)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, directory: project, env })
     try {
-      const info = await instance.manager.start({ sessionID: "ses_1", directory: project, command: "sleep 30" })
+      const info = await startMonitor(instance.manager, { sessionID: "ses_1", directory: project, command: "sleep 30" })
       const record = () => {
         const name = list(dir).find((n) => n.startsWith("server-"))
         return name ? (JSON.parse(readFileSync(join(dir, name), "utf8")) as ServerStateFile) : undefined
@@ -219,8 +218,8 @@ describe("stop requests (repro stop-forge-and-symlink)", () => {
       writeStopRequest(dir, { serverPid: process.pid, sessionID: "ses_victim", monitorId: witness })
       const stopped = (id: string) => instance.manager.get("ses_victim", id)?.status.kind === "stopped"
       expect(await waitFor(() => stopped(witness), 10_000)).toBe(true)
-      // A stop taken is marked at once (stoppedBy), before the group has ended.
-      expect(instance.manager.get("ses_victim", victim)?.stoppedBy).toBeUndefined()
+      // A stop taken is marked at once (its ending), before the group has ended.
+      expect(instance.manager.get("ses_victim", victim)?.ending).toBeUndefined()
       expect(instance.manager.get("ses_victim", victim)?.status.kind).toBe("running")
       expect(readdirSync(join(dir, "stop-requests"))).toContain("stop-forged.json")
     } finally {
@@ -279,7 +278,7 @@ describe("a FIFO named like a state file (repro fifo)", () => {
     expect(spawnSync("mkfifo", [join(dir, "server-999999998-1.json")]).status).toBe(0)
     const env = { XDG_STATE_HOME: state, PROJECT: project, DIR: dir }
     const load = `
-      const { createMonitorPlugin } = await import("./src/hooks")
+      const { createMonitorPlugin } = await import("./src/plugin")
       const { defaultMonitorConfig } = await import("./src/config")
       const { FakeSessionApi } = await import("./test/support/fake-session-api")
       const api = new FakeSessionApi(Date.now)

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { type FSWatcher, rmSync, watch } from "node:fs"
 import { join } from "node:path"
+import type { Scheduler, TimerHandle } from "../scheduler"
 import { stopRequestDir } from "./format"
 import {
   checkPrivateDir,
@@ -82,6 +83,8 @@ export type StopRequestHandler = {
   owns: (sessionID: string, monitorId: string) => boolean
   /** Stops a monitor `owns` accepted. */
   stop: (sessionID: string, monitorId: string) => void
+  /** The clock of `now` and of the watcher's poll (the poll is on it too, so tests never sleep). */
+  scheduler?: Scheduler
   now?: () => number
   onError?: (message: string) => void
 }
@@ -111,7 +114,7 @@ export function scanStopRequests(
     if (listed.reason !== "ENOENT") skips.skip(parent.ok ? dir : projectDir, listed.reason)
     return 0
   }
-  const now = handler.now?.() ?? Date.now()
+  const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
   const stale = (mtimeMs: number | undefined) => mtimeMs !== undefined && now - mtimeMs > STOP_REQUEST_STALE_MS
   let stopped = 0
   for (const name of listed.names) {
@@ -155,11 +158,21 @@ export function scanStopRequests(
  * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
  * it first) and scans on every change. Creates nothing. Returns the function that stops watching.
  */
-export function watchStopRequests(projectDir: string, handler: StopRequestHandler, pollMs = 1_000): () => void {
+export function watchStopRequests(
+  projectDir: string,
+  handler: StopRequestHandler & { scheduler: Scheduler },
+  pollMs = 1_000,
+): () => void {
+  const { scheduler } = handler
   const dir = stopRequestDir(projectDir)
   let watcher: FSWatcher | undefined
   let closed = false
   const skips = skipLogOf(handler)
+  let timer: TimerHandle | undefined
+  const poll = () => {
+    timer = scheduler.setTimeout(poll, pollMs)
+    scan()
+  }
   const scan = () => {
     if (closed) return
     if (!watcher) {
@@ -175,12 +188,10 @@ export function watchStopRequests(projectDir: string, handler: StopRequestHandle
     }
     scanStopRequests(projectDir, handler, skips)
   }
-  const timer = setInterval(scan, pollMs)
-  timer.unref?.()
-  scan()
+  poll()
   return () => {
     closed = true
-    clearInterval(timer)
+    if (timer) scheduler.clearTimeout(timer)
     watcher?.close()
   }
 }

@@ -1,5 +1,13 @@
+import { type MonitorStatus, parseStatus } from "../../src/codec"
 import type { SessionMessage } from "../../src/delivery/session-api"
 import type { MonitorStateEntry } from "../../src/state/format"
+
+/** A recorded status, written as the envelope shows it. */
+export const recorded = (text: string): MonitorStatus => {
+  const status = parseStatus(text)
+  if (!status) throw new Error(`not a status: ${text}`)
+  return status
+}
 
 /** An assistant message whose completed monitor_start calls returned these ids: what proves a session's monitor. */
 export function startMessage(...monitorIds: string[]): SessionMessage {
@@ -25,9 +33,8 @@ export function stateEntry(id: string, overrides: Partial<MonitorStateEntry> = {
     label: `label-${id}`,
     startedAt: 1_000,
     endedAt: undefined,
-    statusKind: "running",
-    status: "running",
-    stoppedBy: undefined,
+    status: { kind: "running" },
+    ending: undefined,
     pid: 999_999_999,
     pidStartTime: "1",
     linesSeen: 2,
