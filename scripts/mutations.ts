@@ -441,8 +441,8 @@ export const MUTATIONS: Mutation[] = [
     id: "recovery-recorded-exit-as-fresh",
     what: "an exit a dead server's record claims is shown as an exit this server saw",
     file: "src/state/recovery.ts",
-    find: '  return status && status.kind !== "running" ? ({ ...status, recorded: true } as MonitorStatus) : undefined',
-    replace: '  return status && status.kind !== "running" ? status : undefined',
+    find: "  return { ...status, recorded: true } as MonitorStatus",
+    replace: "  return status",
     tests: ["state-recovery.test.ts"],
   },
   {
@@ -473,9 +473,9 @@ export const MUTATIONS: Mutation[] = [
   {
     id: "escape-after-exit-unsearched",
     what: "after a natural exit the token search does not run again: a setsid daemon survives",
-    file: "src/manager.ts",
-    find: "      monitor.leftBehind = await child.leftBehind(!drained)",
-    replace: "      monitor.leftBehind = []",
+    file: "src/monitor-run.ts",
+    find: "      leftBehind = await child.leftBehind(!drained)",
+    replace: "      leftBehind = []",
     tests: ["escape-after-exit.test.ts"],
   },
   {
