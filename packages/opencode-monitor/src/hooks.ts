@@ -1,6 +1,7 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import { isRealUserTurn, ObservationBudget } from "./delivery/budget"
+import { ContextLedger } from "./delivery/context-ledger"
 import { latestUserIdentity } from "./delivery/gates"
 import { MonitorOutputInjector } from "./delivery/injector"
 import type { SessionApi } from "./delivery/session-api"
@@ -46,6 +47,8 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   let shell: string | undefined
   const currentShell = () => (shell ??= resolveShell(configuredShell, { env: deps.env }))
 
+  // Each session's context bytes since its last real user turn: the budget and the injector both charge it.
+  const ledger = new ContextLedger()
   const injector = new MonitorOutputInjector(
     {
       userMessageWindowMs: config.user_message_window_ms,
@@ -56,13 +59,19 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       // At most two batches' worth of streaming output waits per monitor while a session is busy.
       pendingMaxLines: 2 * config.batch_max_lines,
       pendingMaxBytes: 2 * config.batch_max_bytes,
-      matchWake: { minIntervalMs: config.wake_min_interval_ms, perSessionPerMinute: config.max_match_wakes_per_minute },
+      matchWake: {
+        minIntervalMs: config.wake_min_interval_ms,
+        perSessionPerMinute: config.max_match_wakes_per_minute,
+        maxLines: config.batch_max_lines,
+        maxBytes: config.batch_max_bytes,
+      },
       // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
       staleTurnsBefore: scheduler.now(),
     },
     {
       api,
       scheduler,
+      ledger,
       onGiveUp: (delivery) =>
         api.toast(
           "error",
@@ -81,6 +90,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     },
     {
       scheduler,
+      ledger,
       forward: (batch, route, label, wakeLimit) => injector.enqueue(batch, route, label, wakeLimit),
       matchWakeLeft: (monitorId, wakeLimit) => injector.matchWakeLeft(monitorId, wakeLimit),
     },
@@ -116,6 +126,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
   }
   const manager = new MonitorManager(config, {
     scheduler,
+    matchWakeLeft: (monitorId, wakeLimit) => injector.matchWakeLeft(monitorId, wakeLimit),
     env: deps.env,
     onStarted: () => writer?.changed(),
     shell: currentShell,

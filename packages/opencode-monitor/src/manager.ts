@@ -67,6 +67,8 @@ export type ManagerDeps = {
   newId?: () => string
   /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
   shell?: () => string
+  /** The monitor may still cause a match wake (`wake_limit` not used up); past it a match is a plain line. */
+  matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
 }
 
 type Monitor = {
@@ -212,6 +214,7 @@ export class MonitorManager {
       config: this.config,
       filter,
       wakeFilter,
+      matchWakeLeft: () => this.deps.matchWakeLeft?.(id, wakeLimit) ?? true,
       scheduler: this.scheduler,
       // Batches only flow once the process runs, after `monitor` exists.
       onBatch: (batch) => {
