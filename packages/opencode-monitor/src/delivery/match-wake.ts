@@ -1,7 +1,7 @@
 import type { DropCounts, OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
-import { envelopeBytes } from "./envelope"
+import { envelopeBytes } from "../pipeline/render"
 
 /**
  * Wake on a matching line (SPEC §10). The injector asks this policy, at send time and with the
