@@ -14,7 +14,7 @@ import { recoverLostMonitors } from "./state/recovery"
 import { watchStopRequests } from "./state/stop-requests"
 import { MonitorStateWriter } from "./state/writer"
 import { formatStatus } from "./status"
-import { createMonitorTools } from "./tools"
+import { createMonitorTools, deadlineText } from "./tools"
 
 export type HookDeps = {
   api: SessionApi
@@ -67,7 +67,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
         api.toast(
           "error",
           "opencode-monitor: wake not delivered",
-          `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
+          `${delivery.label} (${delivery.batch.monitorId}) ${!delivery.batch.stillRunning ? "ended" : delivery.batch.silence ? "went silent" : "printed a wake_pattern line"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
         ),
     },
   )
@@ -225,9 +225,12 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
       output.context.push(
         [
           "Background monitors (opencode-monitor) still running in this session:",
-          ...running.map((m) => `- ${m.id} (${m.label}), started ${new Date(m.startedAt).toISOString()}`),
+          ...running.map(
+            (m) =>
+              `- ${m.id} (${m.label}), started ${new Date(m.startedAt).toISOString()}, deadline: ${deadlineText(m)}`,
+          ),
           "Their output keeps arriving as [OMO MONITOR OUTPUT] observations and you are woken when each one exits.",
-          "Stop one with monitor_stop {monitor_id}; read retained lines with monitor_output.",
+          "Stop one with monitor_stop {monitor_id}, restart one with monitor_restart {monitor_id}; read retained lines with monitor_output.",
         ].join("\n"),
       )
     },

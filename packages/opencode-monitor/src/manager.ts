@@ -1,4 +1,4 @@
-import type { MonitorConfig } from "./config"
+import { MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
 import { sanitizeLabel } from "./delivery/envelope"
 import { MonitorError } from "./errors"
 import type { OutputBatch } from "./pipeline/batcher"
@@ -27,9 +27,12 @@ export type MonitorInfo = {
   /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
   wakePattern: string | undefined
   wakeLimit: number
+  /** `wake_on_silence_ms` (SPEC §15); undefined: no silence wake. */
+  silenceMs?: number
   startedAt: number
   endedAt: number | undefined
-  timeoutMs: number
+  /** The deadline after start (`timeout_ms`, or a set `max_runtime_ms`); undefined: none (SPEC §15). */
+  timeoutMs: number | undefined
   status: MonitorStatus
   stoppedBy: StopReason | undefined
   counters: RingCounters
@@ -52,6 +55,7 @@ export type StartRequest = {
   matchPattern?: string
   wakePattern?: string
   wakeLimit?: number
+  silenceMs?: number
   timeoutMs?: number
 }
 
@@ -71,6 +75,8 @@ export type ManagerDeps = {
 
 type Monitor = {
   info: MonitorInfo
+  /** What started it, the raw command included: kept in memory for monitor_restart, never shown or written. */
+  request: StartRequest
   pipeline: MonitorPipeline
   process: MonitoredProcess
   stopSignal: Promise<NodeJS.Signals | null> | undefined
@@ -134,10 +140,11 @@ export class MonitorManager {
     }
   }
 
-  private reserve(sessionID: string): string {
+  /** `replacing`: a restart takes over the slot of a running monitor, so the cap is not checked. */
+  private reserve(sessionID: string, replacing = false): string {
     const running = this.running(sessionID)
     const starting = [...this.reserved.values()].filter((s) => s === sessionID).length
-    if (running.length + starting >= this.config.max_monitors_per_session) {
+    if (!replacing && running.length + starting >= this.config.max_monitors_per_session) {
       const names = running.map((m) => `${m.info.id} (${m.info.label})`)
       if (starting > 0) names.push(`${starting} still starting`)
       throw new MonitorError(
@@ -157,11 +164,15 @@ export class MonitorManager {
   }
 
   private async startReserved(id: string, request: StartRequest, command: string): Promise<MonitorInfo> {
-    const timeoutMs = request.timeoutMs ?? this.config.max_runtime_ms
-    if (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > this.config.max_runtime_ms) {
+    const timeoutMs = this.deadlineOf(request)
+    const silenceMs = request.silenceMs
+    if (
+      silenceMs !== undefined &&
+      (!Number.isInteger(silenceMs) || silenceMs < SILENCE_MS_MIN || silenceMs > SILENCE_MS_MAX)
+    ) {
       throw new MonitorError(
         "invalid_argument",
-        `timeout_ms must be an integer from 1 to ${this.config.max_runtime_ms} (max_runtime_ms); got ${request.timeoutMs}.`,
+        `wake_on_silence_ms must be an integer from ${SILENCE_MS_MIN} to ${SILENCE_MS_MAX}; got ${silenceMs}.`,
       )
     }
     const wakeLimit = request.wakeLimit ?? 1
@@ -212,6 +223,7 @@ export class MonitorManager {
       config: this.config,
       filter,
       wakeFilter,
+      silenceMs,
       scheduler: this.scheduler,
       // Batches only flow once the process runs, after `monitor` exists.
       onBatch: (batch) => {
@@ -226,6 +238,7 @@ export class MonitorManager {
       pattern: request.matchPattern || undefined,
       wakePattern: wakeFilter ? request.wakePattern : undefined,
       wakeLimit: wakeFilter ? wakeLimit : 0,
+      silenceMs,
       startedAt: this.scheduler.now(),
       endedAt: undefined,
       timeoutMs,
@@ -235,6 +248,7 @@ export class MonitorManager {
     }
     const monitor: Monitor = {
       info,
+      request: { ...request, command },
       pipeline,
       process: child,
       stopSignal: undefined,
@@ -248,6 +262,51 @@ export class MonitorManager {
     monitor.done = this.supervise(monitor).catch((error) => this.report(id, error))
     this.guard(id, () => this.deps.onStarted?.(info))
     return info
+  }
+
+  /**
+   * No deadline unless asked for (SPEC §15): `timeout_ms`, else a set `max_runtime_ms`, which also
+   * caps `timeout_ms`.
+   */
+  private deadlineOf(request: StartRequest): number | undefined {
+    const cap = this.config.max_runtime_ms
+    const timeoutMs = request.timeoutMs ?? (cap > 0 ? cap : undefined)
+    const max = cap > 0 ? cap : MAX_TIMEOUT_MS
+    if (timeoutMs !== undefined && (!Number.isInteger(timeoutMs) || timeoutMs < 1 || timeoutMs > max)) {
+      throw new MonitorError(
+        "invalid_argument",
+        `timeout_ms must be an integer from 1 to ${max} (${cap > 0 ? "max_runtime_ms" : "7 days"}); got ${request.timeoutMs}.`,
+      )
+    }
+    return timeoutMs
+  }
+
+  /** The command and options a monitor of this session was started with (memory only), for a restart. */
+  requestOf(sessionID: string, monitorId: string): StartRequest | undefined {
+    const request = this.find(sessionID, monitorId)?.request
+    return request && { ...request }
+  }
+
+  /**
+   * monitor_restart (SPEC §15): stops the monitor (a stop the agent asked for) and waits until its
+   * group and tracked escapees are gone, then starts the same request as a new monitor. A running
+   * monitor hands its slot over (the new id is reserved first, beyond the cap, so no other start
+   * can take the slot meanwhile); an ended one needs a free slot like any start.
+   */
+  async restart(
+    sessionID: string,
+    monitorId: string,
+  ): Promise<{ previous: MonitorInfo; started: MonitorInfo } | undefined> {
+    const old = this.find(sessionID, monitorId)
+    if (!old) return undefined
+    const id = this.reserve(sessionID, old.info.status.kind === "running")
+    try {
+      const previous = (await this.stop(sessionID, monitorId, "agent")) ?? old.info
+      const started = await this.startReserved(id, old.request, old.request.command)
+      return { previous, started }
+    } finally {
+      this.reserved.delete(id)
+    }
   }
 
   /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
@@ -338,18 +397,23 @@ export class MonitorManager {
       readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
       readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
     ]).catch((error) => this.report(info.id, error))
-    const deadline = this.scheduler.setTimeout(() => {
-      if (monitor.stopSignal !== undefined) return
-      monitor.timedOut = true
-      monitor.stopSignal = child.terminateGroup(this.config.kill_grace_ms)
-    }, info.timeoutMs)
+    // No timer at all without a deadline: a dev server lives as long as the session needs it.
+    const deadline =
+      info.timeoutMs === undefined
+        ? undefined
+        : this.scheduler.setTimeout(() => {
+            if (monitor.stopSignal !== undefined) return
+            monitor.timedOut = true
+            monitor.stopSignal = child.terminateGroup(this.config.kill_grace_ms)
+          }, info.timeoutMs)
 
     let exit: ProcessExit = { code: null, signal: null }
     let sentSignal: NodeJS.Signals | null = null
     try {
       exit = await child.exited
       monitor.leaderExited = true
-      this.scheduler.clearTimeout(deadline)
+      pipeline.processEnded()
+      if (deadline) this.scheduler.clearTimeout(deadline)
       // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
       // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
       const drained = await settlesWithin(reading, DRAIN_WAIT_MS)
@@ -365,7 +429,7 @@ export class MonitorManager {
       this.report(info.id, error)
       if (child.groupAlive()) await child.terminateGroup(this.config.kill_grace_ms).catch(() => null)
     } finally {
-      this.scheduler.clearTimeout(deadline)
+      if (deadline) this.scheduler.clearTimeout(deadline)
       child.release()
     }
 
@@ -427,7 +491,8 @@ function statusOf(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signal
 }
 
 function endStatus(exit: ProcessExit, monitor: Monitor, sentSignal: NodeJS.Signals | null): MonitorStatus {
-  if (monitor.timedOut) return { kind: "timed_out", afterMs: monitor.info.timeoutMs, signal: exit.signal ?? sentSignal }
+  if (monitor.timedOut)
+    return { kind: "timed_out", afterMs: monitor.info.timeoutMs ?? 0, signal: exit.signal ?? sentSignal }
   if (monitor.info.stoppedBy === "person") return { kind: "stopped", signal: exit.signal ?? sentSignal, byPerson: true }
   if (monitor.info.stoppedBy) return { kind: "stopped", signal: exit.signal ?? sentSignal }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown" }

@@ -1,11 +1,12 @@
 import type { ToolContext, ToolDefinition } from "@opencode-ai/plugin"
-import type { MonitorConfig } from "./config"
+import { MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
 import { sanitizeLabel } from "./delivery/envelope"
 import { MonitorError } from "./errors"
 import { type MonitorInfo, type MonitorManager, WAKE_LIMIT_MAX } from "./manager"
 import { authorizeCommand } from "./permission/authorize"
 import { parseSimpleCommands } from "./permission/bash-parser"
 import { programName } from "./process/program-word"
+import { restartMonitor } from "./restart"
 import { formatStatus } from "./status"
 import { tool } from "./tool-definition"
 
@@ -52,26 +53,43 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
           matchPattern: args.match_pattern,
           wakePattern: args.wake_pattern,
           wakeLimit: args.wake_limit,
+          silenceMs: args.wake_on_silence_ms,
           timeoutMs: args.timeout_ms,
         })
+        // A second dev server under the same name is usually a restart done the racy way.
+        const twin = manager.list(ctx.sessionID, false).find((m) => m.label === info.label && m.id !== info.id)
+        const note = twin
+          ? [
+              `Note: monitor ${twin.id} with the label "${info.label}" is still running in this session, so two run now. ` +
+                `To restart a job, use monitor_restart with monitor_id "${twin.id}": it stops the old one and waits until its processes are gone (so its port is free) before starting again.`,
+            ]
+          : []
         return {
           title: `monitor ${info.label} started`,
-          output: [
-            `Started monitor ${info.id} (label: ${info.label}).`,
-            `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${deps.exitNote(ctx.sessionID)}`,
-            "Do not poll, sleep or wait for it: carry on with your work.",
-            `Limits: stopped after ${info.timeoutMs} ms; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
-            info.pattern
-              ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.`
-              : "Every line is delivered.",
-            ...(info.wakePattern
-              ? [
-                  `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
-                ]
-              : []),
-            `To stop it: monitor_stop with monitor_id "${info.id}".`,
-          ].join("\n"),
+          output: [...startedLines(info, config, deps.exitNote(ctx.sessionID)), ...note].join("\n"),
           metadata: { monitorId: info.id, label: info.label },
+        }
+      },
+    }),
+
+    monitor_restart: tool({
+      description:
+        "Restart a monitor of this session, running or ended (a dev server after a config change, the tests once more): " +
+        "stops its process group and every process it started, waits until all are gone (so the port or lock they held is free), " +
+        "then starts the same command in the same directory with the same options as a new monitor. The permission rules judge the command again, as for monitor_start. " +
+        "You are not woken for the old one's stop. Use it instead of monitor_stop + monitor_start, which can race the old process for its port.",
+      args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },
+      async execute(args, ctx) {
+        const restarted = await restartMonitor(deps, ctx, args.monitor_id)
+        if (!restarted) throw notFound(args.monitor_id)
+        const { previous, started } = restarted
+        return {
+          title: `monitor ${started.label} restarted`,
+          output: [
+            `Restarted: the old monitor ${previous.id} ended with status ${formatStatus(previous.status)}; the new one is ${started.id}.`,
+            ...startedLines(started, config, deps.exitNote(ctx.sessionID)),
+          ].join("\n"),
+          metadata: { monitorId: started.id, previousMonitorId: previous.id, label: started.label },
         }
       },
     }),
@@ -151,6 +169,26 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
   }
 }
 
+/** What monitor_start (and monitor_restart) tell the agent about a monitor it now has. */
+function startedLines(info: MonitorInfo, config: MonitorConfig, exitNote: string): string[] {
+  return [
+    `Started monitor ${info.id} (label: ${info.label}).`,
+    `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${exitNote}`,
+    "Do not poll, sleep or wait for it: carry on with your work.",
+    `Limits: ${info.timeoutMs === undefined ? "no deadline (it runs until it exits or is stopped)" : `stopped after ${info.timeoutMs} ms`}; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
+    info.pattern ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.` : "Every line is delivered.",
+    ...(info.wakePattern
+      ? [
+          `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
+        ]
+      : []),
+    ...(info.silenceMs !== undefined
+      ? [`If it prints nothing for ${info.silenceMs} ms while it runs, you are woken once for that silence.`]
+      : []),
+    `To stop it: monitor_stop with monitor_id "${info.id}"; to restart it: monitor_restart.`,
+  ]
+}
+
 function startDescription(config: MonitorConfig, shell: string): string {
   return [
     "Run a long-running shell command (dev server, test watcher, build, log tail) in the background and keep working.",
@@ -161,7 +199,11 @@ function startDescription(config: MonitorConfig, shell: string): string {
     "Use match_pattern (RE2 regex) to be sent only the matching lines; the rest stays readable with monitor_output.",
     "Use wake_pattern (RE2 regex) when a line, not the exit, is the moment to act — a dev server's readiness line, the first error or FAIL of a watcher:",
     "the first matching line wakes you with that line once you are idle, like the exit does, while the command keeps running. No polling or sleeping is needed for it either.",
-    `At most ${config.max_monitors_per_session} monitors run per session; each is stopped after timeout_ms (default and max ${config.max_runtime_ms} ms).`,
+    "Use wake_on_silence_ms to be woken once when the command prints nothing for that long while it runs (a hung test run, a stuck build).",
+    config.max_runtime_ms > 0
+      ? `Pass timeout_ms for a job that should end (build, tests); each monitor is stopped after timeout_ms (default and max ${config.max_runtime_ms} ms, max_runtime_ms).`
+      : "Pass timeout_ms for a job that should end (build, tests); pass none for a dev server or a watcher: without it a monitor has no deadline and runs until it exits or is stopped.",
+    `At most ${config.max_monitors_per_session} monitors run per session. To restart one (after a config change, or to run the tests again) use monitor_restart, not monitor_stop + monitor_start.`,
   ].join(" ")
 }
 
@@ -193,12 +235,26 @@ function startArgs(config: MonitorConfig, shell: string) {
       .describe(
         `How many times matches may wake you (default 1: tell me once; max ${WAKE_LIMIT_MAX}); later matches arrive as observations`,
       ),
+    wake_on_silence_ms: z
+      .number()
+      .int()
+      .min(SILENCE_MS_MIN)
+      .max(SILENCE_MS_MAX)
+      .optional()
+      .describe(
+        `Wake me once when the command prints nothing (stdout and stderr) for this many ms while it runs, e.g. 60000 for a test run that may hang (${SILENCE_MS_MIN}-${SILENCE_MS_MAX}); again only after it printed something since`,
+      ),
     timeout_ms: z
       .number()
       .int()
       .positive()
+      .max(config.max_runtime_ms > 0 ? config.max_runtime_ms : MAX_TIMEOUT_MS)
       .optional()
-      .describe(`Stop the command after this many ms (default and max: ${config.max_runtime_ms})`),
+      .describe(
+        config.max_runtime_ms > 0
+          ? `Stop the command after this many ms (default and max: ${config.max_runtime_ms}, max_runtime_ms)`
+          : `Stop the command after this many ms: pass it for a job that should end (build, tests), none for a server or a watcher (default: no deadline; max ${MAX_TIMEOUT_MS})`,
+      ),
   }
 }
 
@@ -218,6 +274,8 @@ function describeMonitor(info: MonitorInfo) {
     ...(info.endedAt ? { ended_at: new Date(info.endedAt).toISOString() } : {}),
     ...(info.pattern ? { match_pattern: info.pattern } : {}),
     ...(info.wakePattern ? { wake_pattern: info.wakePattern, wake_limit: info.wakeLimit } : {}),
+    ...(info.silenceMs !== undefined ? { wake_on_silence_ms: info.silenceMs } : {}),
+    deadline: deadlineText(info),
     counters: {
       total: c.total,
       matched: c.matched,
@@ -228,6 +286,12 @@ function describeMonitor(info: MonitorInfo) {
       last_seq: c.lastSeq,
     },
   }
+}
+
+/** When a monitor is stopped by its deadline, or "none" (SPEC §15). */
+export function deadlineText(info: Pick<MonitorInfo, "startedAt" | "timeoutMs">): string {
+  if (info.timeoutMs === undefined) return "none"
+  return `${new Date(info.startedAt + info.timeoutMs).toISOString()} (timeout_ms ${info.timeoutMs})`
 }
 
 function notFound(monitorId: string): MonitorError {

@@ -91,7 +91,9 @@ export class ObservationBudget {
 
   /** `wakeLimit`: the monitor's `wake_limit` (0 without a `wake_pattern`), passed on to the injector. */
   admit(batch: OutputBatch, routed: Route, label: string, hasPattern: boolean, wakeLimit = 0): void {
-    const wake = isWakeDelivery(batch, routed, this.deps.matchWakeLeft?.(batch.monitorId, wakeLimit) ?? false)
+    // A silence wake is not counted against wake_limit: it may wake whatever matches did.
+    const wakeLeft = batch.silence !== undefined || (this.deps.matchWakeLeft?.(batch.monitorId, wakeLimit) ?? false)
+    const wake = isWakeDelivery(batch, routed, wakeLeft)
     // A match past wake_limit is an observation; a subagent's root session gets none of it (the
     // child has its own route for those lines).
     if (routed.wake && !wake && routed.subagentSessionID !== undefined) return
