@@ -8,6 +8,7 @@ export type Mutation = { id: string; what: string; file: string; find: string; r
 const PIPELINE = ["pipeline-promises.test.ts", "line-splitter.test.ts", "batcher.test.ts", "filter-ring.test.ts"]
 const ENVELOPE = ["envelope.test.ts", "pipeline-promises.test.ts"]
 const DELIVERY = ["injector.test.ts", "session-source.test.ts", "delivery-faults.test.ts", "stale-turn.test.ts"]
+const LONG_LIVED = ["long-lived.test.ts", "silence-wake.test.ts"]
 const PERMISSION = ["permission.test.ts", "tools.test.ts", "program-word.test.ts"]
 
 export const MUTATIONS: Mutation[] = [
@@ -95,8 +96,8 @@ export const MUTATIONS: Mutation[] = [
     id: "batcher-seq-gap",
     what: "batchSeq skips a number",
     file: "src/pipeline/batcher.ts",
-    find: "this.batchSeq += 1",
-    replace: "this.batchSeq += this.batchSeq === 1 ? 2 : 1",
+    find: "this.batchSeq += 1\n    const terminal",
+    replace: "this.batchSeq += this.batchSeq === 1 ? 2 : 1\n    const terminal",
     tests: PIPELINE,
   },
   {
@@ -288,7 +289,7 @@ export const MUTATIONS: Mutation[] = [
     id: "manager-cap-ignored",
     what: "the per-session monitor cap is not enforced",
     file: "src/manager.ts",
-    find: "if (running.length + starting >= this.config.max_monitors_per_session) {",
+    find: "if (!replacing && running.length + starting >= this.config.max_monitors_per_session) {",
     replace: "if (false) {",
     tests: ["tools.test.ts", "manager-races.test.ts"],
   },
@@ -387,5 +388,110 @@ export const MUTATIONS: Mutation[] = [
     find: "  if (alive(owner.pid, owner.pidStartTime)) return undefined",
     replace: "",
     tests: ["state-recovery.test.ts"],
+  },
+  // Issue 25 (SPEC §15): long-lived jobs.
+  {
+    id: "longlived-default-deadline",
+    what: "a monitor without timeout_ms gets a 30-minute deadline again",
+    file: "src/manager.ts",
+    find: "request.timeoutMs ?? (cap > 0 ? cap : undefined)",
+    replace: "request.timeoutMs ?? 1_800_000",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-deadline-shown-none",
+    what: "monitor_list and the compaction context say no deadline for a monitor that has one",
+    file: "src/tools.ts",
+    find: '  if (info.timeoutMs === undefined) return "none"',
+    replace: '  if (info) return "none"',
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-no-reset",
+    what: "output does not reset the silence: a chatty monitor wakes for silence",
+    file: "src/delivery/silence-wake.ts",
+    find: "  output(): void {\n    this.lastOutputAt = this.scheduler.now()",
+    replace: "  output(): void {",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-twice",
+    what: "one silence wakes again and again",
+    file: "src/delivery/silence-wake.ts",
+    find: "    else this.onSilence()",
+    replace: "    else {\n      this.onSilence()\n      this.arm(this.silenceMs)\n    }",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-timer-per-line",
+    what: "every chunk of output re-arms the silence timer",
+    file: "src/delivery/silence-wake.ts",
+    find: "if (this.timer === undefined && !this.stopped) this.arm(this.silenceMs)",
+    replace: "if (!this.stopped) this.arm(this.silenceMs)",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-never-wakes",
+    what: "the wake policy turns a silence wake into an observation",
+    file: "src/delivery/match-wake.ts",
+    find: '    if (!match && !batch.silence) return { kind: "observe" }',
+    replace: '    if (!match) return { kind: "observe" }',
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-wake-limit",
+    what: "a silence wake is counted against wake_limit: after the match wakes it is an observation",
+    file: "src/delivery/match-wake.ts",
+    find: "(!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))",
+    replace: "policy.exhausted(batch.monitorId, delivery.wakeLimit)",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-held-by-budget",
+    what: "the observation budget may hold back a silence wake",
+    file: "src/delivery/budget.ts",
+    find: "const wakeLeft = batch.silence !== undefined || ",
+    replace: "const wakeLeft = ",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-silence-subagent-lost",
+    what: "a subagent's silence wake never reaches the root session",
+    file: "src/delivery/session-source.ts",
+    find: "      ? [{ sessionID: source.rootID, wake: true, subagentSessionID: ownerSessionID }]\n      : []",
+    replace: "      ? []\n      : []",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-restart-not-rejudged",
+    what: "monitor_restart runs the command without asking the permission rules again",
+    file: "src/restart.ts",
+    find: "  await authorizeCommand({ command: request.command, label: old.label }, ctx, deps.config)\n",
+    replace: "",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-restart-no-wait",
+    what: "monitor_restart starts the new process without waiting for the old group to be gone",
+    file: "src/manager.ts",
+    find: 'const previous = (await this.stop(sessionID, monitorId, "agent")) ?? old.info',
+    replace: 'const previous = old.info\n      void this.stop(sessionID, monitorId, "agent")',
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-restart-slot",
+    what: "monitor_restart of a running monitor needs a free slot besides the one it frees",
+    file: "src/manager.ts",
+    find: 'const id = this.reserve(sessionID, old.info.status.kind === "running")',
+    replace: "const id = this.reserve(sessionID)",
+    tests: LONG_LIVED,
+  },
+  {
+    id: "longlived-label-twin-silent",
+    what: "a second monitor with a running one's label starts without a word about monitor_restart",
+    file: "src/tools.ts",
+    find: "const twin = manager.list(ctx.sessionID, false).find((m) => m.label === info.label && m.id !== info.id)",
+    replace: "const twin = undefined as MonitorInfo | undefined",
+    tests: LONG_LIVED,
   },
 ]

@@ -1,4 +1,5 @@
 import { describe, expect, test } from "bun:test"
+import { ObservationBudget } from "../src/delivery/budget"
 import type { InjectorOptions } from "../src/delivery/injector"
 import { SilenceWatch } from "../src/delivery/silence-wake"
 import { routeBatch } from "../src/delivery/session-source"
@@ -234,5 +235,24 @@ describe("silence wake routing (SPEC §5)", () => {
   test('with subagent_wake "off", or for automation, it goes nowhere', () => {
     expect(routeBatch({ kind: "subagent", parentID: "p", rootID: "root" }, "child", b, "off")).toEqual([])
     expect(routeBatch({ kind: "automation", agent: "bot" }, "s", b, "parent")).toEqual([])
+  })
+})
+
+describe("silence wake and the observation budget (SPEC §14)", () => {
+  test("a silence wake is never held back, even with observations off and no wake_pattern", () => {
+    const scheduler = new FakeScheduler()
+    const forwarded: { batch: OutputBatch; wake: boolean }[] = []
+    const budget = new ObservationBudget(
+      { bytesPerMinute: 0, burstBytes: 1_024, sessionBytes: 1_024, summaryIntervalMs: 300_000 },
+      {
+        scheduler,
+        forward: (batch, route) => forwarded.push({ batch, wake: route.wake }),
+        matchWakeLeft: () => false,
+      },
+    )
+    budget.admit(testBatch(1, { lines: 3 }), { sessionID: S, wake: false }, "dev", false, 0)
+    budget.admit(silenceBatch(2), { sessionID: S, wake: true }, "dev", false, 0)
+    expect(forwarded.map((f) => [f.batch.batchSeq, f.wake, !!f.batch.silence])).toEqual([[2, true, true]])
+    expect(budget.spent(S)).toBe(0)
   })
 })
