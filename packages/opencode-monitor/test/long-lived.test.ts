@@ -3,12 +3,13 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { MonitorManager } from "../src/manager"
 import { projectStateDir } from "../src/state/format"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
 import { type AskCall, toolContext } from "./support/tool-context"
 
 // Issue 25 (SPEC §15): jobs that are never meant to end.
@@ -32,7 +33,7 @@ function fakeClockManager(overrides: Partial<MonitorConfig> = {}) {
 describe("no default deadline", () => {
   test("without timeout_ms or max_runtime_ms no deadline timer is armed, and the monitor says none", async () => {
     const { m, scheduler } = fakeClockManager()
-    const info = await m.start({
+    const info = await startMonitor(m, {
       sessionID: "s",
       directory: process.cwd(),
       command: `sleep 30 # ${uniqueMarker("nd")}`,
@@ -45,7 +46,12 @@ describe("no default deadline", () => {
 
   test("timeout_ms gives one job its deadline: one timer, and the job is timed out when it passes", async () => {
     const { m, scheduler } = fakeClockManager()
-    const info = await m.start({ sessionID: "s", directory: process.cwd(), command: "sleep 30", timeoutMs: 5_000 })
+    const info = await startMonitor(m, {
+      sessionID: "s",
+      directory: process.cwd(),
+      command: "sleep 30",
+      timeoutMs: 5_000,
+    })
     expect(info.timeoutMs).toBe(5_000)
     expect(scheduler.pendingTimers).toBe(1)
     scheduler.advance(5_000)
@@ -55,18 +61,18 @@ describe("no default deadline", () => {
 
   test("a set max_runtime_ms is the default deadline and caps timeout_ms", async () => {
     const { m, scheduler } = fakeClockManager({ max_runtime_ms: 60_000 })
-    const info = await m.start({ sessionID: "s", directory: process.cwd(), command: "sleep 30" })
+    const info = await startMonitor(m, { sessionID: "s", directory: process.cwd(), command: "sleep 30" })
     expect(info.timeoutMs).toBe(60_000)
     expect(scheduler.pendingTimers).toBe(1)
     await expect(
-      m.start({ sessionID: "s", directory: process.cwd(), command: "sleep 30", timeoutMs: 60_001 }),
+      startMonitor(m, { sessionID: "s", directory: process.cwd(), command: "sleep 30", timeoutMs: 60_001 }),
     ).rejects.toThrow("timeout_ms must be an integer from 1 to 60000 (max_runtime_ms); got 60001.")
   })
 
   test("without a cap timeout_ms may be up to 7 days; wake_on_silence_ms is bounded", async () => {
     const { m } = fakeClockManager()
     const start = (extra: object) =>
-      m.start({ sessionID: "s", directory: process.cwd(), command: "sleep 30", ...extra })
+      startMonitor(m, { sessionID: "s", directory: process.cwd(), command: "sleep 30", ...extra })
     await expect(start({ timeoutMs: 604_800_001 })).rejects.toThrow("from 1 to 604800000 (7 days)")
     await expect(start({ silenceMs: 999 })).rejects.toThrow(
       "wake_on_silence_ms must be an integer from 1000 to 86400000",
@@ -127,7 +133,7 @@ describe("monitor_restart", () => {
     const old = instance.manager.get("ses_a", oldId)
     const fresh = instance.manager.get("ses_a", newId)
     expect(old?.status).toMatchObject({ kind: "stopped" })
-    expect(old?.stoppedBy).toBe("agent")
+    expect(old?.ending).toEqual({ reason: "stop", by: "agent" })
     expect(fresh).toMatchObject({
       label: "dev",
       pattern: "up|down",

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { ObservationBudget } from "../src/delivery/budget"
 import type { InjectorOptions } from "../src/delivery/injector"
-import { SilenceWatch } from "../src/delivery/silence-wake"
+import { SilenceWatch } from "../src/pipeline/silence-watch"
 import { routeBatch } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
@@ -247,11 +247,11 @@ describe("silence wake and the observation budget (SPEC §14)", () => {
       {
         scheduler,
         forward: (batch, route) => forwarded.push({ batch, wake: route.wake }),
-        matchWakeLeft: () => false,
       },
     )
-    budget.admit(testBatch(1, { lines: 3 }), { sessionID: S, wake: false }, "dev", false, 0)
-    budget.admit(silenceBatch(2), { sessionID: S, wake: true }, "dev", false, 0)
+    const source = { label: "dev", hasPattern: false, wakeLimit: 0, matchWakeLeft: false }
+    budget.admit(testBatch(1, { lines: 3 }), { sessionID: S, wake: false }, source)
+    budget.admit(silenceBatch(2), { sessionID: S, wake: true }, source)
     expect(forwarded.map((f) => [f.batch.batchSeq, f.wake, !!f.batch.silence])).toEqual([[2, true, true]])
     expect(budget.spent(S)).toBe(0)
   })
