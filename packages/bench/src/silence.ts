@@ -1,4 +1,4 @@
-import { monitorOnce, type RunResult } from "./harness.ts"
+import { monitorOnce, type RunResult, runMonitors } from "./harness.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 import { formatBytesPerSecond, formatCount, MB, median } from "./stats.ts"
@@ -12,7 +12,8 @@ const TARGET = 0.95
  * a time; one timer per silence period). The same stream runs through MonitorManager with and
  * without it, interleaved per repetition (the order alternates): once as `cat` writes it (64 KiB
  * chunks), once written one line per write (`awk` with fflush), where the per-chunk work is
- * largest. Each ratio is against the run without the option, in the same run.
+ * largest. Each ratio is against the run without the option, in the same run; medians of twice
+ * the plan's repetitions.
  */
 export async function benchSilence(plan: Plan): Promise<Row[]> {
   const big = mixedStreamFile(plan.mixedBytes)
@@ -31,13 +32,17 @@ export async function benchSilence(plan: Plan): Promise<Row[]> {
       command: `awk '{ print; fflush() }' ${shellQuote(small.path)}`,
     },
   ]
-  log(`silence: ${streams.map((s) => s.what).join("; ")}; ${plan.reps} reps`)
+  // Twice the plan's repetitions: each run is short, and the difference sought is small.
+  const reps = plan.reps * 2
+  log(`silence: ${streams.map((s) => s.what).join("; ")}; ${reps} reps`)
   const warm = `cat ${shellQuote(mixedStreamFile(8 * MB).path)}`
   await monitorOnce(warm)
-  await monitorOnce(warm, { silenceMs: SILENCE_MS })
+  // The option must reach the monitor, or this would compare a run with itself.
+  const armed = await runMonitors([warm], { silenceMs: SILENCE_MS })
+  if (armed.monitors[0]?.info.silenceMs !== SILENCE_MS) throw new Error("wake_on_silence_ms did not reach the monitor")
 
   const runs = new Map<string, RunResult[]>()
-  for (let rep = 0; rep < plan.reps; rep++) {
+  for (let rep = 0; rep < reps; rep++) {
     for (const stream of streams) {
       const variants: [string, { silenceMs?: number }][] = [
         [`${stream.id}:off`, {}],
