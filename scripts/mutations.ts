@@ -526,4 +526,12 @@ export const MUTATIONS: Mutation[] = [
     replace: "const twin = undefined as MonitorInfo | undefined",
     tests: LONG_LIVED,
   },
+  {
+    id: "longlived-tui-deadline-none",
+    what: "the TUI says a running monitor has no deadline when it has one",
+    file: "src/tui/view.ts",
+    find: "monitor.deadlineAt === undefined ?",
+    replace: "true ?",
+    tests: ["tui-view.test.ts"],
+  },
 ]
