@@ -1,3 +1,4 @@
+// test-runner: slow
 /**
  * Issue 25 (SPEC §15), long-lived jobs, against one real opencode serve and the scripted agent:
  * (1) a hung command with wake_on_silence_ms wakes its session once, Status running, while the
@@ -8,7 +9,7 @@
  *     readiness wake comes again;
  * (4) monitor_restart under an `ask` rule asks again; under a deny (an agent whose rules deny bash)
  *     it is refused and the old monitor keeps running.
- * One server for all four (each in its own session): about 30 s on the 2-core machine, 45 s under load.
+ * One server for all four (each in its own session): 30 s on the idle 2-core machine, 65 s under load.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { freePort } from "../src/free-port.ts"
