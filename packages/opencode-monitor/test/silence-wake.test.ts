@@ -148,7 +148,7 @@ const silenceBatch = (seq: number, lastSeq = 100): OutputBatch => ({
 function setup(options: Partial<InjectorOptions> = {}) {
   const base = setupInjector({
     maxActiveDeferMs: 60_000,
-    matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6 },
+    matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, maxLines: 50, maxBytes: 16_384 },
     ...options,
   })
   const send = (b: OutputBatch, wakeLimit = 1) =>
@@ -200,7 +200,9 @@ describe("silence wake delivery", () => {
   })
 
   test("it shares max_match_wakes_per_minute with match wakes of other monitors", async () => {
-    const { send, wakes, advance } = setup({ matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 1 } })
+    const { send, wakes, advance } = setup({
+      matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 1, maxLines: 50, maxBytes: 16_384 },
+    })
     send(testBatch(1, { wakeAt: [0], monitorId: "mon_a" }))
     await settle()
     send(silenceBatch(1))

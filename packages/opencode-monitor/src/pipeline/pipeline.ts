@@ -20,6 +20,8 @@ export type PipelineOptions = {
   wakeFilter?: LineFilter | undefined
   /** `wake_on_silence_ms`: a silence this long while the process runs emits one silence wake. */
   silenceMs?: number
+  /** False once the monitor's `wake_limit` is used up: a match is then a plain line, batched as any. */
+  matchWakeLeft?: () => boolean
   scheduler: Scheduler
   onBatch: (batch: OutputBatch) => void
 }
@@ -45,6 +47,7 @@ const SILENCE_LINES = 10
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
+  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
   // the ring (matched lines leaving the ring were already handed to the batcher).
@@ -78,7 +81,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = wakeFilter(line.text)
+    if (wakeFilter) line.wake = wakeLeft() && wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       pendingDrops.unmatched++
