@@ -93,7 +93,8 @@ export function opencodeBinary(): string {
       join(dir, "node_modules", `${platform}-baseline`, "bin", "opencode"),
     ]
     for (const hoisted of [platform, `${platform}-baseline`]) {
-      if (readVersion(join(root, hoisted, "package.json")) === version) candidates.push(join(root, hoisted, "bin", "opencode"))
+      if (readVersion(join(root, hoisted, "package.json")) === version)
+        candidates.push(join(root, hoisted, "bin", "opencode"))
     }
     const found = candidates.find(isNativeBinary)
     if (found) return found

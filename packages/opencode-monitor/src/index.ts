@@ -1,10 +1,13 @@
 import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "./config"
 import { createSessionApi } from "./delivery/session-api"
+import { serverHostReady } from "./host-check"
 import { createMonitorPlugin } from "./hooks"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */
 const server: Plugin = async (input, options) => {
+  // An opencode without an API the plugin relies on: registers nothing, says which (SPEC §16).
+  if (!serverHostReady(input)) return {}
   const api = createSessionApi(input.client)
   const parsed = parseMonitorConfig(options)
   if (!parsed.ok) {

@@ -19,14 +19,22 @@ describe("the TUI part", () => {
     expect(source).not.toMatch(/\bserver\s*:/)
   })
 
-  test("imports only src/state/ of the server part, plus what the opencode TUI provides", () => {
+  test("imports only src/state/ and src/host-check.ts of the server part, plus what the opencode TUI provides", () => {
     const allowedPackages = new Set(["solid-js", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
     for (const name of readdirSync(TUI_DIR)) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, name), "utf8"))) {
-        const ok = specifier.startsWith("./") || specifier.startsWith("../state/") || allowedPackages.has(specifier)
+        const ok =
+          specifier.startsWith("./") ||
+          specifier.startsWith("../state/") ||
+          specifier === "../host-check" ||
+          allowedPackages.has(specifier)
         expect(ok ? specifier : `${name} imports ${specifier}`).toBe(specifier)
       }
     }
+  })
+
+  test("src/host-check.ts, shared with the TUI part, imports nothing", () => {
+    expect(importsOf(readFileSync(join(TUI_DIR, "../host-check.ts"), "utf8"))).toEqual([])
   })
 
   test("the .tsx module transpiles (tsc does not check .tsx in this repo)", () => {

@@ -2,6 +2,7 @@
 import type { TuiPlugin, TuiPluginApi, TuiPluginModule } from "@opencode-ai/plugin/tui"
 import { type FSWatcher, watch } from "node:fs"
 import { createMemo, createSignal, For, Show } from "solid-js"
+import { tuiHostReady } from "../host-check"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
@@ -40,6 +41,7 @@ function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
 }
 
 const tui: TuiPlugin = async (api) => {
+  if (!tuiHostReady(api)) return
   const projectDir = safely(() => projectStateDir(api.state.path.directory), "")
   const empty: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>(empty)
