@@ -3,6 +3,7 @@ import { parseMonitorConfig } from "./config"
 import { createSessionApi } from "./delivery/session-api"
 import { serverHostReady } from "./host-check"
 import { createMonitorPlugin } from "./hooks"
+import { withFileTuiSpecNotice } from "./tui-route"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */
 const server: Plugin = async (input, options) => {
@@ -17,7 +18,11 @@ const server: Plugin = async (input, options) => {
     api.toast("error", "opencode-monitor disabled", message)
     return {}
   }
-  return createMonitorPlugin(parsed.config, { api, directory: input.directory }).hooks
+  return withFileTuiSpecNotice(
+    createMonitorPlugin(parsed.config, { api, directory: input.directory }).hooks,
+    input,
+    api,
+  )
 }
 
 const plugin: PluginModule & { id: string } = { id: "opencode-monitor", server }
