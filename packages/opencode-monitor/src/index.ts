@@ -2,7 +2,7 @@ import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "./config"
 import { createSessionApi } from "./delivery/session-api"
 import { serverHostReady } from "./host-check"
-import { createMonitorPlugin } from "./hooks"
+import { createMonitorPlugin } from "./plugin"
 import { withFileTuiSpecNotice } from "./tui-route"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */

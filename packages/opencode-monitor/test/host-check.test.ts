@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import type { PluginInput } from "@opencode-ai/plugin"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { SERVER_API, serverHostReady, TESTED_TEXT, TUI_API, tuiHostReady } from "../src/host-check"
 import plugin from "../src/index"
 import { FakeSessionApi } from "./support/fake-session-api"

@@ -21,13 +21,14 @@ describe("the TUI part", () => {
     expect(source).not.toMatch(/\bserver\s*:/)
   })
 
-  test("imports only src/state/ and src/host-check.ts of the server part, plus what the opencode TUI provides", () => {
+  test("imports only src/state/, the leaf codec and src/host-check.ts of the server part, plus what the opencode TUI provides", () => {
     const allowedPackages = new Set(["solid-js", "@opentui/solid", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
     for (const name of readdirSync(TUI_DIR)) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, name), "utf8"))) {
         const ok =
           specifier.startsWith("./") ||
           specifier.startsWith("../state/") ||
+          specifier === "../codec" ||
           specifier === "../host-check" ||
           allowedPackages.has(specifier)
         expect(ok ? specifier : `${name} imports ${specifier}`).toBe(specifier)
