@@ -696,4 +696,20 @@ export const MUTATIONS: Mutation[] = [
     replace: "true ?",
     tests: ["tui-view.test.ts"],
   },
+  {
+    id: "host-check-blind",
+    what: "the load-time check of opencode's API never finds anything missing",
+    file: "src/host-check.ts",
+    find: '      return kind === "object" ? typeof value !== "object" || value === null : typeof value !== kind',
+    replace: "      return false",
+    tests: ["host-check.test.ts"],
+  },
+  {
+    id: "host-check-ask-not-promise",
+    what: "an ask that answers with no promise (opencode 1.14's Effect) counts as allowed",
+    file: "src/permission/authorize.ts",
+    find: "  if (!askReturned(answer)) {",
+    replace: "  if (false) {",
+    tests: ["host-check.test.ts"],
+  },
 ]

@@ -1,18 +1,34 @@
-/** @jsxImportSource @opentui/solid */
 import type { TuiPlugin, TuiPluginApi, TuiPluginModule } from "@opencode-ai/plugin/tui"
+import { createComponent, createElement, effect, insert, setProp } from "@opentui/solid"
 import { type FSWatcher, watch } from "node:fs"
 import { createMemo, createSignal, For, Show } from "solid-js"
+import { tuiHostReady } from "../host-check"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
 import { type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
-import { type MonitorView, ordered, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows, type Tone, dialogOption, detailRows } from "./view"
+import {
+  type MonitorView,
+  ordered,
+  REMOTE_NOTE,
+  type Row,
+  SIDEBAR_DEFAULTS,
+  sidebarRows,
+  type Tone,
+  dialogOption,
+  detailRows,
+} from "./view"
 
 /**
  * The TUI part of opencode-monitor (SPEC §11): the session's monitors in the sidebar and a
  * "Monitors" palette command. It reads the state files the server part writes (only `src/state/`
  * is shared with the server part) and falls back to the session's messages when no local server
  * writes one (a TUI attached to a remote server). Nothing here may throw onto the screen.
+ *
+ * No JSX: opencode compiles a TUI plugin's JSX only outside node_modules, so a `.tsx` entry fails to
+ * load once installed as a package (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). The
+ * views are built with @opentui/solid's element calls, which opencode maps to its own runtime in
+ * any plugin file that imports them; props that change are getters, as Solid's compiler writes them.
  */
 const ID = "opencode-monitor"
 const REFRESH_MS = 250
@@ -40,6 +56,7 @@ function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
 }
 
 const tui: TuiPlugin = async (api) => {
+  if (!tuiHostReady(api)) return
   const projectDir = safely(() => projectStateDir(api.state.path.directory), "")
   const empty: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>(empty)
@@ -128,20 +145,41 @@ const tui: TuiPlugin = async (api) => {
         })
       }, []),
     )
-    return (
-      <Show when={rows().length > 0}>
-        <box>
-          <For each={rows()}>{(row) => <text fg={color(row.tone)} wrapMode="none">{row.text}</text>}</For>
-        </box>
-      </Show>
-    )
+    return createComponent(Show, {
+      get when() {
+        return rows().length > 0
+      },
+      get children() {
+        const box = createElement("box")
+        insert(
+          box,
+          createComponent(For, {
+            get each() {
+              return rows()
+            },
+            children: (row: Row) => {
+              const text = createElement("text")
+              setProp(text, "wrapMode", "none")
+              effect(() => setProp(text, "fg", color(row.tone)))
+              insert(text, () => row.text)
+              return text
+            },
+          }),
+        )
+        return box
+      },
+    })
   }
 
   api.slots.register({
     order: 150,
     slots: {
-      sidebar_content(_ctx, props) {
-        return <Sidebar sessionID={props.session_id} />
+      sidebar_content(_ctx: unknown, props: { session_id: string }) {
+        return createComponent(Sidebar, {
+          get sessionID() {
+            return props.session_id
+          },
+        })
       },
     },
   })
@@ -156,26 +194,30 @@ const tui: TuiPlugin = async (api) => {
   const showList = () => {
     const sessionID = currentSession()
     if (!sessionID) {
-      api.ui.toast({ variant: "info", title: "Monitors", message: "Open a session first: monitors belong to a session." })
+      api.ui.toast({
+        variant: "info",
+        title: "Monitors",
+        message: "Open a session first: monitors belong to a session.",
+      })
       return
     }
     const found = forSession(sessionID)
     const t = Date.now()
     const monitors = ordered(found.monitors)
     const notes = [...found.notes, ...(found.local ? [] : monitors.length > 0 ? [REMOTE_NOTE] : [])]
-    api.ui.dialog.replace(() => (
-      <api.ui.DialogSelect
-        title={monitors.length === 0 ? "Monitors: none in this session" : "Monitors"}
-        options={[
+    api.ui.dialog.replace(() =>
+      createComponent(api.ui.DialogSelect<string>, {
+        title: monitors.length === 0 ? "Monitors: none in this session" : "Monitors",
+        options: [
           ...monitors.map((monitor) => ({ ...dialogOption(monitor, t), value: monitor.id })),
           ...notes.map((note) => ({ title: note, value: `note:${note}`, category: "Notes" })),
-        ]}
-        onSelect={(option) => {
+        ],
+        onSelect: (option) => {
           const monitor = monitors.find((m) => m.id === option.value)
           if (monitor) showDetail(sessionID, monitor.id, found.local)
-        }}
-      />
-    ))
+        },
+      }),
+    )
   }
 
   const showDetail = (sessionID: string, monitorId: string, local: boolean) => {
@@ -184,39 +226,48 @@ const tui: TuiPlugin = async (api) => {
     const rows = detailRows(monitor, Date.now(), DETAIL_WIDTH)
     const canStop = local && monitor.statusKind === "running" && monitor.serverPid !== undefined
     const actions = [
-      ...(canStop ? [{ title: "Stop", value: "stop", description: "SIGTERM to its process group, SIGKILL after the grace" }] : []),
+      ...(canStop
+        ? [{ title: "Stop", value: "stop", description: "SIGTERM to its process group, SIGKILL after the grace" }]
+        : []),
       { title: "Refresh", value: "refresh" },
       { title: "Back", value: "back" },
     ]
-    const stopNote = !local && monitor.statusKind === "running" ? ["Stop is not available: this TUI is not on the server's machine."] : []
-    api.ui.dialog.replace(() => (
-      <api.ui.DialogSelect
-        title={rows[0]?.text ?? monitorId}
-        skipFilter
-        options={[
+    const stopNote =
+      !local && monitor.statusKind === "running"
+        ? ["Stop is not available: this TUI is not on the server's machine."]
+        : []
+    api.ui.dialog.replace(() =>
+      createComponent(api.ui.DialogSelect<string>, {
+        title: rows[0]?.text ?? monitorId,
+        skipFilter: true,
+        options: [
           ...actions.map((a) => ({ ...a, category: "Actions" })),
           ...[...rows.slice(1), ...stopNote.map((text) => ({ text }))]
             .filter((row) => row.text !== "")
             .map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
-        ]}
-        onSelect={(option) => {
+        ],
+        onSelect: (option) => {
           if (option.value === "stop") confirmStop(sessionID, monitor, local)
           else if (option.value === "refresh") showDetail(sessionID, monitorId, local)
           else if (option.value === "back") showList()
-        }}
-      />
-    ))
+        },
+      }),
+    )
   }
 
   const confirmStop = (sessionID: string, monitor: MonitorView, local: boolean) => {
-    api.ui.dialog.replace(() => (
-      <api.ui.DialogConfirm
-        title={`Stop ${monitor.label}?`}
-        message={`Stop monitor ${monitor.id} (${monitor.label})? Its process group gets SIGTERM, then SIGKILL after the grace period. The agent is told, not woken.`}
-        onConfirm={() => {
+    api.ui.dialog.replace(() =>
+      createComponent(api.ui.DialogConfirm, {
+        title: `Stop ${monitor.label}?`,
+        message: `Stop monitor ${monitor.id} (${monitor.label})? Its process group gets SIGTERM, then SIGKILL after the grace period. The agent is told, not woken.`,
+        onConfirm: () => {
           try {
             writeStopRequest(projectDir, { serverPid: monitor.serverPid ?? 0, sessionID, monitorId: monitor.id })
-            api.ui.toast({ variant: "info", title: "Monitors", message: `Stop requested: ${monitor.label} (${monitor.id})` })
+            api.ui.toast({
+              variant: "info",
+              title: "Monitors",
+              message: `Stop requested: ${monitor.label} (${monitor.id})`,
+            })
           } catch (error) {
             api.ui.toast({
               variant: "error",
@@ -225,10 +276,10 @@ const tui: TuiPlugin = async (api) => {
             })
           }
           api.ui.dialog.clear()
-        }}
-        onCancel={() => showDetail(sessionID, monitor.id, local)}
-      />
-    ))
+        },
+        onCancel: () => showDetail(sessionID, monitor.id, local),
+      }),
+    )
   }
 
   const unregister = api.keymap.registerLayer({
