@@ -10,6 +10,7 @@ import { type MonitoredProcess, type ProcessExit, SpawnError, spawnInGroup } fro
 import { parseSimpleCommands } from "./permission/bash-parser"
 import { findMissingProgram } from "./process/program-check"
 import { programName, programWord } from "./process/program-word"
+import type { ProcessTable } from "./process/process-table"
 import { readPipe } from "./process/read-pipe"
 import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
@@ -67,6 +68,8 @@ export type ManagerDeps = {
   newId?: () => string
   /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
   shell?: () => string
+  /** The process table monitors are tracked with (process/process-table.ts); this server's when not given. */
+  processTable?: ProcessTable
 }
 
 type Monitor = {
@@ -200,6 +203,7 @@ export class MonitorManager {
         cwd: request.directory,
         killGraceMs: this.config.kill_grace_ms,
         env,
+        table: this.deps.processTable,
       })
     } catch (error) {
       if (error instanceof SpawnError)

@@ -7,7 +7,7 @@ import { defaultMonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import { createMonitorPlugin } from "../src/hooks"
 import type { OutputBatch } from "../src/pipeline/batcher"
-import { processStartTime, readProcStat } from "../src/process/proc-stat"
+import { isLive, processStartTime, readProcess } from "../src/process/process-table"
 import { liveGroupMembers } from "../src/process/process-group"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
@@ -15,6 +15,7 @@ import { formatStatus } from "../src/status"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
 import { stateEntry } from "./support/state-entry"
+import { BACK_ENDS } from "./support/tables"
 
 const DIRECTORY = "/work/project"
 const roots: string[] = []
@@ -291,18 +292,15 @@ describe("restart recovery", () => {
   })
 })
 
-describe("a lost monitor's process", () => {
+describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name, table) => {
   function sleeper(command = "sleep 30"): { pid: number; startTime: string } {
     const child = spawn("sh", ["-c", command], { detached: true, stdio: "ignore" })
     child.unref()
     const pid = child.pid as number
     spawned.push(pid)
-    return { pid, startTime: processStartTime(pid) as string }
+    return { pid, startTime: processStartTime(pid, table) as string }
   }
-  const alive = (pid: number) => {
-    const stat = readProcStat(pid)
-    return stat !== undefined && stat.state !== "Z"
-  }
+  const alive = (pid: number) => isLive(readProcess(pid, table))
 
   test("is stopped when pid and start time prove it is the recorded one; a reused pid is never signalled", async () => {
     const { put, deps, delivered } = setup()
@@ -315,17 +313,17 @@ describe("a lost monitor's process", () => {
       stateFile(500, [
         entry("mon_survivor", { pid: survivor.pid, pidStartTime: survivor.startTime }),
         // Same pid, other start time: the pid now belongs to an unrelated process.
-        entry("mon_reused", { pid: stranger.pid, pidStartTime: `${Number(stranger.startTime) - 1}` }),
+        entry("mon_reused", { pid: stranger.pid, pidStartTime: `${stranger.startTime}0` }),
       ]),
     )
     const { isSameLiveProcess: _real, ...withRealChecks } = deps()
-    const result = await recoverLostMonitors(withRealChecks)
+    const result = await recoverLostMonitors({ ...withRealChecks, table })
     expect(result.map((r) => [r.id, r.outcome, r.survivorPid])).toEqual([
       ["mon_survivor", "reported", undefined],
       ["mon_reused", "reported", undefined],
     ])
     expect(alive(survivor.pid)).toBe(false)
-    expect(await liveGroupMembers(survivor.pid)).toEqual([])
+    expect(await liveGroupMembers(survivor.pid, table)).toEqual([])
     expect(alive(stranger.pid)).toBe(true)
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       "lost (the opencode server stopped while it ran)",

@@ -1,17 +1,8 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import type { Readable } from "node:stream"
 import { shellInvocation } from "./shell"
-import {
-  attach,
-  canTrack,
-  DescendantTracker,
-  descriptorTarget,
-  detach,
-  findByEnvironment,
-  findHolders,
-  isLive,
-  scanProcessTable,
-} from "./tracker"
+import { isLive, type ProcessTable, processTable } from "./process-table"
+import { attach, DescendantTracker, detach } from "./tracker"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -52,6 +43,8 @@ export type SpawnOptions = {
   env?: NodeJS.ProcessEnv
   /** The shell to run the command in (process/shell.ts); `sh` when not given. */
   shell?: string
+  /** The process table to track and verify with (process-table.ts); this server's when not given. */
+  table?: ProcessTable
 }
 
 const POLL_MS = 25
@@ -85,10 +78,11 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   }
   // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
   // holds them once the leader is gone. A leader that exits at once may be gone already.
-  const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
-  const watchdog = startWatchdog(pid, options.killGraceMs, token)
+  const table = options.table ?? processTable
+  const outputs = table.outputTargets(pid)
+  const watchdog = startWatchdog(pid, options.killGraceMs, token, table)
   // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
+  const tracker = new DescendantTracker(pid, (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`), table)
   attach(tracker)
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
@@ -114,10 +108,9 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     groupAlive,
     survivors: () => survivors,
     async trackPipeHolders() {
-      if (!canTrack) return []
       const holders = [
-        ...(outputs.length > 0 ? await findHolders(outputs) : []),
-        ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
+        ...(outputs.length > 0 ? await table.findHolders(outputs) : []),
+        ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
       ]
       tracker.track(holders)
       return holders
@@ -129,10 +122,9 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       // One full scan (shared with concurrent stops, yielding) finds members that were never
       // seen attached: orphans still in the session or group, and processes carrying the token.
       // Polls then cost O(tracked).
-      if (canTrack) {
-        tracker.adopt(await scanProcessTable())
-        tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
-      }
+      const startedAt = performance.now()
+      tracker.adopt(await table.scan(), startedAt)
+      tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
       const gone = async () => (await liveMembers(pid, tracker)).length === 0
       if (await gone()) return null
       signalAll("SIGTERM")
@@ -151,7 +143,7 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   }
 }
 
-function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {
+function startWatchdog(pgid: number, graceMs: number, token: string, table: ProcessTable): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
   // Lines read before are `pid:starttime` of processes that left the group; each is signalled
   // only while its start time still matches (the pid was not reused). Processes carrying the
@@ -159,9 +151,7 @@ function startWatchdog(pgid: number, graceMs: number, token: string): ChildProce
   const script = [
     'pg=$1; grace=$2; tok=$3; known=""',
     'while read -r line; do known="$known $line"; done',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
-    'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
-    `bytok() { grep -lzx "${TOKEN_VARIABLE}=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
+    ...table.watchdogFunctions(TOKEN_VARIABLE),
     'kill -TERM -"$pg" $(alive) $(bytok) 2>/dev/null',
     'sleep "$grace"',
     'kill -KILL -"$pg" $(alive) $(bytok) 2>/dev/null',
@@ -203,7 +193,6 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
  */
 function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
   if (signalPid(-pgid, 0) !== "gone") return true
-  if (!canTrack) return false
   tracker.refresh()
   return tracker.live().length > 0
 }
@@ -216,12 +205,11 @@ function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
  */
 async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
   const group = signalPid(-pgid, 0)
-  if (!canTrack) return group === "gone" ? [] : [pgid]
-  tracker.refresh()
-  const live = tracker.live().map((stat) => stat.pid)
+  await tracker.update()
+  const live = tracker.live().map((entry) => entry.pid)
   if (live.length > 0 || group === "gone") return live
-  const table = await scanProcessTable()
-  tracker.adopt(table)
+  const startedAt = performance.now()
+  tracker.adopt(await tracker.table.scan(), startedAt)
   const members = tracker.live().map((stat) => stat.pid)
   // Still answering with no live member found: what answers is a zombie. EPERM means a process
   // that may not be signalled, which is not "gone".
@@ -229,9 +217,8 @@ async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<nu
 }
 
 /** Live (non-zombie) members of a process group, from one asynchronous read of the process table. */
-export async function liveGroupMembers(pgid: number): Promise<number[]> {
-  if (!canTrack) return signalPid(-pgid, 0) === "gone" ? [] : [pgid]
-  return (await scanProcessTable()).filter((stat) => stat.pgrp === pgid && isLive(stat)).map((stat) => stat.pid)
+export async function liveGroupMembers(pgid: number, table: ProcessTable = processTable): Promise<number[]> {
+  return (await table.scan()).filter((entry) => entry.pgrp === pgid && isLive(entry)).map((entry) => entry.pid)
 }
 
 /** Polls `condition` until it holds (true) or `timeoutMs` passes (false). */

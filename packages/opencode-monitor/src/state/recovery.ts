@@ -4,7 +4,13 @@ import { readBack } from "../delivery/history"
 import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
-import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
+import {
+  isSameLiveProcess,
+  mayStillRun,
+  type ProcessTable,
+  processStartTime,
+  processTable,
+} from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, type MonitorStatus } from "../status"
 import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
@@ -20,9 +26,11 @@ export type RecoveryDeps = {
   whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
-  /** This server process; defaults to process.pid and its /proc start time. */
+  /** This server process; defaults to process.pid and its start time. */
   self?: Owner
-  /** Process checks, injectable for tests; default /proc. */
+  /** The process table (process/process-table.ts); default this server's, /proc or ps. */
+  table?: ProcessTable
+  /** Process checks, injectable for tests; default the table's. */
   mayStillRun?: (pid: number, startTime: string | undefined) => boolean
   isSameLiveProcess?: (pid: number, startTime: string | undefined) => boolean
 }
@@ -51,7 +59,7 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const dir = projectStateDir(deps.directory, deps.env)
-  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
+  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.table) }
   let names: string[]
   try {
     names = readdirSync(dir)
@@ -110,7 +118,7 @@ function claim(
   }
   const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
   if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
-  const alive = deps.mayStillRun ?? mayStillRun
+  const alive = deps.mayStillRun ?? ((pid: number, start: string | undefined) => mayStillRun(pid, start, deps.table))
   // A server (or a recovering server) that may still run owns its file: never touched.
   if (alive(owner.pid, owner.pidStartTime)) return undefined
 
@@ -200,12 +208,14 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
  * when something of the group survives even SIGKILL, so the notice can name it.
  */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<number | undefined> {
-  if (!(deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)) return undefined
+  const same =
+    deps.isSameLiveProcess ?? ((pid: number, start: string | undefined) => isSameLiveProcess(pid, start, deps.table))
+  if (!same(entry.pid, entry.pidStartTime)) return undefined
   deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
     monitorId: entry.id,
     pid: entry.pid,
   })
-  const groupGone = async () => (await liveGroupMembers(entry.pid)).length === 0
+  const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
   for (const [signal, waitMs] of [
     ["SIGTERM", deps.killGraceMs],
     ["SIGKILL", 2_000],
