@@ -19,12 +19,24 @@ describe("the TUI part", () => {
     expect(source).not.toMatch(/\bserver\s*:/)
   })
 
-  test("imports only src/state/ of the server part, plus what the opencode TUI provides", () => {
+  test("imports only src/state/ and the process table of the server part, plus what the opencode TUI provides", () => {
     const allowedPackages = new Set(["solid-js", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
     for (const name of readdirSync(TUI_DIR)) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, name), "utf8"))) {
-        const ok = specifier.startsWith("./") || specifier.startsWith("../state/") || allowedPackages.has(specifier)
+        const ok =
+          specifier.startsWith("./") ||
+          specifier.startsWith("../state/") ||
+          specifier === "../process/process-table" ||
+          allowedPackages.has(specifier)
         expect(ok ? specifier : `${name} imports ${specifier}`).toBe(specifier)
+      }
+    }
+    // The liveness check's process table (both back ends) needs node's builtins only.
+    for (const name of ["process-table.ts", "proc-table.ts", "ps-table.ts"]) {
+      for (const specifier of importsOf(readFileSync(join(TUI_DIR, "../process", name), "utf8"))) {
+        const ok =
+          specifier.startsWith("node:") || ["./process-table", "./proc-table", "./ps-table"].includes(specifier)
+        expect(ok ? specifier : `process/${name} imports ${specifier}`).toBe(specifier)
       }
     }
   })
