@@ -6,19 +6,32 @@
  *   bun packages/bench/src/escape-rates.ts --table=off   # run in a tree whose tracking is switched off
  *
  * Each run starts a monitor whose command escapes a `sleep` by the shape, waits until the escaped
- * process is in the table, stops the monitor at once (the hardest moment: no tracking tick may
+ * process runs in another process group, stops the monitor at once (the hardest moment: no tracking tick may
  * have seen it yet), and counts the run as an escape if anything carrying the run's marker is still
  * running. `off` passes no table, so it measures whatever the tree's own code does (the red run
  * on the base commit with `canTrack = false`, today's path on a system without /proc).
  */
 import { defaultMonitorConfig } from "../../opencode-monitor/src/config.ts"
 import { MonitorManager } from "../../opencode-monitor/src/manager.ts"
+import { spawnSync } from "node:child_process"
 import {
   killWithChildren,
   liveProcesses,
   uniqueMarker,
   waitFor,
 } from "../../opencode-monitor/test/support/processes.ts"
+
+/** The escaped process of a run: it runs the shape's final command and is in another group than the leader's. */
+function escapee(marker: string, leader: number): number | undefined {
+  const ps = spawnSync("ps", ["-eo", "pid=,pgid=,stat=,args="], { encoding: "utf8" })
+  for (const row of ps.stdout.split("\n")) {
+    const [pid, pgid, stat, ...args] = row.trim().split(/\s+/)
+    const command = args.join(" ")
+    if (!command.includes(marker) || stat?.startsWith("Z") || Number(pgid) === leader) continue
+    if (command.startsWith("sh -c sleep 1000") || command.startsWith("perl -e setpgrp")) return Number(pid)
+  }
+  return undefined
+}
 
 const SHAPES: [string, (marker: string) => string][] = [
   ["setsid", (m) => `setsid sh -c 'sleep 1000; : ${m}'`],
@@ -53,8 +66,9 @@ async function main(): Promise<void> {
         directory: process.cwd(),
         command: `${command(marker)} >/dev/null 2>&1 & sleep 1000; : ${marker}`,
       })
-      // The leader's own command line carries the marker: wait for a second process with it.
-      if (!(await waitFor(() => liveProcesses(marker).length >= 2, 5_000, 5))) result.notSeen++
+      // Wait until the escape happened (a fork of the leader carries the marker before it leaves).
+      const leader = manager.snapshot(0).find((s) => s.info.id === info.id)?.pid ?? 0
+      if (!(await waitFor(() => escapee(marker, leader) !== undefined, 5_000, 5))) result.notSeen++
       await manager.stop(`s${i % jobs}`, info.id, "agent")
       const left = liveProcesses(marker)
       if (left.length > 0) result.escaped++

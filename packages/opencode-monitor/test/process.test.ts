@@ -193,6 +193,8 @@ describe.each(BACK_ENDS)("processes that leave the process group, tracked throug
       "a classic double fork (the middle process exits at once)",
       (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`,
     ],
+    // No token to find it by: only following the tree (seen attached) stops it.
+    ["setsid with a cleared environment", (m: string) => `setsid env -i sh -c 'sleep 1000; : ${m}'`],
   ])("a child that escapes by %s is stopped with the monitor", async (_name, command) => {
     const marker = uniqueMarker("escape")
     const { m, collector } = manager({}, table)
