@@ -2,7 +2,7 @@
  * Escape rates (issue 26): how often a child that left the monitor's process group outlives
  * `monitor_stop`, per escape shape, over N runs, with the process table forced to one back end.
  *
- *   bun packages/bench/src/escape-rates.ts --table=proc|ps [--runs=100] [--jobs=4]
+ *   bun packages/bench/src/escape-rates.ts --table=proc|ps [--runs=100] [--jobs=4] [--shape=setsid]
  *   bun packages/bench/src/escape-rates.ts --table=off   # run in a tree whose tracking is switched off
  *
  * Each run starts a monitor whose command escapes a `sleep` by the shape, waits until the escaped
@@ -37,6 +37,8 @@ const SHAPES: [string, (marker: string) => string][] = [
   ["setsid", (m) => `setsid sh -c 'sleep 1000; : ${m}'`],
   ["setpgrp", (m) => `perl -e 'setpgrp(0, 0); sleep 1000' ${m}`],
   ["double fork", (m) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`],
+  // No token to find it by: only following the tree stops it.
+  ["setsid, environment cleared", (m) => `setsid env -i sh -c 'sleep 1000; : ${m}'`],
 ]
 
 const arg = (name: string, fallback: string) =>
@@ -44,6 +46,7 @@ const arg = (name: string, fallback: string) =>
 const kind = arg("table", "proc")
 const runs = Number(arg("runs", "100"))
 const jobs = Number(arg("jobs", "4"))
+const only = arg("shape", "")
 
 async function main(): Promise<void> {
   const deps: ConstructorParameters<typeof MonitorManager>[1] = { onBatch: () => {} }
@@ -56,7 +59,7 @@ async function main(): Promise<void> {
     deps,
   )
   const results: Record<string, { escaped: number; runs: number; notSeen: number }> = {}
-  for (const [shape, command] of SHAPES) {
+  for (const [shape, command] of SHAPES.filter(([name]) => !only || name === only)) {
     const result = { escaped: 0, runs: 0, notSeen: 0 }
     results[shape] = result
     const one = async (i: number) => {

@@ -7,6 +7,7 @@ import type { SessionApi } from "./delivery/session-api"
 import { routeBatch, type SessionSource, SessionSources } from "./delivery/session-source"
 import { type MonitorInfo, MonitorManager } from "./manager"
 import type { OutputBatch } from "./pipeline/batcher"
+import { type ProcessTable, processStartTime } from "./process/process-table"
 import { resolveShell } from "./process/shell"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { projectStateDir, STATE_LAST_LINES } from "./state/format"
@@ -25,6 +26,8 @@ export type HookDeps = {
    * request from the TUI part is taken.
    */
   directory?: string
+  /** The process table (process/process-table.ts); this server's (/proc, else ps) when not given. */
+  processTable?: ProcessTable
 }
 
 export type MonitorPluginInstance = {
@@ -119,6 +122,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: HookDeps): Moni
     env: deps.env,
     onStarted: () => writer?.changed(),
     shell: currentShell,
+    processTable: deps.processTable,
     onBatch(batch, monitor) {
       enqueueRouted(batch, monitor.sessionID, monitor.label, monitor.pattern !== undefined, monitor.wakeLimit)
     },
@@ -266,11 +270,16 @@ function keepStateRecord(config: MonitorConfig, deps: StateRecordDeps): MonitorS
     log: (level, message, extra) => api.log(level, message, extra),
     env: deps.env,
     wakePending: deps.exitNoticeQueued,
+    ...(deps.processTable && {
+      server: { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.processTable) },
+      startTimeOf: (pid: number) => processStartTime(pid, deps.processTable),
+    }),
   })
   // Not awaited: the plugin must load at once; the notices go through the normal gates.
   recoverLostMonitors({
     directory: deps.directory,
     env: deps.env,
+    table: deps.processTable,
     api,
     killGraceMs: config.kill_grace_ms,
     async deliver(batch, label, sessionID, history) {
