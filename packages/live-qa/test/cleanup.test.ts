@@ -138,6 +138,8 @@ describe.each(PROCESS_TABLES)("with the process table through %s", (_table, plug
           [...groups].some((g) => e.command.includes(` ${g} `)),
       )
     expect(watchdogs()).toHaveLength(2)
+    // The back end in effect shows in the watchdog's script: it reads /proc, or it runs ps.
+    for (const watchdog of watchdogs()) expect(watchdog.command).toContain(pluginSpec ? "ps -o lstart=" : "/proc/")
 
     // The event stream would break with the server; close it first.
     await live.timeline.stop()
