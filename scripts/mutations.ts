@@ -416,9 +416,8 @@ export const MUTATIONS: Mutation[] = [
     id: "table-ps-watchdog-blind",
     what: "the ps watchdog neither recognises escaped processes nor searches the token",
     file: "src/process/ps-table.ts",
-    find: "    watchdogFunctions: (variable) => [\n      // biome-ignore",
-    replace:
-      "    watchdogFunctions: (variable) => [\n      'alive() { :; }', `bytok() { : ${variable}; }`,\n      // biome-ignore",
+    find: "; break } }'; }`,\n    ],",
+    replace: "; break } }'; }`,\n      'alive() { :; }',\n      'bytok() { :; }',\n    ],",
     tests: ["process.test.ts"],
   },
   {
