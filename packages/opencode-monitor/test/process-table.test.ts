@@ -113,12 +113,13 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
   })
 
   test("the holders of a process's output pipe are found", async () => {
-    const writer = spawn("sh", ["-c", "sleep 30 & exec sleep 30"], {
+    const writer = spawn("sh", ["-c", "sleep 30 & echo forked; exec sleep 30"], {
       detached: true,
       stdio: ["ignore", "pipe", "pipe"],
     })
     groups.push(writer.pid as number)
-    await waitFor(() => table.outputTargets(writer.pid as number).length === 2, 2_000)
+    // Once it printed, the background sleep exists (and holds both pipes).
+    await new Promise((resolve) => writer.stdout?.once("data", resolve))
     const targets = table.outputTargets(writer.pid as number)
     expect(targets.length).toBeGreaterThan(0)
     const holders = await table.findHolders(targets)
