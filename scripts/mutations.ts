@@ -408,8 +408,8 @@ export const MUTATIONS: Mutation[] = [
     id: "table-ps-no-token-search",
     what: "the ps back end's environment search finds nothing",
     file: "src/process/ps-table.ts",
-    find: "if (pid !== process.pid && words.includes(entry)) found.push(pid)",
-    replace: "if (pid !== process.pid && words.includes(`${entry}-mutant`)) found.push(pid)",
+    find: "if (pid !== process.pid && words.includes(query.entry)) found.push(pid)",
+    replace: "if (pid !== process.pid && words.includes(`${query.entry}-mutant`)) found.push(pid)",
     tests: ["process-table.test.ts", "process.test.ts"],
   },
   {

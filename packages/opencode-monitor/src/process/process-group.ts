@@ -89,10 +89,8 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   })
 
   let survivors: number[] = []
-  const targets = () => {
-    tracker.refresh()
-    return tracker.live().filter((stat) => stat.pgrp !== pid)
-  }
+  // As last refreshed: terminateGroup signals right after a check that brought the tracker up to date.
+  const targets = () => tracker.live().filter((entry) => entry.pgrp !== pid)
   const groupAlive = () => isGroupAlive(pid, tracker)
   const signalAll = (signal: NodeJS.Signals): number[] => {
     const denied: number[] = []
@@ -112,10 +110,11 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
         ...(outputs.length > 0 ? await table.findHolders(outputs) : []),
         ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
       ]
-      tracker.track(holders)
+      await tracker.track(holders)
       return holders
     },
     signalGroupNow: () => {
+      tracker.refresh()
       signalAll("SIGTERM")
     },
     async terminateGroup(graceMs) {
@@ -124,7 +123,7 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       // Polls then cost O(tracked).
       const startedAt = performance.now()
       tracker.adopt(await table.scan(), startedAt)
-      tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+      await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
       const gone = async () => (await liveMembers(pid, tracker)).length === 0
       if (await gone()) return null
       signalAll("SIGTERM")
@@ -193,7 +192,9 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
  */
 function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
   if (signalPid(-pgid, 0) !== "gone") return true
-  tracker.refresh()
+  // With ps a refresh would run it synchronously: the last tick's view (≤ 200 ms old) decides;
+  // a stale "alive" only leads to terminateGroup, which checks properly.
+  if (tracker.table.listsChildren) tracker.refresh()
   return tracker.live().length > 0
 }
 

@@ -26,6 +26,24 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   const lsof = options.lsof === undefined ? "lsof" : options.lsof
   let inflightScan: Promise<ProcessEntry[]> | undefined
   const listing = async () => parseEnvironmentListing(await run("ps", ["-A", "-ww", ...ENV_FIELDS, environmentFlag]))
+  // Queries made while a listing runs are answered together by the next one: concurrent stops
+  // run ps once, not once each (each listing is every process's whole environment).
+  let queued: { entry: string; resolve: (pids: number[]) => void }[] = []
+  let listingRuns = false
+  const drain = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    while (queued.length > 0) {
+      const queries = queued
+      queued = []
+      const rows = await listing()
+      for (const query of queries) {
+        const found: number[] = []
+        for (const [pid, words] of rows) if (pid !== process.pid && words.includes(query.entry)) found.push(pid)
+        query.resolve(found)
+      }
+    }
+    listingRuns = false
+  }
   return {
     kind: "ps",
     read(pids) {
@@ -43,10 +61,14 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
         })
       return inflightScan
     },
-    async findByEnvironment(entry) {
-      const found: number[] = []
-      for (const [pid, words] of await listing()) if (pid !== process.pid && words.includes(entry)) found.push(pid)
-      return found
+    findByEnvironment(entry) {
+      return new Promise((resolve) => {
+        queued.push({ entry, resolve })
+        if (!listingRuns) {
+          listingRuns = true
+          void drain()
+        }
+      })
     },
     environmentHolds(pid, entry) {
       const text = runSync("ps", ["-ww", ...ENV_FIELDS, environmentFlag, "-p", String(pid)])

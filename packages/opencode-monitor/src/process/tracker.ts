@@ -82,8 +82,11 @@ export class DescendantTracker {
   }
 
   /** Tracks these processes from now on (found by other means, e.g. holding the output pipes). */
-  track(pids: number[]): void {
-    for (const entry of this.table.read(pids)) if (isLive(entry)) this.note(entry)
+  async track(pids: number[]): Promise<void> {
+    if (pids.length === 0) return
+    // With ps a read of a few pids runs ps synchronously; a shared asynchronous scan does not block.
+    const entries = this.table.listsChildren ? this.table.read(pids) : await this.table.scan()
+    for (const entry of entries) if (pids.includes(entry.pid) && isLive(entry)) this.note(entry)
   }
 
   /** Tracked processes still running (pid not reused), as last refreshed. */
