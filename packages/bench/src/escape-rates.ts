@@ -14,6 +14,7 @@
 import { defaultMonitorConfig } from "../../opencode-monitor/src/config.ts"
 import { MonitorManager } from "../../opencode-monitor/src/manager.ts"
 import { spawnSync } from "node:child_process"
+import { startMonitor } from "./start.ts"
 import {
   killWithChildren,
   liveProcesses,
@@ -64,7 +65,7 @@ async function main(): Promise<void> {
     results[shape] = result
     const one = async (i: number) => {
       const marker = uniqueMarker(`rate_${shape.replace(/\s/g, "_")}`)
-      const info = await manager.start({
+      const info = await startMonitor(manager, {
         sessionID: `s${i % jobs}`,
         directory: process.cwd(),
         command: `${command(marker)} >/dev/null 2>&1 & sleep 1000; : ${marker}`,

@@ -1,3 +1,4 @@
+import { startMonitor } from "./start"
 import { spawn } from "node:child_process"
 import { tmpdir } from "node:os"
 import { defaultMonitorConfig, type MonitorConfig } from "../../opencode-monitor/src/config.ts"
@@ -122,7 +123,7 @@ export async function runMonitors(
   const ends: Promise<void>[] = []
   for (const command of commands) {
     const startedAt = performance.now()
-    const info = await manager.start({
+    const info = await startMonitor(manager, {
       sessionID: SESSION,
       directory: tmpdir(),
       command,

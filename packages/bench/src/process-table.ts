@@ -12,6 +12,7 @@ import { createProcessTable, type ProcessTable } from "../../opencode-monitor/sr
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 import { StallMeter } from "./stall-meter.ts"
+import { startMonitor } from "./start.ts"
 import { formatMs, median, p95 } from "./stats.ts"
 
 async function timed(run: () => unknown): Promise<number> {
@@ -29,7 +30,7 @@ async function stopStall(table: ProcessTable): Promise<number> {
   const infos = []
   for (let i = 0; i < 16; i++) {
     infos.push(
-      await manager.start({ sessionID: "stop", directory: process.cwd(), command: "trap '' TERM; sleep 1000" }),
+      await startMonitor(manager, { sessionID: "stop", directory: process.cwd(), command: "trap '' TERM; sleep 1000" }),
     )
   }
   await new Promise((resolve) => setTimeout(resolve, 500))

@@ -6,7 +6,7 @@
 import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "../../opencode-monitor/src/config.ts"
 import { createSessionApi } from "../../opencode-monitor/src/delivery/session-api.ts"
-import { createMonitorPlugin } from "../../opencode-monitor/src/hooks.ts"
+import { createMonitorPlugin } from "../../opencode-monitor/src/plugin.ts"
 import { createProcessTable } from "../../opencode-monitor/src/process/process-table.ts"
 
 const server: Plugin = async (input, options) => {

@@ -4,6 +4,7 @@
 import { defaultMonitorConfig } from "../../src/config"
 import { MonitorManager } from "../../src/manager"
 import { createProcessTable } from "../../src/process/process-table"
+import { startMonitor } from "./start"
 
 const graceMs = Number(process.argv[2])
 const kind = process.argv[3] === "ps" ? "ps" : "proc"
@@ -12,6 +13,6 @@ const manager = new MonitorManager(
   { ...defaultMonitorConfig(), kill_grace_ms: graceMs },
   { onBatch: () => {}, processTable: createProcessTable(kind) },
 )
-for (const command of commands) await manager.start({ sessionID: "host", directory: process.cwd(), command })
+for (const command of commands) await startMonitor(manager, { sessionID: "host", directory: process.cwd(), command })
 console.log("READY")
 setInterval(() => {}, 1_000)
