@@ -25,25 +25,6 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(options.platform ?? process.platform)
   const lsof = options.lsof === undefined ? "lsof" : options.lsof
   let inflightScan: Promise<ProcessEntry[]> | undefined
-  const listing = async () => parseEnvironmentListing(await run("ps", ["-A", "-ww", ...ENV_FIELDS, environmentFlag]))
-  // Queries made while a listing runs are answered together by the next one: concurrent stops
-  // run ps once, not once each (each listing is every process's whole environment).
-  let queued: { entry: string; resolve: (pids: number[]) => void }[] = []
-  let listingRuns = false
-  const drain = async () => {
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    while (queued.length > 0) {
-      const queries = queued
-      queued = []
-      const rows = await listing()
-      for (const query of queries) {
-        const found: number[] = []
-        for (const [pid, words] of rows) if (pid !== process.pid && words.includes(query.entry)) found.push(pid)
-        query.resolve(found)
-      }
-    }
-    listingRuns = false
-  }
   return {
     kind: "ps",
     read(pids) {
@@ -61,15 +42,7 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
         })
       return inflightScan
     },
-    findByEnvironment(entry) {
-      return new Promise((resolve) => {
-        queued.push({ entry, resolve })
-        if (!listingRuns) {
-          listingRuns = true
-          void drain()
-        }
-      })
-    },
+    findByEnvironment: environmentSearch(environmentFlag),
     environmentHolds(pid, entry) {
       const text = runSync("ps", ["-ww", ...ENV_FIELDS, environmentFlag, "-p", String(pid)])
       if (text === undefined) return undefined
@@ -96,6 +69,38 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       `bytok() { ps -A -ww -o pid= -o command= ${environmentFlag} 2>/dev/null | awk -v t="${variable}=$tok" '{ for (i = 2; i <= NF; i++) if ($i == t) { printf "%s ", $1; break } }'; }`,
     ],
   }
+}
+
+/**
+ * Processes other than this one whose environment (as ps lists it) holds `entry` as one word.
+ * Queries made while a listing runs are answered together by the next one: concurrent stops run
+ * ps once, not once each (each listing is every process's whole environment).
+ */
+function environmentSearch(environmentFlag: string): (entry: string) => Promise<number[]> {
+  let queued: { entry: string; resolve: (pids: number[]) => void }[] = []
+  let listingRuns = false
+  const drain = async () => {
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    while (queued.length > 0) {
+      const queries = queued
+      queued = []
+      const rows = parseEnvironmentListing(await run("ps", ["-A", "-ww", ...ENV_FIELDS, environmentFlag]))
+      for (const query of queries) {
+        const found: number[] = []
+        for (const [pid, words] of rows) if (pid !== process.pid && words.includes(query.entry)) found.push(pid)
+        query.resolve(found)
+      }
+    }
+    listingRuns = false
+  }
+  return (entry) =>
+    new Promise((resolve) => {
+      queued.push({ entry, resolve })
+      if (!listingRuns) {
+        listingRuns = true
+        void drain()
+      }
+    })
 }
 
 const ENV_FIELDS = ["-o", "pid=", "-o", "command="]
