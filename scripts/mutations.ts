@@ -484,4 +484,12 @@ export const MUTATIONS: Mutation[] = [
     replace: "  return isLive(entry)\n",
     tests: ["process-table.test.ts", "state-recovery.test.ts"],
   },
+  {
+    id: "table-ps-env-value-from-command-line",
+    what: "the ps back end takes a variable's value from the command line when it spells it",
+    file: "src/process/ps-table.ts",
+    find: "      return [...words]\n        .reverse()\n",
+    replace: "      return [...words]\n",
+    tests: ["process-table.test.ts"],
+  },
 ]

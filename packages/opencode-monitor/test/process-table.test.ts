@@ -4,6 +4,7 @@ import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import {
+  carriesEnvironment,
   createProcessTable,
   isSameLiveProcess,
   leadsSessionAndGroup,
@@ -104,12 +105,22 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     const [name, value] = token.split("=") as [string, string]
     const carrier = detached("sleep", ["30"], { ...process.env, [name]: value })
     const longer = detached("sleep", ["30"], { ...process.env, [name]: `${value}x` })
-    // The entry in a command line is not an environment: found only through ps's listing (documented).
-    await waitFor(() => readProcess(longer.pid as number, table) !== undefined, 2_000)
+    // Until the exec, a just-forked child still shows this process's environment.
+    for (const child of [carrier, longer]) {
+      await waitFor(() => table.environmentValue(child.pid as number, name) !== undefined, 2_000)
+    }
     expect(await table.findByEnvironment(token)).toEqual([carrier.pid as number])
-    expect(table.environmentHolds(carrier.pid as number, token)).toBe(true)
-    expect(table.environmentHolds(longer.pid as number, token)).toBe(false)
-    expect(table.environmentHolds(999_999_999, token)).toBeUndefined()
+    expect(table.environmentValue(carrier.pid as number, name)).toBe(value)
+    expect(table.environmentValue(longer.pid as number, name)).toBe(`${value}x`)
+    expect(table.environmentValue(carrier.pid as number, "OMO_NOT_SET_ANYWHERE")).toBeUndefined()
+    expect(table.environmentValue(999_999_999, name)).toBeUndefined()
+    expect(carriesEnvironment(carrier.pid as number, name, value, table)).toBe(true)
+    expect(carriesEnvironment(longer.pid as number, name, value, table)).toBe(false)
+    expect(carriesEnvironment(0, name, value, table)).toBe(false)
+    // A command line that spells the variable does not stand in for the environment.
+    const forger = detached("sh", ["-c", "sleep 30", `${name}=forged`], { ...process.env, [name]: value })
+    await waitFor(() => table.environmentValue(forger.pid as number, name) !== undefined, 2_000)
+    expect(table.environmentValue(forger.pid as number, name)).toBe(value)
   })
 
   test("the holders of a process's output pipe are found", async () => {

@@ -25,12 +25,18 @@ export function createProcTable(): ProcessTable {
       return inflightScan
     },
     findByEnvironment: environment,
-    environmentHolds(pid, entry) {
+    environmentValue(pid, name) {
+      let environment: string
       try {
-        return holdsEntry(readFileSync(`/proc/${pid}/environ`), Buffer.from(entry))
+        environment = readFileSync(`/proc/${pid}/environ`, "latin1")
       } catch {
         return undefined
       }
+      const prefix = `${name}=`
+      return environment
+        .split("\0")
+        .find((variable) => variable.startsWith(prefix))
+        ?.slice(prefix.length)
     },
     outputTargets: (pid) => [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined),
     findHolders,

@@ -36,8 +36,11 @@ export interface ProcessTable {
   scan(): Promise<ProcessEntry[]>
   /** Processes other than this one whose environment holds `entry` (`NAME=value`, exactly). */
   findByEnvironment(entry: string): Promise<number[]>
-  /** Whether `pid`'s environment holds `entry`; undefined when it cannot be read. */
-  environmentHolds(pid: number, entry: string): boolean | undefined
+  /**
+   * The value of variable `name` in `pid`'s environment as it started; undefined when it has none
+   * or the environment cannot be read (gone, another user's).
+   */
+  environmentValue(pid: number, name: string): string | undefined
   /** What the descriptors 1 and 2 of `pid` are (pipe or socket identities), for `findHolders`. */
   outputTargets(pid: number): string[]
   /** Processes other than this one holding any of `targets` open. */
@@ -106,4 +109,15 @@ export function mayStillRun(pid: number, start: string | undefined, table: Proce
 export function leadsSessionAndGroup(pid: number, table: ProcessTable = processTable): boolean {
   const entry = readProcess(pid, table)
   return isLive(entry) && entry.sessionLeader && entry.pgrp === pid
+}
+
+/** Whether `pid` carries `value` in variable `name` of its environment (a monitor's token, say). */
+export function carriesEnvironment(
+  pid: number,
+  name: string,
+  value: string,
+  table: ProcessTable = processTable,
+): boolean {
+  if (!Number.isInteger(pid) || pid <= 0) return false
+  return table.environmentValue(pid, name) === value
 }

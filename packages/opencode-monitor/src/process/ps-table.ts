@@ -43,11 +43,16 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       return inflightScan
     },
     findByEnvironment: environmentSearch(environmentFlag),
-    environmentHolds(pid, entry) {
+    environmentValue(pid, name) {
+      // The environment follows the command line in ps's listing: the last `name=` word is its
+      // (a value with spaces would be cut: the monitor's token is hex).
       const text = runSync("ps", ["-ww", ...ENV_FIELDS, environmentFlag, "-p", String(pid)])
-      if (text === undefined) return undefined
-      const words = parseEnvironmentListing(text).get(pid)
-      return words === undefined ? undefined : words.includes(entry)
+      const prefix = `${name}=`
+      const words = parseEnvironmentListing(text ?? "").get(pid) ?? []
+      return [...words]
+        .reverse()
+        .find((word) => word.startsWith(prefix))
+        ?.slice(prefix.length)
     },
     outputTargets(pid) {
       if (lsof === null) return []
