@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget,table`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget,silence,table`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -14,6 +14,7 @@ import { benchPermission } from "./permission.ts"
 import { benchProcessTable } from "./process-table.ts"
 import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
+import { benchSilence } from "./silence.ts"
 import { markdownTable, type Row } from "./report.ts"
 import { STALL_INTERVAL_MS } from "./stall-meter.ts"
 import { benchState } from "./state.ts"
@@ -30,6 +31,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   wake: benchWake,
   state: benchState,
   budget: benchBudget,
+  silence: benchSilence,
   table: benchProcessTable,
 }
 

@@ -52,6 +52,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     env: deps.env,
     shell: currentShell,
     processTable: deps.processTable,
+    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
     onStarted: () => writer?.changed(),
     onBatch: (batch, monitor) =>
       router.route(batch, {

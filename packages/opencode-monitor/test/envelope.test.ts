@@ -1,8 +1,8 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { ENVELOPE_END, ENVELOPE_START } from "../src/codec"
+import { ENVELOPE_END, ENVELOPE_START, formatStatus, type MonitorStatus, parseStatus } from "../src/codec"
 import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
-import type { OutputBatch } from "../src/pipeline/batcher"
+import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
 import { fallbackStripAnsi, MonitorLine, type MonitorStream } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { MAX_ROWS_PER_LINE } from "../src/pipeline/render"
@@ -25,6 +25,26 @@ function batch(overrides: Partial<OutputBatch> = {}): OutputBatch {
 }
 
 describe("formatMonitorBatch", () => {
+  test("a summary's line is cut to a few hundred bytes at a character, marked, and the cut counted", () => {
+    const long = `ERROR ${"é".repeat(4_000)}`
+    const lines = [mk(9, "stderr", long)]
+    const note = { kind: "summary" as const, lines: 5, bytes: 100, sinceSequence: 3 }
+    const running = { stillRunning: true, status: { kind: "running" as const }, lines }
+    const text = formatMonitorBatch({ batch: batch({ ...running, dropped: NO_DROPS, budget: note }), label: "x" })
+    const row = text.split("\n").find((r) => r.startsWith("[stderr seq=9] ")) ?? ""
+    const kept = row.slice("[stderr seq=9] ".length, -" [truncated]".length)
+    expect(row).toEndWith("é [truncated]")
+    expect(Buffer.byteLength(kept)).toBeLessThanOrEqual(300)
+    expect(Buffer.byteLength(kept)).toBeGreaterThanOrEqual(100)
+    expect(kept).not.toContain("\ufffd")
+    expect(text).toContain(
+      `dropped: 0 matched, 0 unmatched (${Buffer.byteLength(long) - Buffer.byteLength(kept)} bytes)`,
+    )
+    // Any other envelope shows the line whole.
+    const held = formatMonitorBatch({ batch: batch({ ...running, budget: { ...note, kind: "held" } }), label: "x" })
+    expect(held).toContain(`[stderr seq=9] ${long}\n`)
+  })
+
   test("writes the exact envelope of SPEC §3", () => {
     expect(formatMonitorBatch({ batch: batch(), label: "qa-build" })).toBe(
       [
@@ -244,5 +264,30 @@ describe("envelope size", () => {
     expect(envelopes.length).toBeGreaterThan(1)
     for (const envelope of envelopes)
       expect(Buffer.byteLength(envelope)).toBeLessThanOrEqual(1024 + Buffer.byteLength(header) + 64)
+  })
+})
+
+describe("the status codec reads back what restart recovery and an escape search write (turn 3)", () => {
+  test("left behind, recorded by a previous server, and an unverified claim round-trip", () => {
+    const statuses: MonitorStatus[] = [
+      {
+        kind: "exited",
+        code: 0,
+        leftBehind: [
+          { pid: 4242, name: "sleep" },
+          { pid: 4243, name: "python3" },
+        ],
+      },
+      { kind: "exited", code: 3, recorded: true },
+      { kind: "stopped", signal: null, byPerson: true, recorded: true },
+      { kind: "lost", survivorPid: undefined, unverified: { pid: 1, reason: "pid 1 is never signalled" } },
+    ]
+    expect(statuses.map(formatStatus)).toEqual([
+      "exited (code=0); stopped what it left running: pid 4242 (sleep), pid 4243 (python3)",
+      "exited (code=3), as the previous opencode server recorded it (not observed by this server)",
+      "stopped (by the person at the screen), as the previous opencode server recorded it (not observed by this server)",
+      "lost (the opencode server stopped while it ran; its record names process 1 as still running, unverified: pid 1 is never signalled, so it was not signalled)",
+    ])
+    expect(statuses.map((s) => parseStatus(formatStatus(s)))).toEqual(statuses)
   })
 })

@@ -1,6 +1,7 @@
 import type { DropCounts, OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
+import { envelopeBytes } from "../pipeline/render"
 
 /**
  * Wake on a matching line (SPEC §10). The injector asks this policy, at send time and with the
@@ -13,10 +14,21 @@ export type MatchWakeOptions = {
   minIntervalMs: number
   /** Match wakes one session may get in any minute, all monitors together. */
   perSessionPerMinute: number
+  /** One match wake, however many batches it absorbed, is at most one batch (`batch_max_lines`). */
+  maxLines: number
+  /** …and `batch_max_bytes`, counted as the envelope counts its rows. */
+  maxBytes: number
 }
 
-/** Why an envelope wakes: the `wake:` header line. */
-export type WakeReason = { ordinal: number; limit: number; seqs: number[] }
+/**
+ * Why an envelope wakes: the `wake:` header line. A match (the nth of `wake_limit`, at these seqs),
+ * or a silence (`wake_on_silence_ms`, SPEC §15: no output for `silentMs`, last line `lastSeq`).
+ */
+export type WakeReason = MatchReason | SilenceReason
+export type MatchReason = { ordinal: number; limit: number; seqs: number[] }
+export type SilenceReason = { silentMs: number; lastSeq: number }
+
+export const isSilenceReason = (reason: WakeReason): reason is SilenceReason => "silentMs" in reason
 
 export type MatchWakeDecision =
   | { kind: "wake"; reason: WakeReason }
@@ -42,10 +54,13 @@ export class MatchWakePolicy {
   /**
    * Decides for a batch whose session may be woken right now. A "wake" is recorded at once (the
    * delivery keeps it across send retries), so two batches can never both take the same slot.
+   * A silence wake shares the interval and the session's cap with match wakes, but not
+   * `wake_limit`: one silence wakes once, however many matches woke before.
    */
   decide(sessionID: string, batch: OutputBatch, limit: number): MatchWakeDecision {
     const monitorId = batch.monitorId
-    if (this.exhausted(monitorId, limit)) return { kind: "observe" }
+    const match = carriesMatch(batch) && !this.exhausted(monitorId, limit)
+    if (!match && !batch.silence) return { kind: "observe" }
     const now = this.scheduler.now()
     const monitor = this.monitors.get(monitorId)
     if (monitor && now - monitor.lastAt < this.options.minIntervalMs) {
@@ -56,9 +71,13 @@ export class MatchWakePolicy {
     if (recent.length >= this.options.perSessionPerMinute) {
       return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
     }
+    recent.push(now)
+    if (!match && batch.silence) {
+      this.monitors.set(monitorId, { count: monitor?.count ?? 0, lastAt: now, sessionID })
+      return { kind: "wake", reason: { silentMs: batch.silence.silentMs, lastSeq: batch.silence.lastSeq } }
+    }
     const count = (monitor?.count ?? 0) + 1
     this.monitors.set(monitorId, { count, lastAt: now, sessionID })
-    recent.push(now)
     return { kind: "wake", reason: { ordinal: count, limit, seqs: wakeSeqs(batch.lines) } }
   }
 
@@ -75,7 +94,11 @@ export class MatchWakePolicy {
   }
 }
 
-export const carriesWake = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+/** A batch carrying a `wake_pattern` match. */
+export const carriesMatch = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+
+/** A running batch that asks to wake: it carries a match, or it is a silence wake. */
+export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
 
 export function wakeSeqs(lines: readonly MonitorLine[]): number[] {
   return lines.filter((line) => line.wake).map((line) => line.seq)
@@ -105,7 +128,8 @@ const isCandidate = (d: MatchWakeDelivery) => d.wake && d.batch.stillRunning
  * has a candidate waiting, absorbs that monitor's waiting running batches, so matches coalesce
  * into the next wake with every line in order. A terminal batch absorbs a waiting candidate: the
  * exit wake carries its lines. Past `wake_limit` a match is a plain observation, and a subagent's
- * root session gets none of it.
+ * root session gets none of it. The ceiling counts from the wake's own queue time: the oldest wake
+ * absorbed, never an observation that waited longer.
  */
 export function queueMatchWake<D extends MatchWakeDelivery>(
   queue: readonly D[],
@@ -114,7 +138,8 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
   bounds: { maxLines: number; maxBytes: number },
 ): D[] | undefined {
   const { batch } = delivery
-  if (isCandidate(delivery) && (!policy || policy.exhausted(batch.monitorId, delivery.wakeLimit))) {
+  const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
+  if (isCandidate(delivery) && exhausted) {
     if (delivery.subagentSessionID !== undefined) return [...queue]
     delivery.wake = false
   }
@@ -129,7 +154,7 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     const merged = mergePending(older, delivery, bounds)
     delivery.batch = merged.batch
     delivery.dropped = merged.dropped
-    delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
+    if (older.wake) delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
     if (batch.stillRunning) delivery.wake ||= older.wake
   }
@@ -167,7 +192,7 @@ export function settleMatchWake(
  * Two waiting batches of one monitor become one: the newer batch (its key and number) carries
  * the older lines first. Over the bounds, lines give way oldest first among those that did not
  * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
- * What gives way is counted in `dropped:` and stays readable with `monitor_output`.
+ * Bytes are the envelope's (rows, prefixes), as `batch_max_bytes` counts them. What gives way is counted in `dropped:` and stays readable with `monitor_output`.
  */
 export function mergePending(
   older: PendingBatch,
@@ -175,8 +200,9 @@ export function mergePending(
   bounds: { maxLines: number; maxBytes: number },
 ): PendingBatch {
   const all = [...older.batch.lines, ...newer.batch.lines]
+  const sizes = all.map(envelopeBytes)
   let bytes = 0
-  for (const line of all) bytes += line.byteLength
+  for (const size of sizes) bytes += size
   const dropped = {
     matched: older.dropped.matched + newer.dropped.matched,
     unmatched: older.dropped.unmatched + newer.dropped.unmatched,
@@ -188,7 +214,7 @@ export function mergePending(
     const line = all[index] as MonitorLine
     keep[index] = false
     kept--
-    bytes -= line.byteLength
+    bytes -= sizes[index] as number
     dropped.matched++
     dropped.bytes += line.byteLength
   }
@@ -196,5 +222,7 @@ export function mergePending(
   for (let i = 0; i < all.length && over(); i++) if (!all[i]?.wake) giveWay(i)
   for (let i = all.length - 1; i >= 0 && over(); i--) if (keep[i]) giveWay(i)
   const lines = kept === all.length ? all : all.filter((_, i) => keep[i])
-  return { batch: { ...newer.batch, lines }, dropped }
+  // A silence wake waiting in the older batch stays one when output came after it.
+  const silence = newer.batch.silence ?? older.batch.silence
+  return { batch: { ...newer.batch, lines, ...(silence ? { silence } : {}) }, dropped }
 }

@@ -1,5 +1,6 @@
 import type { MonitorConfig } from "../config"
 import { envelopeBytes } from "./render"
+import { SilenceWatch } from "./silence-watch"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../codec"
 import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
@@ -17,6 +18,10 @@ export type PipelineOptions = {
   filter: LineFilter | undefined
   /** `wake_pattern`: a matching line is delivered (filtered in or not) and flushed promptly. */
   wakeFilter?: LineFilter | undefined
+  /** `wake_on_silence_ms`: a silence this long while the process runs emits one silence wake. */
+  silenceMs?: number
+  /** False once the monitor's `wake_limit` is used up: a match is then a plain line, batched as any. */
+  matchWakeLeft?: () => boolean
   scheduler: Scheduler
   onBatch: (batch: OutputBatch) => void
 }
@@ -28,15 +33,21 @@ export type MonitorPipeline = {
   push(stream: MonitorStream, chunk: Uint8Array): void
   /** The pipe reached EOF: a last line without a trailing newline is emitted. */
   endStream(stream: MonitorStream): void
+  /** The process ended: no silence wake any more (the exit is the news). */
+  processEnded(): void
   /** Emits the one terminal batch, even when the buffer was already drained. */
   finish(status: MonitorStatus): void
   /** Stops emitting batches (the ring keeps what it holds). */
   close(): void
 }
 
+/** How many of the last retained lines a silence wake shows. */
+const SILENCE_LINES = 10
+
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
+  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
   // the ring (matched lines leaving the ring were already handed to the batcher).
@@ -70,7 +81,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = wakeFilter(line.text)
+    if (wakeFilter) line.wake = wakeLeft() && wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       pendingDrops.unmatched++
@@ -83,6 +94,18 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     ring.countDroppedBytes(bytes)
     pendingDrops.bytes += bytes
   }
+  // Lines shown with a silence wake: the last retained ones, within one batch's bounds.
+  const silence =
+    options.silenceMs === undefined
+      ? undefined
+      : new SilenceWatch(options.silenceMs, options.scheduler, () => {
+          const lines = ring.query({ sinceSequence: Math.max(0, seq - SILENCE_LINES), limit: SILENCE_LINES })
+          let bytes = 0
+          let from = lines.length
+          while (from > 0 && bytes + (lines[from - 1] as MonitorLine).byteLength <= config.batch_max_bytes)
+            bytes += (lines[--from] as MonitorLine).byteLength
+          batcher.emitSilence({ silentMs: options.silenceMs as number, lastSeq: seq, lines: lines.slice(from) })
+        })
   const splitters: Record<MonitorStream, LineSplitter> = {
     stdout: new LineSplitter(
       config.line_max_bytes,
@@ -100,12 +123,18 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     ring,
     batcher,
     push(stream, chunk) {
-      if (!finished) splitters[stream].push(chunk)
+      if (finished) return
+      silence?.output()
+      splitters[stream].push(chunk)
     },
     endStream(stream) {
       if (!finished) splitters[stream].end()
     },
+    processEnded() {
+      silence?.stop()
+    },
     finish(status) {
+      silence?.stop()
       if (finished) return
       splitters.stdout.end()
       splitters.stderr.end()
@@ -114,6 +143,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
+      silence?.stop()
       finished = true
       if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
       batcher.close()

@@ -2,6 +2,8 @@ import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { readdir, readFile, readlink } from "node:fs/promises"
 import type { ProcessEntry, ProcessTable } from "./process-table"
 
+const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
+
 /** The /proc back end (Linux): per-process files, so a read of a few processes costs O(those). */
 export function createProcTable(): ProcessTable {
   let inflightScan: Promise<ProcessEntry[]> | undefined
@@ -32,11 +34,20 @@ export function createProcTable(): ProcessTable {
       } catch {
         return undefined
       }
+      // Bounded by the kernel's argument limit; anything larger is not a process's environment.
+      if (environment.length > ENVIRON_MAX_BYTES) return undefined
       const prefix = `${name}=`
       return environment
         .split("\0")
         .find((variable) => variable.startsWith(prefix))
         ?.slice(prefix.length)
+    },
+    commandName(pid) {
+      try {
+        return readFileSync(`/proc/${pid}/comm`, "latin1").trim()
+      } catch {
+        return undefined
+      }
     },
     outputTargets: (pid) => [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined),
     findHolders,

@@ -41,6 +41,8 @@ export interface ProcessTable {
    * or the environment cannot be read (gone, another user's).
    */
   environmentValue(pid: number, name: string): string | undefined
+  /** The short command name of `pid` (/proc's `comm`, ps's `comm` without its directory); undefined when gone. */
+  commandName(pid: number): string | undefined
   /** What the descriptors 1 and 2 of `pid` are (pipe or socket identities), for `findHolders`. */
   outputTargets(pid: number): string[]
   /** Processes other than this one holding any of `targets` open. */

@@ -54,6 +54,10 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
         .find((word) => word.startsWith(prefix))
         ?.slice(prefix.length)
     },
+    commandName(pid) {
+      const name = runSync("ps", ["-o", "comm=", "-p", String(pid)])?.trim()
+      return name ? name.slice(name.lastIndexOf("/") + 1) : undefined
+    },
     outputTargets(pid) {
       if (lsof === null) return []
       const text = runSync(lsof, ["-n", "-P", "-w", "-a", "-p", String(pid), "-d", "1,2", "-F", "ftDi"])
