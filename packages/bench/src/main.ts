@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget,silence`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget,silence,table`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -11,6 +11,7 @@ import { benchLive } from "./live.ts"
 import { machineInfo } from "./machine.ts"
 import { benchMemory } from "./memory.ts"
 import { benchPermission } from "./permission.ts"
+import { benchProcessTable } from "./process-table.ts"
 import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
 import { benchSilence } from "./silence.ts"
@@ -31,6 +32,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   state: benchState,
   budget: benchBudget,
   silence: benchSilence,
+  table: benchProcessTable,
 }
 
 async function main(): Promise<void> {

@@ -11,6 +11,13 @@ import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-
 import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts"
 
 export const PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/index.ts")
+/** The test-only entry with the process table forced to `ps` (src/ps-plugin.ts): the path of a system without /proc. */
+export const PS_PLUGIN_PATH = resolve(import.meta.dir, "ps-plugin.ts")
+/** The two process-table back ends, for the real-process live suites to run once each. */
+export const PROCESS_TABLES: [string, string | undefined][] = [
+  ["/proc", undefined],
+  ["ps", PS_PLUGIN_PATH],
+]
 export const DEFAULT_MODEL = { providerID: "mock", modelID: "m" }
 
 export interface MonitorQAOptions {

@@ -3,10 +3,12 @@
  * monitors; (b) POST /instance/dispose stops everything; (c) a SIGTERM to the opencode server
  * alone (not its group: opencode runs no dispose on signals) still leaves nothing behind,
  * because the plugin stops its own groups. Each case runs a plain command and one that ignores
- * SIGTERM, so the SIGKILL after kill_grace_ms is exercised too.
+ * SIGTERM, so the SIGKILL after kill_grace_ms is exercised too. Every case runs twice: with the
+ * process table the server picks (/proc here) and forced to its `ps` back end (src/ps-plugin.ts),
+ * the path of a system without /proc.
  */
-import { afterEach, expect, test } from "bun:test"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { afterEach, describe, expect, test } from "bun:test"
+import { type MonitorQA, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
@@ -72,92 +74,96 @@ function endedLines(live: MonitorQA, stoppedBy: string): Promise<string[]> {
   )
 }
 
-test("cleanup (a) session.delete, then (b) POST /instance/dispose: monitors stop within kill_grace_ms + 2 s", async () => {
-  // One server for both: the deleted session's monitors, then a fresh session's at dispose.
-  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-  qa = live
+describe.each(PROCESS_TABLES)("with the process table through %s", (_table, pluginSpec) => {
+  test("cleanup (a) session.delete, then (b) POST /instance/dispose: monitors stop within kill_grace_ms + 2 s", async () => {
+    // One server for both: the deleted session's monitors, then a fresh session's at dispose.
+    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+    qa = live
 
-  // (a) Deleting the session stops its monitors.
-  const deleting = await startTwoMonitors(live, "delete")
-  const deletedAt = Date.now()
-  const deleted = await live.server.client.session.delete({ path: { id: deleting.sessionID } })
-  expect(deleted.error).toBeUndefined()
-  await explained(live, { deleted: deleting.sessionID }, async () => {
-    const took = await goneWithin(
-      deleting.tag,
-      deleting.groups,
-      deletedAt,
-      BOUND_MS,
-      "the monitors to stop after session.delete",
-    )
-    console.log(`[cleanup] session.delete → no monitored process left in ${took} ms`)
-    await endedLines(live, "session")
-    // The owner is gone, so nothing is sent anywhere.
-    expect(live.pluginLog().join("\n")).not.toContain("sent monitor output")
-  })
+    // (a) Deleting the session stops its monitors.
+    const deleting = await startTwoMonitors(live, "delete")
+    const deletedAt = Date.now()
+    const deleted = await live.server.client.session.delete({ path: { id: deleting.sessionID } })
+    expect(deleted.error).toBeUndefined()
+    await explained(live, { deleted: deleting.sessionID }, async () => {
+      const took = await goneWithin(
+        deleting.tag,
+        deleting.groups,
+        deletedAt,
+        BOUND_MS,
+        "the monitors to stop after session.delete",
+      )
+      console.log(`[cleanup] session.delete → no monitored process left in ${took} ms`)
+      await endedLines(live, "session")
+      // The owner is gone, so nothing is sent anywhere.
+      expect(live.pluginLog().join("\n")).not.toContain("sent monitor output")
+    })
 
-  // (b) Disposing the instance stops every monitor.
-  const disposing = await startTwoMonitors(live, "dispose")
-  const { url, directory } = live.server
-  const disposedAt = Date.now()
-  const response = await fetch(`${url}/instance/dispose?directory=${encodeURIComponent(directory)}`, {
-    method: "POST",
-    headers: { "x-opencode-directory": encodeURIComponent(directory) },
-    signal: AbortSignal.timeout(BOUND_MS + 5000),
-  })
-  await response.body?.cancel()
-  const answeredIn = Date.now() - disposedAt
-  await explained(live, { disposed: disposing.sessionID }, async () => {
-    expect(response.ok).toBe(true)
-    // opencode answers before its plugins' dispose hooks have finished, so this is a bounded wait.
-    const took = await goneWithin(
-      disposing.tag,
-      disposing.groups,
-      disposedAt,
-      BOUND_MS,
-      "the monitors to stop after dispose",
-    )
-    console.log(`[cleanup] dispose answered in ${answeredIn} ms; no monitored process left after ${took} ms`)
-    await endedLines(live, "shutdown")
-    expect((await live.stop()).leftovers).toEqual([])
-  })
-}, 90_000)
+    // (b) Disposing the instance stops every monitor.
+    const disposing = await startTwoMonitors(live, "dispose")
+    const { url, directory } = live.server
+    const disposedAt = Date.now()
+    const response = await fetch(`${url}/instance/dispose?directory=${encodeURIComponent(directory)}`, {
+      method: "POST",
+      headers: { "x-opencode-directory": encodeURIComponent(directory) },
+      signal: AbortSignal.timeout(BOUND_MS + 5000),
+    })
+    await response.body?.cancel()
+    const answeredIn = Date.now() - disposedAt
+    await explained(live, { disposed: disposing.sessionID }, async () => {
+      expect(response.ok).toBe(true)
+      // opencode answers before its plugins' dispose hooks have finished, so this is a bounded wait.
+      const took = await goneWithin(
+        disposing.tag,
+        disposing.groups,
+        disposedAt,
+        BOUND_MS,
+        "the monitors to stop after dispose",
+      )
+      console.log(`[cleanup] dispose answered in ${answeredIn} ms; no monitored process left after ${took} ms`)
+      await endedLines(live, "shutdown")
+      expect((await live.stop()).leftovers).toEqual([])
+    })
+  }, 90_000)
 
-test("cleanup (c): SIGTERM to the server process alone leaves no monitored process behind", async () => {
-  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-  qa = live
-  const { tag, sessionID, groups } = await startTwoMonitors(live, "sigterm")
-  const watchdogs = () =>
-    psAll().filter(
-      (e) =>
-        !e.stat.startsWith("Z") &&
-        e.command.includes("opencode-monitor-watchdog") &&
-        [...groups].some((g) => e.command.includes(` ${g} `)),
-    )
-  expect(watchdogs()).toHaveLength(2)
+  test("cleanup (c): SIGTERM to the server process alone leaves no monitored process behind", async () => {
+    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+    qa = live
+    const { tag, sessionID, groups } = await startTwoMonitors(live, "sigterm")
+    const watchdogs = () =>
+      psAll().filter(
+        (e) =>
+          !e.stat.startsWith("Z") &&
+          e.command.includes("opencode-monitor-watchdog") &&
+          [...groups].some((g) => e.command.includes(` ${g} `)),
+      )
+    expect(watchdogs()).toHaveLength(2)
+    // The back end in effect shows in the watchdog's script: it reads /proc, or it runs ps.
+    for (const watchdog of watchdogs()) expect(watchdog.command).toContain(pluginSpec ? "ps -o lstart=" : "/proc/")
 
-  // The event stream would break with the server; close it first.
-  await live.timeline.stop()
-  // Only the leader: its group (and so the monitors' own groups) gets no signal from us.
-  const killedAt = Date.now()
-  process.kill(live.server.pid, "SIGTERM")
-  await explained(live, { session: sessionID }, async () => {
-    await waitFor(
-      () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
-      5000,
-      25,
-      "the server to die",
-    )
-    const took = await goneWithin(tag, groups, killedAt, BOUND_MS, "the monitors to stop after SIGTERM to the server")
-    console.log(`[cleanup] SIGTERM to the server → no monitored process left in ${took} ms`)
-    expect(took).toBeLessThanOrEqual(BOUND_MS)
-    // The watchdogs finish too (each sleeps the grace, sends SIGKILL, exits).
-    await waitFor(() => watchdogs().length === 0, BOUND_MS, 25, "the watchdogs to exit")
-    const report = await live.stop()
-    // The plugin did not change how the server reacts to SIGTERM: it died of it.
-    expect(report.signalCode).toBe("SIGTERM")
-    expect(report.disposeOk).toBe(false)
-    expect(report.leftovers).toEqual([])
-    expect(liveProcesses(tag, groups)).toEqual([])
-  })
-}, 60_000)
+    // The event stream would break with the server; close it first.
+    await live.timeline.stop()
+    // Only the leader: its group (and so the monitors' own groups) gets no signal from us.
+    const killedAt = Date.now()
+    process.kill(live.server.pid, "SIGTERM")
+    await explained(live, { session: sessionID }, async () => {
+      await waitFor(
+        () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
+        5000,
+        25,
+        "the server to die",
+      )
+      const took = await goneWithin(tag, groups, killedAt, BOUND_MS, "the monitors to stop after SIGTERM to the server")
+      console.log(`[cleanup] SIGTERM to the server → no monitored process left in ${took} ms`)
+      expect(took).toBeLessThanOrEqual(BOUND_MS)
+      // The watchdogs finish too (each sleeps the grace, sends SIGKILL, exits).
+      await waitFor(() => watchdogs().length === 0, BOUND_MS, 25, "the watchdogs to exit")
+      const report = await live.stop()
+      // The plugin did not change how the server reacts to SIGTERM: it died of it.
+      expect(report.signalCode).toBe("SIGTERM")
+      expect(report.disposeOk).toBe(false)
+      expect(report.leftovers).toEqual([])
+      expect(liveProcesses(tag, groups)).toEqual([])
+    })
+  }, 60_000)
+})

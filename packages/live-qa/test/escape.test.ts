@@ -4,10 +4,12 @@
  * with the monitor in a real opencode serve, (a) when the session is deleted and (b) when the
  * server is SIGKILLed (only the plugin's watchdog is left to act). Each case starts a monitor
  * whose command daemonizes a `sleep` through a classic double fork (the middle process exits at
- * once) and keeps running itself. About 15 s idle, up to ~40 s under load.
+ * once) and keeps running itself. Each case runs twice: with the process table the server picks
+ * (/proc here) and forced to its `ps` back end (src/ps-plugin.ts), the path of a system without
+ * /proc. About 30 s idle, up to ~80 s under load.
  */
-import { afterEach, expect, test } from "bun:test"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { afterEach, describe, expect, test } from "bun:test"
+import { type MonitorQA, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
@@ -41,46 +43,48 @@ async function startDaemonizingMonitor(live: MonitorQA, name: string) {
   return { tag, sessionID, groups }
 }
 
-test("escape (a): session.delete stops a double-forked daemon of the monitor", async () => {
-  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-  qa = live
-  const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "delete")
-  const deletedAt = Date.now()
-  const deleted = await live.server.client.session.delete({ path: { id: sessionID } })
-  expect(deleted.error).toBeUndefined()
-  await explained(live, { deleted: sessionID }, async () => {
-    await waitFor(
-      () => liveProcesses(tag, groups).length === 0,
-      BOUND_MS,
-      25,
-      "monitor and daemon to stop after session.delete",
-    )
-    console.log(`[escape] session.delete → daemon and monitor gone in ${Date.now() - deletedAt} ms`)
-    const ended = live.pluginLog().filter((line) => line.includes('"monitor ended"'))
-    expect(ended.join("\n")).not.toContain("still running after SIGKILL")
-  })
-}, 90_000)
+describe.each(PROCESS_TABLES)("with the process table through %s", (_table, pluginSpec) => {
+  test("escape (a): session.delete stops a double-forked daemon of the monitor", async () => {
+    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+    qa = live
+    const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "delete")
+    const deletedAt = Date.now()
+    const deleted = await live.server.client.session.delete({ path: { id: sessionID } })
+    expect(deleted.error).toBeUndefined()
+    await explained(live, { deleted: sessionID }, async () => {
+      await waitFor(
+        () => liveProcesses(tag, groups).length === 0,
+        BOUND_MS,
+        25,
+        "monitor and daemon to stop after session.delete",
+      )
+      console.log(`[escape] session.delete → daemon and monitor gone in ${Date.now() - deletedAt} ms`)
+      const ended = live.pluginLog().filter((line) => line.includes('"monitor ended"'))
+      expect(ended.join("\n")).not.toContain("still running after SIGKILL")
+    })
+  }, 90_000)
 
-test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog)", async () => {
-  const live = await startMonitorQA({ pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-  qa = live
-  const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "sigkill")
-  await live.timeline.stop()
-  const killedAt = Date.now()
-  process.kill(live.server.pid, "SIGKILL")
-  await explained(live, { session: sessionID }, async () => {
-    await waitFor(
-      () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
-      5000,
-      25,
-      "the server to die",
-    )
-    await waitFor(
-      () => liveProcesses(tag, groups).length === 0,
-      BOUND_MS,
-      25,
-      "monitor and daemon to stop after the server's SIGKILL",
-    )
-    console.log(`[escape] SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`)
-  })
-}, 90_000)
+  test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog)", async () => {
+    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+    qa = live
+    const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "sigkill")
+    await live.timeline.stop()
+    const killedAt = Date.now()
+    process.kill(live.server.pid, "SIGKILL")
+    await explained(live, { session: sessionID }, async () => {
+      await waitFor(
+        () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
+        5000,
+        25,
+        "the server to die",
+      )
+      await waitFor(
+        () => liveProcesses(tag, groups).length === 0,
+        BOUND_MS,
+        25,
+        "monitor and daemon to stop after the server's SIGKILL",
+      )
+      console.log(`[escape] SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`)
+    })
+  }, 90_000)
+})

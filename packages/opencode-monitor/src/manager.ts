@@ -9,6 +9,7 @@ import { createMonitorPipeline } from "./pipeline/pipeline"
 import type { RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, SpawnError, spawnInGroup } from "./process/process-group"
 import { findMissingProgram } from "./process/program-check"
+import type { ProcessTable } from "./process/process-table"
 import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
 import type { StartRequest } from "./start-request"
@@ -38,6 +39,8 @@ export type ManagerDeps = {
   newId?: () => string
   /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
   shell?: () => string
+  /** The process table monitors are tracked with (process/process-table.ts); this server's when not given. */
+  processTable?: ProcessTable
   /** The monitor may still cause a match wake (`wake_limit` not used up); past it a match is a plain line. */
   matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
 }
@@ -204,6 +207,7 @@ export class MonitorManager {
         cwd: request.directory,
         killGraceMs: this.config.kill_grace_ms,
         env,
+        table: this.deps.processTable,
       })
     } catch (error) {
       if (error instanceof SpawnError)

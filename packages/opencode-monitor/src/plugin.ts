@@ -7,6 +7,7 @@ import type { SessionApi } from "./delivery/session-api"
 import { monitorHooks, type MonitorHooks } from "./hooks"
 import { MonitorManager } from "./manager"
 import { notifyEnded } from "./notify"
+import { type ProcessTable, processStartTime } from "./process/process-table"
 import { resolveShell } from "./process/shell"
 import { stopGroupsOnShutdownSignal } from "./process/shutdown"
 import { realScheduler, type Scheduler } from "./scheduler"
@@ -25,6 +26,8 @@ export type PluginDeps = {
    * request from the TUI part is taken.
    */
   directory?: string
+  /** The process table (process/process-table.ts); this server's (/proc, else ps) when not given. */
+  processTable?: ProcessTable
 }
 
 export type MonitorPluginInstance = {
@@ -48,6 +51,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     scheduler,
     env: deps.env,
     shell: currentShell,
+    processTable: deps.processTable,
     matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
     onStarted: () => writer?.changed(),
     onBatch: (batch, monitor) =>
@@ -113,11 +117,16 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: Deliver
     log: (level, message, extra) => api.log(level, message, extra),
     env: deps.env,
     wakePending: (monitor) => router.exitNoticeOwed(monitor),
+    ...(deps.processTable && {
+      server: { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.processTable) },
+      startTimeOf: (pid: number) => processStartTime(pid, deps.processTable),
+    }),
   })
   // Not awaited: the plugin must load at once; the notices go through the normal gates.
   recoverLostMonitors({
     directory: deps.directory,
     env: deps.env,
+    table: deps.processTable,
     api,
     killGraceMs: config.kill_grace_ms,
     async deliver(batch, label, sessionID, history) {

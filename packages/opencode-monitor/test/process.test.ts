@@ -6,13 +6,28 @@ import { MonitorManager } from "../src/manager"
 import { formatStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
+import type { ProcessTable } from "../src/process/process-table"
 import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { BACK_ENDS } from "./support/tables"
 
-function manager(overrides: Partial<MonitorConfig> = {}) {
+function manager(overrides: Partial<MonitorConfig> = {}, processTable?: ProcessTable) {
   const collector = new BatchCollector()
   const config = { ...defaultMonitorConfig(), kill_grace_ms: 300, ...overrides }
-  const m = new MonitorManager(config, { onBatch: collector.onBatch, onEnded: collector.onEnded })
+  const m = new MonitorManager(config, { onBatch: collector.onBatch, onEnded: collector.onEnded, processTable })
   return { m, collector }
+}
+
+/** A stand-in server (support/host.ts) running these commands with this back end, once it printed READY. */
+async function startHost(graceMs: number, table: ProcessTable, commands: string[]) {
+  const host = spawn(
+    process.execPath,
+    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.kind, ...commands],
+    { stdio: ["ignore", "pipe", "inherit"] },
+  )
+  await new Promise<void>((resolve) =>
+    host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()),
+  )
+  return host
 }
 
 const start = (m: MonitorManager, command: string, sessionID = "s1", extra = {}) =>
@@ -71,19 +86,6 @@ describe("a monitored process", () => {
     await collector.whenEnded(info.id)
   })
 
-  test("stop also kills group members left running after the leader exited", async () => {
-    const marker = uniqueMarker("leftover")
-    const { m, collector } = manager()
-    const info = await start(m, `sh -c 'sleep 1000 # ${marker}' & echo leader-done; exit 0`)
-    const ended = await collector.whenEnded(info.id)
-    // What it left running was stopped, and the status says so.
-    const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
-    expect(status).toEqual({ kind: "exited", code: 0 })
-    expect(leftBehind?.map((p) => p.name).sort()).toEqual(["sh", "sleep"])
-    expect(collector.linesOf(info.id)).toEqual(["leader-done"])
-    expect(liveProcesses(marker)).toEqual([])
-  })
-
   test("a command that cannot start says why", async () => {
     const { m } = manager()
     await expect(start(m, "definitely-not-a-program-xyz --flag")).rejects.toThrow(
@@ -135,29 +137,6 @@ describe("a monitored process", () => {
         "Cannot start the command (job): the command contains a NUL byte, which no shell can receive; remove it.",
     })
     expect(m.list("s1", true)).toEqual([])
-  })
-
-  test("a SIGKILL of the host process leaves no monitored process running within kill_grace_ms + 2 s", async () => {
-    const marker = uniqueMarker("host_kill")
-    const graceMs = 300
-    const host = spawn(
-      process.execPath,
-      [
-        join(import.meta.dir, "support/host.ts"),
-        String(graceMs),
-        `sleep 1000 # ${marker}`,
-        `trap '' TERM; sleep 1000 # ${marker}`,
-      ],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    )
-    await new Promise<void>((resolve) =>
-      host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()),
-    )
-    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
-    host.kill("SIGKILL")
-    const killedAt = Date.now()
-    expect(await waitFor(() => liveProcesses(marker).length === 0, graceMs + 2_000)).toBe(true)
-    expect(Date.now() - killedAt).toBeLessThan(graceMs + 2_000)
   })
 })
 
@@ -227,8 +206,32 @@ describe("end of process", () => {
   })
 })
 
-describe("processes that leave the process group", () => {
+describe.each(BACK_ENDS)("processes that leave the process group, tracked through %s", (_name, table) => {
   const running = (marker: string) => liveProcesses(marker).length > 0
+
+  test("stop also kills group members left running after the leader exited", async () => {
+    const marker = uniqueMarker("leftover")
+    const { m, collector } = manager({}, table)
+    const info = await start(m, `sh -c 'sleep 1000 # ${marker}' & echo leader-done; exit 0`)
+    const ended = await collector.whenEnded(info.id)
+    // What it left running was stopped, and the status says so.
+    const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
+    expect(status).toEqual({ kind: "exited", code: 0 })
+    expect(leftBehind?.map((p) => p.name).sort()).toEqual(["sh", "sleep"])
+    expect(collector.linesOf(info.id)).toEqual(["leader-done"])
+    expect(liveProcesses(marker)).toEqual([])
+  })
+
+  test("a SIGKILL of the host process leaves no monitored process running within kill_grace_ms + 2 s", async () => {
+    const marker = uniqueMarker("host_kill")
+    const graceMs = 300
+    const host = await startHost(graceMs, table, [`sleep 1000 # ${marker}`, `trap '' TERM; sleep 1000 # ${marker}`])
+    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
+    host.kill("SIGKILL")
+    const killedAt = Date.now()
+    expect(await waitFor(() => liveProcesses(marker).length === 0, graceMs + 2_000)).toBe(true)
+    expect(Date.now() - killedAt).toBeLessThan(graceMs + 2_000)
+  })
 
   test.each([
     ["setsid", (m: string) => `setsid sh -c 'sleep 1000; : ${m}'`],
@@ -238,9 +241,11 @@ describe("processes that leave the process group", () => {
       "a classic double fork (the middle process exits at once)",
       (m: string) => `setsid sh -c 'sh -c "sleep 1000; : ${m}" & exit 0'`,
     ],
+    // No token to find it by: only following the tree (seen attached) stops it.
+    ["setsid with a cleared environment", (m: string) => `setsid env -i sh -c 'sleep 1000; : ${m}'`],
   ])("a child that escapes by %s is stopped with the monitor", async (_name, command) => {
     const marker = uniqueMarker("escape")
-    const { m, collector } = manager()
+    const { m, collector } = manager({}, table)
     const info = await start(m, `${command(marker)} >/dev/null 2>&1 & sleep 1000; : ${marker}`)
     expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
     await new Promise((r) => setTimeout(r, 500))
@@ -253,7 +258,7 @@ describe("processes that leave the process group", () => {
   test("an escaped daemon is stopped when its session is deleted and on shutdown", async () => {
     const gone = uniqueMarker("escape_gone")
     const other = uniqueMarker("escape_other")
-    const { m } = manager()
+    const { m } = manager({}, table)
     await start(m, `setsid sh -c 'sleep 1000; : ${gone}' >/dev/null 2>&1 & sleep 1000`, "gone")
     await start(m, `setsid sh -c 'sleep 1000; : ${other}' >/dev/null 2>&1 & sleep 1000`, "other")
     expect(await waitFor(() => running(gone) && running(other), 3_000)).toBe(true)
@@ -266,7 +271,7 @@ describe("processes that leave the process group", () => {
   })
 
   test("a leader that exits at once leaves no escaped pipe holder behind a clean exit status (6 runs)", async () => {
-    const { m, collector } = manager({ max_monitors_per_session: 16 })
+    const { m, collector } = manager({ max_monitors_per_session: 16 }, table)
     const outcomes: string[] = []
     for (let i = 0; i < 6; i++) {
       const marker = uniqueMarker("held")
@@ -289,19 +294,10 @@ describe("processes that leave the process group", () => {
   test("a SIGKILL of the host also stops children that left the group, seen attached or not", async () => {
     const marker = uniqueMarker("host_kill_escape")
     const graceMs = 300
-    const host = spawn(
-      process.execPath,
-      [
-        join(import.meta.dir, "support/host.ts"),
-        String(graceMs),
-        `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
-        `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`,
-      ],
-      { stdio: ["ignore", "pipe", "inherit"] },
-    )
-    await new Promise<void>((resolve) =>
-      host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()),
-    )
+    const host = await startHost(graceMs, table, [
+      `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
+      `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`,
+    ])
     expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
     // Give the tracker a few ticks to see the child and name it to the watchdog.
     await new Promise((r) => setTimeout(r, 500))

@@ -27,6 +27,17 @@ describe("which shell the bash tool would use", () => {
     expect(resolveShell(undefined, deps({}, "linux", []))).toBe("/bin/sh")
   })
 
+  test("on macOS the same $SHELL rules hold, and every fallback is /bin/zsh, even with bash on PATH", () => {
+    const mac = (env: NodeJS.ProcessEnv) => deps(env, "darwin")
+    expect(resolveShell(undefined, mac({ SHELL: "/usr/bin/zsh" }))).toBe("/usr/bin/zsh")
+    expect(resolveShell(undefined, mac({ SHELL: "/bin/bash" }))).toBe("/bin/bash")
+    expect(resolveShell(undefined, mac({ SHELL: "/usr/bin/fish" }))).toBe("/bin/zsh")
+    expect(resolveShell(undefined, mac({ SHELL: "/nowhere/bash" }))).toBe("/bin/zsh")
+    expect(resolveShell(undefined, mac({}))).toBe("/bin/zsh")
+    expect(resolveShell("bash", mac({ SHELL: "/usr/bin/zsh" }))).toBe("/usr/bin/bash")
+    expect(resolveShell("nu", mac({ SHELL: "/usr/bin/fish" }))).toBe("/bin/zsh")
+  })
+
   test("opencode.json's shell setting wins over $SHELL; a bare name is looked up on PATH", () => {
     expect(resolveShell("zsh", deps({ SHELL: "/bin/bash" }))).toBe("/usr/bin/zsh")
     expect(resolveShell("fish", deps({ SHELL: "/usr/bin/zsh" }))).toBe("/usr/bin/bash")

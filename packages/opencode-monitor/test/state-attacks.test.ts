@@ -18,7 +18,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
-import { processStartTime, readProcStat } from "../src/process/proc-stat"
+import { isLive, processStartTime, readProcess } from "../src/process/process-table"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { proveLeader } from "../src/state/recovery-proof"
 import { writeStopRequest } from "../src/state/stop-requests"
@@ -46,10 +46,7 @@ function tempDir(prefix: string): string {
 
 const list = (dir: string) => (existsSync(dir) ? readdirSync(dir) : [])
 
-const alive = (pid: number) => {
-  const stat = readProcStat(pid)
-  return stat !== undefined && stat.state !== "Z"
-}
+const alive = (pid: number) => isLive(readProcess(pid))
 
 /** A forged record of a dead server: one monitor "running" as `pid`, in `sessionID`. */
 function forgedRecord(directory: string, pid: number, sessionID: string) {

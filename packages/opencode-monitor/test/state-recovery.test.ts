@@ -7,7 +7,7 @@ import { defaultMonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import { createMonitorPlugin } from "../src/plugin"
 import type { OutputBatch } from "../src/pipeline/batcher"
-import { processStartTime, readProcStat } from "../src/process/proc-stat"
+import { isLive, processStartTime, readProcess } from "../src/process/process-table"
 import { hashToken, liveGroupMembers, TOKEN_VARIABLE } from "../src/process/process-group"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
@@ -16,6 +16,7 @@ import { formatStatus } from "../src/codec"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
 import { recorded, stateEntry } from "./support/state-entry"
+import { BACK_ENDS } from "./support/tables"
 
 const DIRECTORY = "/work/project"
 const roots: string[] = []
@@ -307,7 +308,7 @@ describe("restart recovery", () => {
   })
 })
 
-describe("a lost monitor's process", () => {
+describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name, table) => {
   /** A process group like a monitor's: `sh` leads its own session and group and carries a token. */
   function sleeper(command = "sleep 30", token?: string): { pid: number; startTime: string; tokenHash?: string } {
     const env = token ? { ...process.env, [TOKEN_VARIABLE]: token } : process.env
@@ -315,12 +316,9 @@ describe("a lost monitor's process", () => {
     child.unref()
     const pid = child.pid as number
     spawned.push(pid)
-    return { pid, startTime: processStartTime(pid) as string, ...(token ? { tokenHash: hashToken(token) } : {}) }
+    return { pid, startTime: processStartTime(pid, table) as string, ...(token ? { tokenHash: hashToken(token) } : {}) }
   }
-  const alive = (pid: number) => {
-    const stat = readProcStat(pid)
-    return stat !== undefined && stat.state !== "Z"
-  }
+  const alive = (pid: number) => isLive(readProcess(pid, table))
 
   test("is stopped when it proves it is the recorded one; a reused pid is never signalled", async () => {
     const { put, deps, delivered } = setup()
@@ -335,19 +333,19 @@ describe("a lost monitor's process", () => {
         // Same pid, other start time: the pid now belongs to an unrelated process.
         entry("mon_reused", {
           pid: stranger.pid,
-          pidStartTime: `${Number(stranger.startTime) - 1}`,
+          pidStartTime: `${stranger.startTime}0`,
           tokenHash: stranger.tokenHash,
         }),
       ]),
     )
     const { facts: _fake, ...withRealChecks } = deps()
-    const result = await recoverLostMonitors(withRealChecks)
+    const result = await recoverLostMonitors({ ...withRealChecks, table })
     expect(result.map((r) => [r.id, r.outcome, r.survivorPid])).toEqual([
       ["mon_survivor", "reported", undefined],
       ["mon_reused", "reported", undefined],
     ])
     expect(alive(survivor.pid)).toBe(false)
-    expect(await liveGroupMembers(survivor.pid)).toEqual([])
+    expect(await liveGroupMembers(survivor.pid, table)).toEqual([])
     expect(alive(stranger.pid)).toBe(true)
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       "lost (the opencode server stopped while it ran)",
@@ -375,14 +373,14 @@ describe("a lost monitor's process", () => {
         entry("mon_other", { pid: other.pid, pidStartTime: other.startTime, tokenHash: hashToken("not-it") }),
         entry("mon_member", {
           pid: member.pid,
-          pidStartTime: processStartTime(member.pid),
+          pidStartTime: processStartTime(member.pid, table),
           tokenHash: member.tokenHash,
         }),
-        entry("mon_self", { pid: process.pid, pidStartTime: processStartTime(process.pid) }),
+        entry("mon_self", { pid: process.pid, pidStartTime: processStartTime(process.pid, table) }),
       ]),
     )
     const { facts: _fake, ...withRealChecks } = deps()
-    await recoverLostMonitors(withRealChecks)
+    await recoverLostMonitors({ ...withRealChecks, table })
     await Bun.sleep(400) // longer than killGraceMs: a SIGTERM sent would have ended them
     expect([alive(victim.pid), alive(other.pid), alive(member.pid), alive(group.pid)]).toEqual([true, true, true, true])
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([

@@ -17,7 +17,7 @@ import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
 import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
-import { processStartTime } from "../src/process/proc-stat"
+import { processStartTime } from "../src/process/process-table"
 import {
   parseStateFile,
   projectStateDir,

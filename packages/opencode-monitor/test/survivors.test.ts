@@ -7,6 +7,7 @@ import { formatStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
 import { uniqueMarker, waitFor } from "./support/processes"
+import { BACK_ENDS } from "./support/tables"
 
 // A process that survives SIGKILL, for real: one frozen by the cgroup v1 freezer does not die until
 // it is thawed (it sits in state D). The project's machines (and CI) run as root with that freezer
@@ -40,12 +41,12 @@ function childOf(parent: number): number | undefined {
   return children[0] ? Number(children[0]) : undefined
 }
 
-describe("a process that survives the stop", () => {
+describe.each(BACK_ENDS)("a process that survives the stop, verified through %s", (_name, table) => {
   test("is named by pid in the status after SIGKILL instead of a clean stop", async () => {
     const collector = new BatchCollector()
     const m = new MonitorManager(
       { ...defaultMonitorConfig(), kill_grace_ms: 200 },
-      { onBatch: collector.onBatch, onEnded: collector.onEnded },
+      { onBatch: collector.onBatch, onEnded: collector.onEnded, processTable: table },
     )
     const marker = uniqueMarker("survivor")
     const info = await startMonitor(m, {

@@ -21,7 +21,7 @@ describe("the TUI part", () => {
     expect(source).not.toMatch(/\bserver\s*:/)
   })
 
-  test("imports only src/state/, the leaf codec and src/host-check.ts of the server part, plus what the opencode TUI provides", () => {
+  test("imports only src/state/, the leaf codec, src/host-check.ts and the process table of the server part, plus what the opencode TUI provides", () => {
     const allowedPackages = new Set(["solid-js", "@opentui/solid", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
     for (const name of readdirSync(TUI_DIR)) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, name), "utf8"))) {
@@ -30,8 +30,17 @@ describe("the TUI part", () => {
           specifier.startsWith("../state/") ||
           specifier === "../codec" ||
           specifier === "../host-check" ||
+          specifier === "../process/process-table" ||
           allowedPackages.has(specifier)
         expect(ok ? specifier : `${name} imports ${specifier}`).toBe(specifier)
+      }
+    }
+    // The liveness check's process table (both back ends) needs node's builtins only.
+    for (const name of ["process-table.ts", "proc-table.ts", "ps-table.ts"]) {
+      for (const specifier of importsOf(readFileSync(join(TUI_DIR, "../process", name), "utf8"))) {
+        const ok =
+          specifier.startsWith("node:") || ["./process-table", "./proc-table", "./ps-table"].includes(specifier)
+        expect(ok ? specifier : `process/${name} imports ${specifier}`).toBe(specifier)
       }
     }
   })

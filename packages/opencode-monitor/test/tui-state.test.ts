@@ -3,11 +3,13 @@ import { spawnSync } from "node:child_process"
 import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import { processStartTime } from "../src/process/process-table"
 import { type MonitorStateEntry, STATE_FILE_MAX_BYTES, STATE_FORMAT, serverStateFileName } from "../src/state/format"
 import { type MessagePart, monitorsFromMessages } from "../src/tui/from-messages"
 import { readLocalState, withRemembered } from "../src/tui/local-state"
 import type { MonitorView } from "../src/tui/view"
 import { recorded, stateEntry } from "./support/state-entry"
+import { BACK_ENDS } from "./support/tables"
 
 const roots: string[] = []
 afterEach(() => {
@@ -124,12 +126,16 @@ describe("reading the local state files", () => {
     expect(readLocalState(dir, alive([11, 12])).monitors.map((m) => [m.linesSeen, m.serverPid])).toEqual([[9, 12]])
   })
 
-  test("this process is alive by pid; a pid whose start time differs is not the same process", async () => {
-    const { isServerAlive } = await import("../src/tui/local-state")
-    expect(isServerAlive(process.pid, undefined)).toBe(true)
-    expect(isServerAlive(process.pid, "not-its-start-time")).toBe(false)
-    expect(isServerAlive(2 ** 22 + 7, undefined)).toBe(false)
-  })
+  test.each(BACK_ENDS)(
+    "this process is alive by pid; a pid whose start time differs is not the same process (%s)",
+    async (_name, table) => {
+      const { isServerAlive } = await import("../src/tui/local-state")
+      expect(isServerAlive(process.pid, undefined, table)).toBe(true)
+      expect(isServerAlive(process.pid, processStartTime(process.pid, table), table)).toBe(true)
+      expect(isServerAlive(process.pid, "not-its-start-time", table)).toBe(false)
+      expect(isServerAlive(2 ** 22 + 7, undefined, table)).toBe(false)
+    },
+  )
 })
 
 describe("remembering ended monitors the state file dropped", () => {

@@ -1,19 +1,9 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
-import { readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
 import { shellInvocation } from "./shell"
-import {
-  attach,
-  canTrack,
-  DescendantTracker,
-  descriptorTarget,
-  detach,
-  findByEnvironment,
-  findHolders,
-  isLive,
-  scanProcessTable,
-} from "./tracker"
+import { isLive, type ProcessTable, processTable } from "./process-table"
+import { attach, DescendantTracker, detach } from "./tracker"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -62,6 +52,8 @@ export type SpawnOptions = {
   env?: NodeJS.ProcessEnv
   /** The shell to run the command in (process/shell.ts); `sh` when not given. */
   shell?: string
+  /** The process table to track and verify with (process-table.ts); this server's when not given. */
+  table?: ProcessTable
 }
 
 const POLL_MS = 25
@@ -102,20 +94,19 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   }
   // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
   // holds them once the leader is gone. A leader that exits at once may be gone already.
-  const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
-  const watchdog = startWatchdog(pid, options.killGraceMs, token)
+  const table = options.table ?? processTable
+  const outputs = table.outputTargets(pid)
+  const watchdog = startWatchdog(pid, options.killGraceMs, token, table)
   // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
+  const tracker = new DescendantTracker(pid, (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`), table)
   attach(tracker)
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
   })
 
   let survivors: number[] = []
-  const targets = () => {
-    tracker.refresh()
-    return tracker.live().filter((stat) => stat.pgrp !== pid)
-  }
+  // As last refreshed: terminateGroup signals right after a check that brought the tracker up to date.
+  const targets = () => tracker.live().filter((entry) => entry.pgrp !== pid)
   const groupAlive = () => isGroupAlive(pid, tracker)
   const signalAll = (signal: NodeJS.Signals): number[] => {
     const denied: number[] = []
@@ -132,40 +123,39 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     groupAlive,
     survivors: () => survivors,
     async trackPipeHolders() {
-      if (!canTrack) return []
       const holders = [
-        ...(outputs.length > 0 ? await findHolders(outputs) : []),
-        ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
+        ...(outputs.length > 0 ? await table.findHolders(outputs) : []),
+        ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
       ]
-      tracker.track(holders)
+      await tracker.track(holders)
       return holders
     },
     async leftBehind(pipesOpen) {
-      if (!canTrack) return signalPid(-pid, 0) === "sent" ? [{ pid, name: "process group" }] : []
       // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
-      const holders = pipesOpen && outputs.length > 0 ? await findHolders(outputs) : []
-      tracker.track([...holders, ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
+      const holders = pipesOpen && outputs.length > 0 ? await table.findHolders(outputs) : []
+      await tracker.track([...holders, ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
       // A process in the middle of an exec shows an empty environment for a moment (a daemon that
       // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
       await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
-      tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
-      tracker.adopt(await scanProcessTable())
+      await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+      const startedAt = performance.now()
+      tracker.adopt(await table.scan(), startedAt)
       return tracker
         .live()
         .filter((stat) => stat.pid !== pid && isLive(stat))
-        .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid) }))
+        .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid, tracker.table) }))
     },
     signalGroupNow: () => {
+      tracker.refresh()
       signalAll("SIGTERM")
     },
     async terminateGroup(graceMs) {
       // One full scan (shared with concurrent stops, yielding) finds members that were never
       // seen attached: orphans still in the session or group, and processes carrying the token.
       // Polls then cost O(tracked).
-      if (canTrack) {
-        tracker.adopt(await scanProcessTable())
-        tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
-      }
+      const startedAt = performance.now()
+      tracker.adopt(await table.scan(), startedAt)
+      await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
       const gone = async () => (await liveMembers(pid, tracker)).length === 0
       if (await gone()) return null
       signalAll("SIGTERM")
@@ -185,19 +175,11 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
 }
 
 /**
- * The short command name of a process (/proc/<pid>/comm), "?" when it cannot be read. A process
- * sets its own name (up to 15 bytes, any bytes): only plain characters are kept, as it lands in a status line.
+ * The short command name of a process (the table's), "?" when it cannot be read. A process sets
+ * its own name (any bytes): only plain characters are kept, as it lands in a status line.
  */
-function commandName(pid: number): string {
-  try {
-    return (
-      readFileSync(`/proc/${pid}/comm`, "latin1")
-        .trim()
-        .replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
-    )
-  } catch {
-    return "?"
-  }
+function commandName(pid: number, table: ProcessTable): string {
+  return (table.commandName(pid) ?? "").replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
 }
 
 /** How a state record names a token without holding it. */
@@ -205,7 +187,7 @@ export function hashToken(token: string): string {
   return createHash("sha256").update(token).digest("hex")
 }
 
-function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {
+function startWatchdog(pgid: number, graceMs: number, token: string, table: ProcessTable): ChildProcess {
   // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
   // Lines read before are `pid:starttime` of processes that left the group; each is signalled
   // only while its start time still matches (the pid was not reused). Processes carrying the
@@ -213,9 +195,7 @@ function startWatchdog(pgid: number, graceMs: number, token: string): ChildProce
   const script = [
     'pg=$1; grace=$2; tok=$3; known=""',
     'while read -r line; do known="$known $line"; done',
-    // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
-    'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
-    `bytok() { grep -lzx "${TOKEN_VARIABLE}=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
+    ...table.watchdogFunctions(TOKEN_VARIABLE),
     'kill -TERM -"$pg" $(alive) $(bytok) 2>/dev/null',
     'sleep "$grace"',
     'kill -KILL -"$pg" $(alive) $(bytok) 2>/dev/null',
@@ -257,8 +237,9 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
  */
 function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
   if (signalPid(-pgid, 0) !== "gone") return true
-  if (!canTrack) return false
-  tracker.refresh()
+  // With ps a refresh would run it synchronously: the last tick's view (≤ 200 ms old) decides;
+  // a stale "alive" only leads to terminateGroup, which checks properly.
+  if (tracker.table.listsChildren) tracker.refresh()
   return tracker.live().length > 0
 }
 
@@ -270,12 +251,11 @@ function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
  */
 async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
   const group = signalPid(-pgid, 0)
-  if (!canTrack) return group === "gone" ? [] : [pgid]
-  tracker.refresh()
-  const live = tracker.live().map((stat) => stat.pid)
+  await tracker.update()
+  const live = tracker.live().map((entry) => entry.pid)
   if (live.length > 0 || group === "gone") return live
-  const table = await scanProcessTable()
-  tracker.adopt(table)
+  const startedAt = performance.now()
+  tracker.adopt(await tracker.table.scan(), startedAt)
   const members = tracker.live().map((stat) => stat.pid)
   // Still answering with no live member found: what answers is a zombie. EPERM means a process
   // that may not be signalled, which is not "gone".
@@ -283,9 +263,8 @@ async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<nu
 }
 
 /** Live (non-zombie) members of a process group, from one asynchronous read of the process table. */
-export async function liveGroupMembers(pgid: number): Promise<number[]> {
-  if (!canTrack) return signalPid(-pgid, 0) === "gone" ? [] : [pgid]
-  return (await scanProcessTable()).filter((stat) => stat.pgrp === pgid && isLive(stat)).map((stat) => stat.pid)
+export async function liveGroupMembers(pgid: number, table: ProcessTable = processTable): Promise<number[]> {
+  return (await table.scan()).filter((entry) => entry.pgrp === pgid && isLive(entry)).map((entry) => entry.pid)
 }
 
 /** Polls `condition` until it holds (true) or `timeoutMs` passes (false). */

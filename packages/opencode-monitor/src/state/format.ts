@@ -31,7 +31,7 @@ export type MonitorStateEntry = {
   status: MonitorStatus
   /** How it came to its end, once decided (who stopped it, for a stop). */
   ending: Ending | undefined
-  /** The process group leader, and its start time (field 22 of /proc/<pid>/stat) to prove identity. */
+  /** The process group leader, and its start time (process/process-table.ts: /proc ticks or ps lstart) to prove identity. */
   pid: number
   pidStartTime: string | undefined
   linesSeen: number

@@ -1,7 +1,6 @@
-import { readFileSync } from "node:fs"
 import type { SessionMessage } from "../delivery/session-api"
 import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
-import { readStat } from "../process/tracker"
+import { type ProcessTable, processTable, readProcess } from "../process/process-table"
 
 /**
  * What a state record may make a restarted server do (SPEC §12, turn 3). A record is a claim
@@ -12,7 +11,7 @@ import { readStat } from "../process/tracker"
  * the `monitor_start` call that made the monitor.
  */
 
-/** The facts about a process the proof needs; the /proc readers of today, one small function each. */
+/** The facts about a process the proof needs, one small function each (injectable for tests). */
 export type ProcessFacts = {
   /** Group, session, start time and state letter of a running process; undefined when there is none. */
   stat(pid: number): { state: string; pgrp: number; sid: number; start: string } | undefined
@@ -22,10 +21,19 @@ export type ProcessFacts = {
   self(): { pid: number; pgrp: number | undefined }
 }
 
-export const procFacts: ProcessFacts = {
-  stat: (pid) => readStat(pid),
-  token: (pid) => environmentValue(pid, TOKEN_VARIABLE),
-  self: () => ({ pid: process.pid, pgrp: readStat(process.pid)?.pgrp }),
+/** The facts as the process table (/proc or ps, process/process-table.ts) tells them. */
+export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
+  return {
+    stat(pid) {
+      const entry = readProcess(pid, table)
+      if (!entry) return undefined
+      // ps shows no session id, only whether a process leads its session: `sid` is then the pid or 0.
+      const sid = entry.sid ?? (entry.sessionLeader ? entry.pid : 0)
+      return { state: entry.state, pgrp: entry.pgrp, sid, start: entry.start }
+    },
+    token: (pid) => table.environmentValue(pid, TOKEN_VARIABLE),
+    self: () => ({ pid: process.pid, pgrp: readProcess(process.pid, table)?.pgrp }),
+  }
 }
 
 export type LeaderClaim = { pid: number; pidStartTime: string | undefined; tokenHash?: string }
@@ -37,7 +45,7 @@ export type LeaderClaim = { pid: number; pidStartTime: string | undefined; token
  */
 export type LeaderProof = { kind: "proven" } | { kind: "gone" } | { kind: "unverified"; reason: string }
 
-export function proveLeader(claim: LeaderClaim, facts: ProcessFacts = procFacts): LeaderProof {
+export function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tableFacts()): LeaderProof {
   const { pid } = claim
   // Checked before anything is read: kill(-1) and kill(-0) reach every process or our own group.
   if (!Number.isInteger(pid) || pid <= 1) return { kind: "unverified", reason: `pid ${pid} is never signalled` }
@@ -64,22 +72,4 @@ export function proveLeader(claim: LeaderClaim, facts: ProcessFacts = procFacts)
 /** The session's history shows the `monitor_start` call that returned this monitor id. */
 export function historyShowsStart(history: readonly SessionMessage[], monitorId: string): boolean {
   return history.some((message) => message.startedMonitors?.includes(monitorId) === true)
-}
-
-// /proc/<pid>/environ is bounded by the kernel's argument limit; read no more than this.
-const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
-
-function environmentValue(pid: number, name: string): string | undefined {
-  let environment: Buffer
-  try {
-    environment = readFileSync(`/proc/${pid}/environ`)
-  } catch {
-    return undefined
-  }
-  if (environment.length > ENVIRON_MAX_BYTES) return undefined
-  const prefix = `${name}=`
-  for (const entry of environment.toString("latin1").split("\0")) {
-    if (entry.startsWith(prefix)) return entry.slice(prefix.length)
-  }
-  return undefined
 }

@@ -4,7 +4,7 @@ import { readBack } from "../delivery/history"
 import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
-import { mayStillRun, processStartTime } from "../process/proc-stat"
+import { mayStillRun, type ProcessTable, processStartTime, processTable } from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, type MonitorStatus, parseEnvelopes } from "../codec"
 import {
@@ -14,7 +14,7 @@ import {
   STATE_FILE_MAX_BYTES,
   type ServerStateFile,
 } from "./format"
-import { historyShowsStart, type ProcessFacts, procFacts, proveLeader } from "./recovery-proof"
+import { historyShowsStart, type ProcessFacts, proveLeader, tableFacts } from "./recovery-proof"
 import { inodeOf, listPrivateDir, readPrivateFile, SkipLog } from "./safe-file"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
@@ -30,9 +30,11 @@ export type RecoveryDeps = {
   env?: Record<string, string | undefined>
   /** This server process; defaults to process.pid and its /proc start time. */
   self?: Owner
-  /** Process checks, injectable for tests; default /proc. */
+  /** The process table (process/process-table.ts); default this server's, /proc or ps. */
+  table?: ProcessTable
+  /** Process checks, injectable for tests; default the table's. */
   mayStillRun?: (pid: number, startTime: string | undefined) => boolean
-  /** What the leader proof reads about processes (recovery-proof.ts); default /proc. */
+  /** What the leader proof reads about processes (recovery-proof.ts); default the table's. */
   facts?: ProcessFacts
 }
 
@@ -60,7 +62,7 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const dir = projectStateDir(deps.directory, deps.env)
-  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
+  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.table) }
   const skips = new SkipLog((message, extra) => deps.api.log("warn", message, extra))
   const listed = listPrivateDir(dir)
   if (!listed.ok) {
@@ -122,7 +124,7 @@ function claim(
   }
   const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
   if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
-  const alive = deps.mayStillRun ?? mayStillRun
+  const alive = deps.mayStillRun ?? ((pid: number, start: string | undefined) => mayStillRun(pid, start, deps.table))
   // A server (or a recovering server) that may still run owns its file: never touched.
   if (alive(owner.pid, owner.pidStartTime)) return undefined
 
@@ -242,7 +244,7 @@ async function stopSurvivor(
   deps: RecoveryDeps,
   entry: MonitorStateEntry,
 ): Promise<{ survivorPid?: number; unverified?: { pid: number; reason: string } }> {
-  const facts = deps.facts ?? procFacts
+  const facts = deps.facts ?? tableFacts(deps.table)
   const proof = proveLeader(entry, facts)
   if (proof.kind === "gone") return {}
   if (proof.kind === "unverified") {
@@ -261,7 +263,7 @@ async function stopSurvivor(
     monitorId: entry.id,
     pid: entry.pid,
   })
-  const groupGone = async () => (await liveGroupMembers(entry.pid)).length === 0
+  const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
   for (const [signal, waitMs] of [
     ["SIGTERM", deps.killGraceMs],
     ["SIGKILL", 2_000],

@@ -3,7 +3,7 @@ import { rmSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
 import type { MonitorInfo, MonitorSnapshot } from "../manager"
-import { processStartTime } from "../process/proc-stat"
+import { processStartTime } from "../process/process-table"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
   type MonitorStateEntry,
@@ -26,11 +26,11 @@ export type StateWriterOptions = {
   scheduler: Scheduler
   log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
   env?: Record<string, string | undefined>
-  /** This server process; defaults to process.pid and its /proc start time. */
+  /** This server process; defaults to process.pid and its start time (process-table.ts). */
   server?: { pid: number; pidStartTime: string | undefined }
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
   instance?: string
-  /** A leader's start time, to prove its identity later; defaults to /proc. */
+  /** A leader's start time, to prove its identity later; defaults to this server's process table. */
   startTimeOf?: (pid: number) => string | undefined
   /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
   wakePending?: (monitor: { id: string; sessionID: string }) => boolean
@@ -135,7 +135,7 @@ export class MonitorStateWriter {
       const pidStartTime =
         known?.pidStartTime ??
         (known === undefined && info.status.kind === "running"
-          ? (this.options.startTimeOf ?? processStartTime)(pid)
+          ? (this.options.startTimeOf ?? ((leader: number) => processStartTime(leader)))(pid)
           : undefined)
       this.entries.set(info.id, { ...toEntry(info, pid, pidStartTime, lastLines), ...(tokenHash ? { tokenHash } : {}) })
     }

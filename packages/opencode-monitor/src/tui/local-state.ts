@@ -1,6 +1,6 @@
-import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { formatStatus } from "../codec"
+import { mayStillRun, type ProcessTable, processTable } from "../process/process-table"
 import { type MonitorStateEntry, parseStateFile, STATE_FILE_MAX_BYTES } from "../state/format"
 import { listPrivateDir, readPrivateFile } from "../state/safe-file"
 import type { MonitorView } from "./view"
@@ -139,20 +139,12 @@ export function withRemembered(
 }
 
 /** Is the process alive and, when its start time is known, still the same process (not a reused pid)? */
-export function isServerAlive(pid: number, pidStartTime: string | undefined): boolean {
-  try {
-    process.kill(pid, 0)
-  } catch (error) {
-    if ((error as NodeJS.ErrnoException).code !== "EPERM") return false
-  }
-  if (!pidStartTime) return true
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, "utf8")
-    const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
-    return fields[19] === pidStartTime
-  } catch {
-    return true // no /proc (macOS): the pid check is all there is
-  }
+export function isServerAlive(
+  pid: number,
+  pidStartTime: string | undefined,
+  table: ProcessTable = processTable,
+): boolean {
+  return mayStillRun(pid, pidStartTime || undefined, table)
 }
 
 function safe<T>(fn: () => T, fallback: T): T {

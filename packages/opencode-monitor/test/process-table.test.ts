@@ -1,0 +1,209 @@
+import { afterEach, describe, expect, test } from "bun:test"
+import { spawn } from "node:child_process"
+import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import {
+  carriesEnvironment,
+  createProcessTable,
+  isSameLiveProcess,
+  leadsSessionAndGroup,
+  mayStillRun,
+  processStartTime,
+  readProcess,
+} from "../src/process/process-table"
+import { createPsTable, environmentListingFlag, parseLsof, parseTable } from "../src/process/ps-table"
+import { waitFor } from "./support/processes"
+import { BACK_ENDS } from "./support/tables"
+
+const groups: number[] = []
+afterEach(() => {
+  for (const pgid of groups.splice(0)) {
+    try {
+      process.kill(-pgid, "SIGKILL")
+    } catch {}
+  }
+})
+
+function detached(file: string, args: string[], env: NodeJS.ProcessEnv = process.env) {
+  const child = spawn(file, args, { detached: true, stdio: ["ignore", "pipe", "ignore"], env })
+  groups.push(child.pid as number)
+  return child
+}
+
+describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
+  /** A `sleep` whose child exits and is never reaped: a zombie, as a SIGKILLed server is until reaped. */
+  async function zombie(): Promise<number> {
+    const parent = detached("sh", ["-c", "sleep 0 & echo $!; exec sleep 30"])
+    const pid = await new Promise<number>((resolve) =>
+      parent.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))),
+    )
+    expect(await waitFor(() => readProcess(pid, table)?.state === "Z", 5_000)).toBe(true)
+    return pid
+  }
+
+  test("this process is itself, with its own start time; another start time is another process", () => {
+    const start = processStartTime(process.pid, table) as string
+    expect(start.length).toBeGreaterThan(0)
+    expect(isSameLiveProcess(process.pid, start, table)).toBe(true)
+    expect(isSameLiveProcess(process.pid, `${start}1`, table)).toBe(false)
+    expect(isSameLiveProcess(process.pid, undefined, table)).toBe(false)
+    expect(mayStillRun(process.pid, start, table)).toBe(true)
+    expect(mayStillRun(process.pid, `${start}1`, table)).toBe(false)
+  })
+
+  test("a pid that does not exist does not run", () => {
+    expect(readProcess(999_999_999, table)).toBeUndefined()
+    expect(readProcess(-1, table)).toBeUndefined()
+    expect(mayStillRun(999_999_999, undefined, table)).toBe(false)
+    expect(isSameLiveProcess(999_999_999, "1", table)).toBe(false)
+  })
+
+  test("a zombie does not run, even with its own start time", async () => {
+    const pid = await zombie()
+    const start = processStartTime(pid, table)
+    expect(mayStillRun(pid, start, table)).toBe(false)
+    expect(isSameLiveProcess(pid, start, table)).toBe(false)
+  })
+
+  test("a child started later has a start time of its own, not older than this process's", async () => {
+    await Bun.sleep(1_100) // ps tells start times apart by the second
+    const child = detached("sleep", ["30"])
+    const pid = child.pid as number
+    const start = processStartTime(pid, table) as string
+    expect(start).not.toBe(processStartTime(process.pid, table) as string)
+    expect(isSameLiveProcess(pid, start, table)).toBe(true)
+    expect(isSameLiveProcess(pid, processStartTime(process.pid, table), table)).toBe(false)
+  })
+
+  test("the start time survives a command name with spaces and parentheses", async () => {
+    // The kernel's command name (/proc's field 2) is the executable's file name: make it hostile.
+    const dir = mkdtempSync(join(tmpdir(), "omo-stat-"))
+    const odd = join(dir, "a) b 1 2 (c")
+    symlinkSync(Bun.which("sleep") as string, odd)
+    const child = detached(odd, ["30"])
+    expect(await waitFor(() => readProcess(child.pid as number, table)?.state === "S", 5_000)).toBe(true)
+    const entry = readProcess(child.pid as number, table)
+    expect(entry?.ppid).toBe(process.pid)
+    expect(isSameLiveProcess(child.pid as number, entry?.start, table)).toBe(true)
+    rmSync(dir, { recursive: true, force: true })
+  })
+
+  test("a detached child leads its own session and group; its child leads neither", async () => {
+    const leader = detached("sh", ["-c", "sleep 30 & echo $!; wait"])
+    const inner = await new Promise<number>((resolve) =>
+      leader.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))),
+    )
+    expect(leadsSessionAndGroup(leader.pid as number, table)).toBe(true)
+    expect(leadsSessionAndGroup(inner, table)).toBe(false)
+    expect(readProcess(inner, table)?.pgrp).toBe(leader.pid as number)
+    expect(leadsSessionAndGroup(process.pid, table)).toBe(false)
+  })
+
+  test("the environment search finds exactly the processes carrying the entry", async () => {
+    const token = `OMO_TABLE_TEST=${Math.random().toString(36).slice(2)}`
+    const [name, value] = token.split("=") as [string, string]
+    const carrier = detached("sleep", ["30"], { ...process.env, [name]: value })
+    const longer = detached("sleep", ["30"], { ...process.env, [name]: `${value}x` })
+    // Until the exec, a just-forked child still shows this process's environment.
+    for (const child of [carrier, longer]) {
+      await waitFor(() => table.environmentValue(child.pid as number, name) !== undefined, 2_000)
+    }
+    expect(await table.findByEnvironment(token)).toEqual([carrier.pid as number])
+    expect(table.environmentValue(carrier.pid as number, name)).toBe(value)
+    expect(table.environmentValue(longer.pid as number, name)).toBe(`${value}x`)
+    expect(table.environmentValue(carrier.pid as number, "OMO_NOT_SET_ANYWHERE")).toBeUndefined()
+    expect(table.environmentValue(999_999_999, name)).toBeUndefined()
+    expect(carriesEnvironment(carrier.pid as number, name, value, table)).toBe(true)
+    expect(carriesEnvironment(longer.pid as number, name, value, table)).toBe(false)
+    expect(carriesEnvironment(0, name, value, table)).toBe(false)
+    // A command line that spells the variable does not stand in for the environment.
+    const forger = detached("sh", ["-c", "sleep 30", `${name}=forged`], { ...process.env, [name]: value })
+    await waitFor(() => table.environmentValue(forger.pid as number, name) !== undefined, 2_000)
+    expect(table.environmentValue(forger.pid as number, name)).toBe(value)
+  })
+
+  test("the holders of a process's output pipe are found", async () => {
+    const writer = spawn("sh", ["-c", "sleep 30 & echo forked; exec sleep 30"], {
+      detached: true,
+      stdio: ["ignore", "pipe", "pipe"],
+    })
+    groups.push(writer.pid as number)
+    // Once it printed, the background sleep exists (and holds both pipes).
+    await new Promise((resolve) => writer.stdout?.once("data", resolve))
+    const targets = table.outputTargets(writer.pid as number)
+    expect(targets.length).toBeGreaterThan(0)
+    const holders = await table.findHolders(targets)
+    expect(holders).toContain(writer.pid as number)
+    expect(holders.length).toBe(2) // the shell (exec'd into sleep) and its background sleep
+    expect(holders).not.toContain(process.pid)
+  })
+})
+
+describe("the ps back end", () => {
+  test("without lsof, pipe holders are a documented gap: none found, nothing claimed", async () => {
+    const table = createPsTable({ lsof: null })
+    const writer = detached("sleep", ["30"])
+    expect(table.outputTargets(writer.pid as number)).toEqual([])
+    expect(await table.findHolders(["FIFO:0xd:1"])).toEqual([])
+    // A missing lsof program reads the same as lsof: null.
+    expect(createPsTable({ lsof: "/nonexistent/lsof" }).outputTargets(writer.pid as number)).toEqual([])
+  })
+
+  test("asks for the environment with the flag of the platform: procps's BSD `e`, macOS's -E", () => {
+    expect(environmentListingFlag("linux")).toBe("e")
+    expect(environmentListingFlag("darwin")).toBe("-E")
+    expect(createPsTable({ platform: "darwin" }).watchdogFunctions("V").join("\n")).toContain("-o command= -E")
+  })
+
+  test("reads procps's and macOS's rows alike; a row that does not parse is skipped", () => {
+    const rows = [
+      "    1     0     1 Ss   Tue Dec  1 11:40:24 2026",
+      "  812   811   811 S+   Tue Dec  1 11:47:09 2026",
+      "  913     1   913 Z    Tue Dec  1 11:47:10 2026",
+      "garbage line",
+      "  99 x 1 S Tue",
+    ].join("\n")
+    expect(parseTable(rows)).toEqual([
+      { pid: 1, ppid: 0, pgrp: 1, sid: undefined, sessionLeader: true, state: "S", start: "TueDec111:40:242026" },
+      {
+        pid: 812,
+        ppid: 811,
+        pgrp: 811,
+        sid: undefined,
+        sessionLeader: false,
+        state: "S",
+        start: "TueDec111:47:092026",
+      },
+      { pid: 913, ppid: 1, pgrp: 913, sid: undefined, sessionLeader: false, state: "Z", start: "TueDec111:47:102026" },
+    ])
+  })
+
+  test("lsof's field output gives one identity per open pipe or socket, per process", () => {
+    const text = [
+      "p10",
+      "f1",
+      "tFIFO",
+      "D0xd",
+      "i3316",
+      "f2",
+      "tunix",
+      "D0xffff1",
+      "i77",
+      "p11",
+      "f5",
+      "tFIFO",
+      "D0xd",
+      "i3316",
+    ]
+    expect([...parseLsof(text.join("\n"))]).toEqual([
+      [10, ["FIFO:0xd:3316", "unix:0xffff1:77"]],
+      [11, ["FIFO:0xd:3316"]],
+    ])
+  })
+
+  test("is what a system without /proc gets; /proc where it is readable", () => {
+    expect(createProcessTable("ps").kind).toBe("ps")
+    expect(createProcessTable().kind).toBe("proc")
+  })
+})
