@@ -5,7 +5,7 @@
  */
 
 /** What a monitor could not clean up; said with its status instead of claiming a clean end. */
-export type Leftovers = {
+type Leftovers = {
   /** Processes still running after the final SIGKILL, or that may not be signalled (EPERM). */
   survivors?: number[]
   /** The output pipes stayed open after the leader exited, held by a process that could not be found. */

@@ -33,9 +33,9 @@ export type BatchSource = {
 }
 
 /** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
-export const STARTUP_LINES = 20
+const STARTUP_LINES = 20
 /** The fixed, documented list of words that make a line error-looking (case-insensitive). */
-export const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
+const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PENDING_PRIORITY_MAX = 20
 /** Priority lines a summary envelope shows besides the last line. */
@@ -47,14 +47,14 @@ const LINE_PREFIX_BYTES = 24
 const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
 
 /** True when the text contains one of ERROR_WORDS, in any case. */
-export const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
+const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
 
 /**
  * Wakes are never held back by the budget: the terminal batch, and a running batch routed to wake
  * (it carries a `wake_pattern` match) while its monitor has match wakes left. Past `wake_limit`
  * such a batch is a plain observation.
  */
-export const isWakeDelivery = (batch: OutputBatch, route: Route, matchWakeLeft: boolean): boolean =>
+const isWakeDelivery = (batch: OutputBatch, route: Route, matchWakeLeft: boolean): boolean =>
   isTerminalBatch(batch) || (route.wake && (!batch.stillRunning || matchWakeLeft))
 
 /** A person's message, not one of the synthetic prompts this or another plugin injects. */

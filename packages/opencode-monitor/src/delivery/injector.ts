@@ -31,24 +31,18 @@ export type InjectorOptions = {
 export type InjectorDeps = {
   api: SessionApi
   scheduler: Scheduler
-  /** Where injected prompts take their agent and model from; one per plugin instance. */
-  identities?: SessionIdentities
   /** A wake could not be delivered within the give-up bound. */
   onGiveUp?: (delivery: Delivery) => void
 }
 
-export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
+const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
 
 /**
  * True only when a ceiling is configured, the delivery is a wake (a terminal batch, or a match
  * wake), and it has been queued, counting from its first queue time (for a match wake told to
  * wait for wake_min_interval_ms, from the end of that wait), for at least the ceiling.
  */
-export function shouldForceActiveDispatch(
-  delivery: Delivery,
-  now: number,
-  maxActiveDeferMs: number | undefined,
-): boolean {
+function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
@@ -74,7 +68,7 @@ export class MonitorOutputInjector {
     private readonly deps: InjectorDeps,
   ) {
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
-    this.identities = deps.identities ?? new SessionIdentities(deps.api)
+    this.identities = new SessionIdentities(deps.api)
     this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
   }
 

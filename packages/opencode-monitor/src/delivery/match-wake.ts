@@ -77,12 +77,12 @@ export class MatchWakePolicy {
 
 export const carriesWake = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
 
-export function wakeSeqs(lines: readonly MonitorLine[]): number[] {
+function wakeSeqs(lines: readonly MonitorLine[]): number[] {
   return lines.filter((line) => line.wake).map((line) => line.seq)
 }
 
 /** A batch and the drops counted against it so far (the injector's delivery holds both). */
-export type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
+type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
 
 /** The fields of the injector's Delivery that match wakes read and write. */
 export type MatchWakeDelivery = PendingBatch & {
@@ -169,7 +169,7 @@ export function settleMatchWake(
  * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
  * What gives way is counted in `dropped:` and stays readable with `monitor_output`.
  */
-export function mergePending(
+function mergePending(
   older: PendingBatch,
   newer: PendingBatch,
   bounds: { maxLines: number; maxBytes: number },

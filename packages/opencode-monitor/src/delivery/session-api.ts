@@ -64,18 +64,17 @@ export interface SessionApi {
 
 const LOG_SERVICE = "opencode-monitor"
 
-export function createSessionApi(client: OpencodeClient, directory?: string): SessionApi {
-  const query = directory ? { directory } : undefined
+export function createSessionApi(client: OpencodeClient): SessionApi {
   return {
     async busySessions() {
-      const result = await client.session.status({ query })
+      const result = await client.session.status()
       if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
       const busy: Record<string, string> = {}
       for (const [id, status] of Object.entries(result.data)) busy[id] = status.type
       return busy
     },
     async recentMessages(sessionID, limit) {
-      const result = await client.session.messages({ path: { id: sessionID }, query: { ...query, limit } })
+      const result = await client.session.messages({ path: { id: sessionID }, query: { limit } })
       if (result.error || !result.data) throw readError(`GET /session/${sessionID}/message`, result)
       return result.data.map(({ info, parts }) => toSessionMessage(info, parts))
     },
@@ -84,7 +83,6 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
       try {
         result = await client.session.promptAsync({
           path: { id: sessionID },
-          query,
           body: {
             noReply: request.noReply,
             ...(request.agent ? { agent: request.agent } : {}),
@@ -101,13 +99,13 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
       throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${describe(failure)}`)
     },
     async parentOf(sessionID) {
-      const result = await client.session.get({ path: { id: sessionID }, query })
+      const result = await client.session.get({ path: { id: sessionID } })
       if (result.error || !result.data) throw readError(`GET /session/${sessionID}`, result)
       return result.data.parentID || undefined
     },
     async sessionExists(sessionID) {
       try {
-        const result = await client.session.get({ path: { id: sessionID }, query })
+        const result = await client.session.get({ path: { id: sessionID } })
         if (result.data) return true
         return result.response?.status === 404 ? false : undefined
       } catch {

@@ -23,7 +23,6 @@ export type PipelineOptions = {
 
 export type MonitorPipeline = {
   readonly ring: MonitorRingBuffer
-  readonly batcher: MonitorBatcher
   /** Raw bytes from one of the process's pipes. */
   push(stream: MonitorStream, chunk: Uint8Array): void
   /** The pipe reached EOF: a last line without a trailing newline is emitted. */
@@ -38,67 +37,41 @@ export type MonitorPipeline = {
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
-  // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
-  // the ring (matched lines leaving the ring were already handed to the batcher).
-  const pendingDrops: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
-  const takeDropped = (): DropCounts => {
-    const taken = { ...pendingDrops }
-    pendingDrops.matched = 0
-    pendingDrops.unmatched = 0
-    pendingDrops.bytes = 0
-    return taken
-  }
+  const drops = pendingDropCounts()
   const batcher = new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
+    { scheduler: options.scheduler, takeDropped: drops.take, measure: envelopeBytes },
   )
+  const wakeFlush = promptFlush(options.scheduler, batcher)
   let seq = 0
   let finished = false
-  // A batch carrying a wake line is flushed on the next tick rather than after flush_interval_ms:
-  // one timer at a time, so a flood of matching lines still fills batches instead of one per line.
-  let wakeFlush: TimerHandle | undefined
-  const flushForWake = () => {
-    if (wakeFlush !== undefined) return
-    wakeFlush = options.scheduler.setTimeout(() => {
-      wakeFlush = undefined
-      batcher.flushNow()
-    }, 0)
-  }
-
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
     if (wakeFilter) line.wake = wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
-      pendingDrops.unmatched++
-      pendingDrops.bytes += evicted.byteLength
+      drops.pending.unmatched++
+      drops.pending.bytes += evicted.byteLength
     }
     if (line.matched || line.wake) batcher.add(line)
-    if (line.wake) flushForWake()
+    if (line.wake) wakeFlush.request()
   }
-  const countDropped = (bytes: number) => {
-    ring.countDroppedBytes(bytes)
-    pendingDrops.bytes += bytes
-  }
-  const splitters: Record<MonitorStream, LineSplitter> = {
-    stdout: new LineSplitter(
+  const splitter = (stream: MonitorStream) =>
+    new LineSplitter(
       config.line_max_bytes,
-      (bytes, truncated) => accept("stdout", bytes, truncated),
-      countDropped,
-    ),
-    stderr: new LineSplitter(
-      config.line_max_bytes,
-      (bytes, truncated) => accept("stderr", bytes, truncated),
-      countDropped,
-    ),
-  }
+      (bytes, truncated) => accept(stream, bytes, truncated),
+      (bytes) => {
+        ring.countDroppedBytes(bytes)
+        drops.pending.bytes += bytes
+      },
+    )
+  const splitters: Record<MonitorStream, LineSplitter> = { stdout: splitter("stdout"), stderr: splitter("stderr") }
 
   return {
     ring,
-    batcher,
     push(stream, chunk) {
       if (!finished) splitters[stream].push(chunk)
     },
@@ -110,13 +83,50 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       splitters.stdout.end()
       splitters.stderr.end()
       finished = true
-      if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
+      wakeFlush.cancel()
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
       finished = true
-      if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
+      wakeFlush.cancel()
       batcher.close()
+    },
+  }
+}
+
+/**
+ * Drops not yet reported in a batch: over-long line remainders and unmatched lines that left the
+ * ring (matched lines leaving the ring were already handed to the batcher).
+ */
+function pendingDropCounts() {
+  const pending: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
+  const take = (): DropCounts => {
+    const taken = { ...pending }
+    pending.matched = 0
+    pending.unmatched = 0
+    pending.bytes = 0
+    return taken
+  }
+  return { pending, take }
+}
+
+/**
+ * A batch carrying a wake line is flushed on the next tick rather than after flush_interval_ms:
+ * one timer at a time, so a flood of matching lines still fills batches instead of one per line.
+ */
+function promptFlush(scheduler: Scheduler, batcher: MonitorBatcher) {
+  let timer: TimerHandle | undefined
+  return {
+    request() {
+      if (timer !== undefined) return
+      timer = scheduler.setTimeout(() => {
+        timer = undefined
+        batcher.flushNow()
+      }, 0)
+    },
+    cancel() {
+      if (timer !== undefined) scheduler.clearTimeout(timer)
+      timer = undefined
     },
   }
 }

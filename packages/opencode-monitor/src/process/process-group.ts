@@ -56,7 +56,7 @@ export type SpawnOptions = {
 
 const POLL_MS = 25
 /** Set in the command's environment to a token of its monitor. */
-export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
+const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
 
 /**
  * Runs `sh -c <command>` as the leader of a new session and process group, stdin closed, stdout
@@ -68,6 +68,49 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // Every process the command starts inherits this unless it clears its environment: what finds
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
+  const { child, pid, stdout, stderr } = await startLeader(options, token)
+  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
+  // holds them once the leader is gone. A leader that exits at once may be gone already.
+  const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
+  const watchdog = startWatchdog(pid, options.killGraceMs, token)
+  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
+  const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
+  attach(tracker)
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }))
+  })
+  const group = { pid, token, tracker, survivors: [] as number[] }
+  return {
+    pid,
+    stdout,
+    stderr,
+    exited,
+    groupAlive: () => isGroupAlive(pid, tracker),
+    survivors: () => group.survivors,
+    async trackPipeHolders() {
+      if (!canTrack) return []
+      const holders = [
+        ...(outputs.length > 0 ? await findHolders(outputs) : []),
+        ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
+      ]
+      tracker.track(holders)
+      return holders
+    },
+    signalGroupNow: () => {
+      signalAll(group, "SIGTERM")
+    },
+    terminateGroup: (graceMs) => terminate(group, graceMs),
+    release() {
+      detach(tracker)
+      // With survivors the watchdog stays armed: it tries again if the server dies.
+      if (group.survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null)
+        watchdog.kill("SIGKILL")
+    },
+  }
+}
+
+/** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
+async function startLeader(options: SpawnOptions, token: string) {
   const invocation = shellInvocation(options.shell ?? "sh", options.command)
   const child = spawn(invocation.file, invocation.args, {
     cwd: options.cwd,
@@ -79,76 +122,45 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     child.once("spawn", () => resolve())
     child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd))))
   })
-  const pid = child.pid
-  if (pid === undefined || !child.stdout || !child.stderr) {
-    throw new SpawnError("the process started without a pid or pipes")
-  }
-  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
-  // holds them once the leader is gone. A leader that exits at once may be gone already.
-  const outputs = canTrack ? [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined) : []
-  const watchdog = startWatchdog(pid, options.killGraceMs, token)
-  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(pid, (stat) => watchdog.stdin?.write(`${stat.pid}:${stat.start}\n`))
-  attach(tracker)
-  const exited = new Promise<ProcessExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }))
-  })
+  const { pid, stdout, stderr } = child
+  if (pid === undefined || !stdout || !stderr) throw new SpawnError("the process started without a pid or pipes")
+  return { child, pid, stdout, stderr }
+}
 
-  let survivors: number[] = []
-  const targets = () => {
-    tracker.refresh()
-    return tracker.live().filter((stat) => stat.pgrp !== pid)
+/** One monitored group: its leader, its token, what tracks it, and what survived the last stop. */
+type Group = { pid: number; token: string; tracker: DescendantTracker; survivors: number[] }
+
+/** Signals the group and the tracked processes that left it; returns the pids that may not be signalled. */
+function signalAll(group: Group, signal: NodeJS.Signals): number[] {
+  const { pid, tracker } = group
+  const denied: number[] = []
+  if (signalGroup(pid, signal) === "denied") denied.push(pid)
+  tracker.refresh()
+  for (const stat of tracker.live()) {
+    if (stat.pgrp !== pid && signalPid(stat.pid, signal) === "denied") denied.push(stat.pid)
   }
-  const groupAlive = () => isGroupAlive(pid, tracker)
-  const signalAll = (signal: NodeJS.Signals): number[] => {
-    const denied: number[] = []
-    if (signalGroup(pid, signal) === "denied") denied.push(pid)
-    for (const stat of targets()) if (signalPid(stat.pid, signal) === "denied") denied.push(stat.pid)
-    return denied
+  return denied
+}
+
+/** SIGTERM, then SIGKILL after the grace; resolves with the last signal sent (null: nothing was left). */
+async function terminate(group: Group, graceMs: number): Promise<NodeJS.Signals | null> {
+  const { pid, tracker, token } = group
+  // One full scan (shared with concurrent stops, yielding) finds members that were never
+  // seen attached: orphans still in the session or group, and processes carrying the token.
+  // Polls then cost O(tracked).
+  if (canTrack) {
+    tracker.adopt(await scanProcessTable())
+    tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
   }
-  return {
-    pid,
-    stdout: child.stdout,
-    stderr: child.stderr,
-    exited,
-    groupAlive,
-    survivors: () => survivors,
-    async trackPipeHolders() {
-      if (!canTrack) return []
-      const holders = [
-        ...(outputs.length > 0 ? await findHolders(outputs) : []),
-        ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
-      ]
-      tracker.track(holders)
-      return holders
-    },
-    signalGroupNow: () => {
-      signalAll("SIGTERM")
-    },
-    async terminateGroup(graceMs) {
-      // One full scan (shared with concurrent stops, yielding) finds members that were never
-      // seen attached: orphans still in the session or group, and processes carrying the token.
-      // Polls then cost O(tracked).
-      if (canTrack) {
-        tracker.adopt(await scanProcessTable())
-        tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
-      }
-      const gone = async () => (await liveMembers(pid, tracker)).length === 0
-      if (await gone()) return null
-      signalAll("SIGTERM")
-      if (await waitUntil(gone, graceMs)) return "SIGTERM"
-      signalAll("SIGKILL")
-      await waitUntil(gone, 2_000)
-      // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-      survivors = await liveMembers(pid, tracker)
-      return "SIGKILL"
-    },
-    release() {
-      detach(tracker)
-      // With survivors the watchdog stays armed: it tries again if the server dies.
-      if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
-    },
-  }
+  const gone = async () => (await liveMembers(pid, tracker)).length === 0
+  if (await gone()) return null
+  signalAll(group, "SIGTERM")
+  if (await waitUntil(gone, graceMs)) return "SIGTERM"
+  signalAll(group, "SIGKILL")
+  await waitUntil(gone, 2_000)
+  // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
+  group.survivors = await liveMembers(pid, tracker)
+  return "SIGKILL"
 }
 
 function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {

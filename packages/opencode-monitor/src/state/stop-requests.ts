@@ -20,7 +20,7 @@ import { stopRequestDir } from "./format"
  * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
  * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
  */
-export const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
+const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
 
 export type StopRequest = {
   format: typeof STOP_REQUEST_FORMAT
