@@ -1,7 +1,7 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import type { DeliveryRouter } from "./delivery/router"
-import type { SessionApi } from "./delivery/session-api"
+import type { Logger } from "./log"
 import type { MonitorManager } from "./manager"
 import { createMonitorTools } from "./tools"
 
@@ -11,7 +11,7 @@ export type HookParts = {
   config: MonitorConfig
   manager: MonitorManager
   router: DeliveryRouter
-  log: SessionApi["log"]
+  log: Logger
   shell: () => string
   /** opencode.json's `shell`, from the `config` hook (undefined: $SHELL). */
   setShell: (configured: string | undefined) => void
@@ -49,7 +49,7 @@ export function monitorHooks(parts: HookParts): Hooks {
         manager
           .stopSession(sessionID)
           .catch((error) =>
-            parts.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
+            parts.log.error("stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
           )
       }
     },

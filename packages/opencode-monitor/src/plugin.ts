@@ -5,6 +5,7 @@ import type { MonitorOutputInjector } from "./delivery/injector"
 import { DeliveryRouter } from "./delivery/router"
 import type { SessionApi } from "./delivery/session-api"
 import { monitorHooks, type MonitorHooks } from "./hooks"
+import { namedLogger } from "./log"
 import { MonitorManager } from "./manager"
 import { notifyEnded } from "./notify"
 import { resolveShell } from "./process/shell"
@@ -38,6 +39,7 @@ export type MonitorPluginInstance = {
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
 export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): MonitorPluginInstance {
   const { api } = deps
+  const log = namedLogger(api, "plugin")
   const scheduler = deps.scheduler ?? realScheduler
   const router = new DeliveryRouter(config, { api, scheduler })
   // The bash tool's shell: opencode.json's `shell` (from the `config` hook) or $SHELL, resolved once.
@@ -57,9 +59,9 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
         wakeLimit: monitor.wakeLimit,
       }),
     onError: (monitorId, error) =>
-      api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
+      log.error("a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
     onEnded(monitor) {
-      api.log("info", "monitor ended", {
+      log.info("monitor ended", {
         sessionID: monitor.sessionID,
         monitorId: monitor.id,
         status: formatStatus(monitor.status),
@@ -80,7 +82,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     config,
     manager,
     router,
-    log: (level, message, extra) => api.log(level, message, extra),
+    log: namedLogger(api, "hooks"),
     shell: currentShell,
     setShell(configured) {
       shell.configured = configured
@@ -105,11 +107,12 @@ type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: M
  */
 function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: DeliveryRouter }): MonitorStateWriter {
   const { api, scheduler, manager, router } = deps
+  const log = namedLogger(api, "state")
   const writer = new MonitorStateWriter({
     directory: deps.directory,
     source: () => manager.snapshot(STATE_LAST_LINES),
     scheduler,
-    log: (level, message, extra) => api.log(level, message, extra),
+    log: (level, message, extra) => log[level](message, extra),
     env: deps.env,
     wakePending: (monitor) => router.exitNoticeOwed(monitor),
   })
@@ -125,27 +128,28 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: Deliver
     },
     whenDelivered: (monitors) =>
       waitFor(scheduler, config.pending_retry_ms, () => !monitors.some((m) => router.exitNoticeOwed(m))),
-  }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
+  }).catch((error) => log.error("restart recovery failed", { error: String(error) }))
   return writer
 }
 
 /** A person's stop from the TUI (SPEC §11): the stop requests addressed to this instance's monitors. */
 function takeStopRequests(deps: Wiring): () => void {
-  const { api, manager } = deps
+  const { manager } = deps
+  const log = namedLogger(deps.api, "stop-requests")
   return watchStopRequests(projectStateDir(deps.directory, deps.env), {
     serverPid: process.pid,
     scheduler: deps.scheduler,
     owns: (sessionID, monitorId) => manager.get(sessionID, monitorId) !== undefined,
     stop(sessionID, monitorId) {
       if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
-      api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
+      log.info("monitor stop requested by the person at the screen", { sessionID, monitorId })
       manager
         .stop(sessionID, monitorId, "person")
         .catch((error) =>
-          api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+          log.error("stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
         )
     },
-    onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
+    onError: (message) => log.warn(message),
   })
 }
 

@@ -1,5 +1,6 @@
 import type { OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
+import { namedLogger } from "../log"
 import { coalesceWaiting } from "./coalesce"
 import { DeliveryPolicy, errorText } from "./delivery-policy"
 import { evaluateGates } from "./gates"
@@ -62,11 +63,13 @@ export class MonitorOutputInjector {
   readonly identities: SessionIdentities
   private disposed = false
   private readonly matchWakes: MatchWakePolicy | undefined
+  private readonly log
 
   constructor(
     private readonly options: InjectorOptions,
     private readonly deps: InjectorDeps,
   ) {
+    this.log = namedLogger(deps.api, "injector")
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
     this.identities = new SessionIdentities(deps.api)
     this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
@@ -134,7 +137,7 @@ export class MonitorOutputInjector {
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
     const { outcome, why } = settleMatchWake(d, this.matchWakes)
     if (outcome === "wait") {
-      this.deps.api.log("info", "match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
+      this.log.info("match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
     } else if (outcome === "drop") {
       // A new array: a caller's find() goes on over the old one.
       queue.remove(d)
@@ -245,7 +248,7 @@ export class MonitorOutputInjector {
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {
-      this.deps.api.log("warn", "monitor output send failed; will retry", {
+      this.log.warn("monitor output send failed; will retry", {
         ...logFields(next, !!forced),
         kind,
         error: next.lastError,
@@ -306,19 +309,19 @@ export class MonitorOutputInjector {
     this.forgetMonitorKeys(delivery)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
-      this.deps.api.log("error", "monitor exit notice could not be delivered; giving up", {
+      this.log.error("monitor exit notice could not be delivered; giving up", {
         ...fields,
         label: delivery.label,
       })
       this.deps.onGiveUp?.(delivery)
     } else {
-      this.deps.api.log("warn", "monitor output could not be delivered; dropped (still in monitor_output)", fields)
+      this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)
     }
     queue.schedule(this.options.pendingRetryMs)
   }
 
   private sessionGone(delivery: Delivery): void {
-    this.deps.api.log("warn", "session is gone; dropping its monitor output", {
+    this.log.warn("session is gone; dropping its monitor output", {
       ...logFields(delivery, false),
       error: delivery.lastError,
     })
@@ -335,7 +338,7 @@ export class MonitorOutputInjector {
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
     if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetMonitorKeys(delivery)
-    this.deps.api.log("info", message, {
+    this.log.info(message, {
       ...logFields(delivery, reason === "max_active_defer_ms reached"),
       reason,
       attempts: delivery.attempts,
@@ -356,7 +359,7 @@ export class MonitorOutputInjector {
     if (queue.lastDeferral === reason) return
     queue.lastDeferral = reason
     const head = queue.deliveries[0]
-    if (head) this.deps.api.log("info", "monitor output deferred", { ...logFields(head, false), reason })
+    if (head) this.log.info("monitor output deferred", { ...logFields(head, false), reason })
   }
 
   private dropIfEmpty(queue: SessionQueue): void {

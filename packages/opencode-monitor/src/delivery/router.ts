@@ -1,4 +1,5 @@
 import type { MonitorConfig } from "../config"
+import { namedLogger } from "../log"
 import type { OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { isRealUserTurn, ObservationBudget } from "./budget"
@@ -87,7 +88,7 @@ export class DeliveryRouter {
       .sourceOf(origin.sessionID)
       .then((source) => this.deliver(batch, origin, source))
       .catch((error) =>
-        this.deps.api.log("error", "routing a monitor's exit notice failed", {
+        namedLogger(this.deps.api, "router").error("routing a monitor's exit notice failed", {
           monitorId: batch.monitorId,
           error: String(error),
         }),

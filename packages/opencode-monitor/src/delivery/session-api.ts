@@ -1,5 +1,6 @@
 import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
+import { type LogLevel, LOG_SERVICE } from "../log"
 
 type OpencodeClient = PluginInput["client"]
 
@@ -46,7 +47,7 @@ export class DeliveryError extends Error {
 }
 
 export type ToastVariant = "info" | "success" | "warning" | "error"
-export type LogLevel = "debug" | "info" | "warn" | "error"
+export type { LogLevel } from "../log"
 
 /** Everything the plugin asks of the opencode server, in one place. */
 export interface SessionApi {
@@ -58,11 +59,10 @@ export interface SessionApi {
   parentOf(sessionID: string): Promise<string | undefined>
   /** False when the session is gone (404), undefined when the server could not say. */
   sessionExists(sessionID: string): Promise<boolean | undefined>
-  log(level: LogLevel, message: string, extra: Record<string, unknown>): void
+  /** One log line; `service` names the module (log.ts), the plugin itself without it. */
+  log(level: LogLevel, message: string, extra: Record<string, unknown>, service?: string): void
   toast(variant: ToastVariant, title: string, message: string): void
 }
-
-const LOG_SERVICE = "opencode-monitor"
 
 export function createSessionApi(client: OpencodeClient): SessionApi {
   return {
@@ -112,8 +112,8 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
         return undefined
       }
     },
-    log(level, message, extra) {
-      client.app.log({ body: { service: LOG_SERVICE, level, message, extra } }).catch(() => {})
+    log(level, message, extra, service = LOG_SERVICE) {
+      client.app.log({ body: { service, level, message, extra } }).catch(() => {})
     },
     toast(variant, title, message) {
       client.tui.showToast({ body: { title, message, variant } }).catch(() => {})

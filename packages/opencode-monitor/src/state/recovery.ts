@@ -7,6 +7,7 @@ import { MonitorLine } from "../pipeline/line"
 import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, parseEnvelopes } from "../codec"
+import { type Logger, namedLogger } from "../log"
 import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
@@ -34,6 +35,8 @@ export type RecoveredMonitor = {
   outcome: "reported" | "session_gone" | "already_reported"
   survivorPid: number | undefined
 }
+
+const logOf = (deps: RecoveryDeps): Logger => namedLogger(deps.api, "recovery")
 
 const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
 // `server-<pid>-<start>[-<instance>].json`: one file per plugin instance of a server process.
@@ -69,7 +72,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
       if (entry.status.kind !== "running" && !entry.wakePending) continue
       if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
         // The ids land in an envelope header and a request path: a record is data, not trusted.
-        deps.api.log("warn", "ignoring a malformed entry in a monitor state file", { file: claimed.path })
+        logOf(deps).warn("ignoring a malformed entry in a monitor state file", { file: claimed.path })
         continue
       }
       recovered.push(await reportLost(deps, entry))
@@ -77,7 +80,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
   }
   const records = names.filter((name) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)).length
   if (records > 0) {
-    deps.api.log("info", "restart recovery looked at the monitor state folder", {
+    logOf(deps).info("restart recovery looked at the monitor state folder", {
       folder: dir,
       files: records,
       claimed: claimedPaths.length,
@@ -105,7 +108,7 @@ function claim(
   if (!match) {
     // Temp files, the stop-requests folder and anything else are not records.
     if (name.endsWith(".json"))
-      deps.api.log("warn", "ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
+      logOf(deps).warn("ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
     return undefined
   }
   const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
@@ -123,11 +126,11 @@ function claim(
   }
   const parsed = parseStateFile(text)
   if (!parsed.ok) {
-    deps.api.log("warn", "ignoring an unreadable monitor state file", { file: path, error: parsed.error })
+    logOf(deps).warn("ignoring an unreadable monitor state file", { file: path, error: parsed.error })
     return undefined
   }
   if (parsed.file.server.directory !== deps.directory) {
-    deps.api.log("warn", "ignoring a monitor state file of another directory", {
+    logOf(deps).warn("ignoring a monitor state file of another directory", {
       file: path,
       directory: parsed.file.server.directory,
     })
@@ -151,7 +154,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   const ended = entry.status.kind === "running" ? undefined : entry.status
   if (!ended) result.survivorPid = await stopSurvivor(deps, entry)
   if ((await deps.api.sessionExists(entry.sessionID)) === false) {
-    deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
+    logOf(deps).info("lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
   }
   let history: SessionMessage[] = []
@@ -165,7 +168,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   }
   const seen = envelopesOf(history, entry.id)
   if (seen.some((e) => e.status !== "running")) {
-    deps.api.log("info", "lost monitor not reported: its session already has its exit notice", fields)
+    logOf(deps).info("lost monitor not reported: its session already has its exit notice", fields)
     return { ...result, outcome: "already_reported" }
   }
   const batch: OutputBatch = {
@@ -178,8 +181,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     status: ended ?? { kind: "lost", survivorPid: result.survivorPid },
     dropped: NO_DROPS,
   }
-  deps.api.log(
-    "info",
+  logOf(deps).info(
     ended
       ? "delivering an exit notice its stopped server still owed"
       : "reporting a monitor lost when its server stopped",
@@ -201,7 +203,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
  */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<number | undefined> {
   if (!(deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)) return undefined
-  deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
+  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", {
     monitorId: entry.id,
     pid: entry.pid,
   })
