@@ -10,6 +10,8 @@ export type MonitorInfo = {
   id: string
   sessionID: string
   label: string
+  /** The directory it runs in (the session's). */
+  cwd: string
   pattern: string | undefined
   /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
   wakePattern: string | undefined

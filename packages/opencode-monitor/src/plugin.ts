@@ -60,10 +60,10 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
       }),
     onError: (monitorId, error) =>
       log.error("a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
-    onEnded(monitor) {
+    onEnded(monitor, end) {
       log.info("monitor ended", {
         sessionID: monitor.sessionID,
-        monitorId: monitor.id,
+        ...end,
         status: formatStatus(monitor.status),
         ending: monitor.ending,
       })

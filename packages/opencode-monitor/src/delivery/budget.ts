@@ -55,7 +55,7 @@ const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
  * such a batch is a plain observation.
  */
 const isWakeDelivery = (batch: OutputBatch, route: Route, matchWakeLeft: boolean): boolean =>
-  isTerminalBatch(batch) || (route.wake && (!batch.stillRunning || matchWakeLeft))
+  isTerminalBatch(batch) || (route.wake && matchWakeLeft)
 
 /** A person's message, not one of the synthetic prompts this or another plugin injects. */
 export function isRealUserTurn(parts: readonly { type: string; synthetic?: boolean }[]): boolean {

@@ -1,4 +1,4 @@
-import type { OutputBatch } from "../pipeline/batcher"
+import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Delivery } from "./session-queue"
 
 export type CoalesceBounds = { maxLines: number; maxBytes: number }
@@ -10,7 +10,7 @@ export type CoalesceBounds = { maxLines: number; maxBytes: number }
  * Returns the deliveries that remain, in order.
  */
 export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: CoalesceBounds): Delivery[] {
-  const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && d.batch.stillRunning)
+  const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && !isTerminalBatch(d.batch))
   let lines = 0
   let bytes = 0
   for (const d of waiting) {

@@ -1,4 +1,4 @@
-import type { OutputBatch } from "../pipeline/batcher"
+import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { namedLogger } from "../log"
 import { coalesceWaiting } from "./coalesce"
@@ -106,7 +106,7 @@ export class MonitorOutputInjector {
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
-      if (batch.stillRunning) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
+      if (!isTerminalBatch(batch)) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
     }
     void queue.pump()
   }
@@ -336,7 +336,7 @@ export class MonitorOutputInjector {
   private settle(queue: SessionQueue, delivery: Delivery, message: string, reason: string): void {
     queue.remove(delivery)
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
-    if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
+    if (!isTerminalBatch(delivery.batch)) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetMonitorKeys(delivery)
     this.log.info(message, {
       ...logFields(delivery, reason === "max_active_defer_ms reached"),
@@ -346,7 +346,7 @@ export class MonitorOutputInjector {
   }
 
   private forgetMonitorKeys(delivery: Delivery): void {
-    if (delivery.batch.stillRunning) return
+    if (!isTerminalBatch(delivery.batch)) return
     this.forgetSent((key) => key.includes(`|monitor-output:${delivery.batch.monitorId}:`))
     this.matchWakes?.forgetMonitor(delivery.batch.monitorId)
   }

@@ -1,4 +1,4 @@
-import type { DropCounts, OutputBatch } from "../pipeline/batcher"
+import { type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
 
@@ -97,7 +97,7 @@ export type MatchWakeDelivery = PendingBatch & {
   notBefore: number
 }
 
-const isCandidate = (d: MatchWakeDelivery) => d.wake && d.batch.stillRunning
+const isCandidate = (d: MatchWakeDelivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
  * Queues a delivery that takes part in a match wake and returns the session's new queue;
@@ -118,8 +118,10 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     if (delivery.subagentSessionID !== undefined) return [...queue]
     delivery.wake = false
   }
-  const waiting = queue.filter((d) => d.batch.monitorId === batch.monitorId && d.batch.stillRunning && d.attempts === 0)
-  const absorbed = batch.stillRunning
+  const waiting = queue.filter(
+    (d) => d.batch.monitorId === batch.monitorId && !isTerminalBatch(d.batch) && d.attempts === 0,
+  )
+  const absorbed = !isTerminalBatch(batch)
     ? isCandidate(delivery) || waiting.some(isCandidate)
       ? waiting
       : []
@@ -131,10 +133,10 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     delivery.dropped = merged.dropped
     delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
-    if (batch.stillRunning) delivery.wake ||= older.wake
+    if (!isTerminalBatch(batch)) delivery.wake ||= older.wake
   }
   // A running batch takes the place of the oldest one it absorbed; a terminal batch goes last.
-  const at = batch.stillRunning && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
+  const at = !isTerminalBatch(batch) && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
   const rest = queue.filter((d) => !absorbed.includes(d))
   return [...rest.slice(0, at), delivery, ...rest.slice(at)]
 }

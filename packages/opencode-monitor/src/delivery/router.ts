@@ -1,6 +1,6 @@
 import type { MonitorConfig } from "../config"
 import { namedLogger } from "../log"
-import type { OutputBatch } from "../pipeline/batcher"
+import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { isRealUserTurn, ObservationBudget } from "./budget"
 import type { Identity } from "./gates"
@@ -60,7 +60,7 @@ export class DeliveryRouter {
           api.toast(
             "error",
             "opencode-monitor: wake not delivered",
-            `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
+            `${delivery.label} (${delivery.batch.monitorId}) ${!isTerminalBatch(delivery.batch) ? "printed a wake_pattern line" : "ended"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
           ),
       },
     )
@@ -80,7 +80,7 @@ export class DeliveryRouter {
     const known = this.sources.cached(origin.sessionID)
     // Streaming batches go to the owning session whatever its source; only the exit notice
     // waits for a classification that failed at start.
-    if (known || batch.stillRunning) {
+    if (known || !isTerminalBatch(batch)) {
       this.deliver(batch, origin, known ?? { kind: "primary" })
       return
     }
@@ -106,7 +106,7 @@ export class DeliveryRouter {
     const source = this.sources.cached(sessionID)
     const targets = source?.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
     return targets.some((target) =>
-      this.injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning),
+      this.injector.pending(target).some((d) => d.batch.monitorId === id && isTerminalBatch(d.batch)),
     )
   }
 
