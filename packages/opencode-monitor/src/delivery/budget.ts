@@ -1,4 +1,11 @@
-import { type BudgetNote, type DropCounts, isTerminalBatch, NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import {
+  addDrops,
+  type BudgetNote,
+  type DropCounts,
+  isTerminalBatch,
+  NO_DROPS,
+  type OutputBatch,
+} from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { formatMonitorBatch } from "./envelope"
@@ -263,7 +270,7 @@ export class ObservationBudget {
     const out: OutputBatch = {
       ...batch,
       lines: shown,
-      dropped: addDrops(addDrops(held.dropped, batch.dropped), {
+      dropped: addDrops(held.dropped, batch.dropped, {
         matched: held.lines,
         unmatched: 0,
         bytes: held.bytes,
@@ -371,8 +378,4 @@ function estimate(lines: readonly MonitorLine[]): number {
 
 function emptyHeld(): Stream["held"] {
   return { lines: 0, bytes: 0, firstSeq: 0, dropped: { matched: 0, unmatched: 0, bytes: 0 } }
-}
-
-function addDrops(a: DropCounts, b: DropCounts): DropCounts {
-  return { matched: a.matched + b.matched, unmatched: a.unmatched + b.unmatched, bytes: a.bytes + b.bytes }
 }

@@ -1,4 +1,4 @@
-import { type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { addDrops, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
 
@@ -179,11 +179,7 @@ function mergePending(
   const all = [...older.batch.lines, ...newer.batch.lines]
   let bytes = 0
   for (const line of all) bytes += line.byteLength
-  const dropped = {
-    matched: older.dropped.matched + newer.dropped.matched,
-    unmatched: older.dropped.unmatched + newer.dropped.unmatched,
-    bytes: older.dropped.bytes + newer.dropped.bytes,
-  }
+  const dropped = addDrops(older.dropped, newer.dropped)
   const keep = new Array<boolean>(all.length).fill(true)
   let kept = all.length
   const giveWay = (index: number) => {
