@@ -4,7 +4,7 @@
  * API (`app.log`).
  */
 export type LogLevel = "debug" | "info" | "warn" | "error"
-export type LogExtra = Record<string, unknown>
+type LogExtra = Record<string, unknown>
 
 /** Where log lines go: `SessionApi.log`. */
 export type LogSink = { log(level: LogLevel, message: string, extra: LogExtra, service?: string): void }

@@ -39,37 +39,18 @@ export type MonitorPluginInstance = {
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
 export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): MonitorPluginInstance {
   const { api } = deps
-  const log = namedLogger(api, "plugin")
   const scheduler = deps.scheduler ?? realScheduler
   const router = new DeliveryRouter(config, { api, scheduler })
   // The bash tool's shell: opencode.json's `shell` (from the `config` hook) or $SHELL, resolved once.
   const shell = { configured: undefined as string | undefined, resolved: undefined as string | undefined }
   const currentShell = () => (shell.resolved ??= resolveShell(shell.configured, { env: deps.env }))
   let writer: MonitorStateWriter | undefined
-  const manager = new MonitorManager(config, {
+  const manager = createManager(config, {
+    ...deps,
     scheduler,
-    env: deps.env,
+    router,
     shell: currentShell,
-    onStarted: () => writer?.changed(),
-    onBatch: (batch, monitor) =>
-      router.route(batch, {
-        sessionID: monitor.sessionID,
-        label: monitor.label,
-        hasPattern: monitor.pattern !== undefined,
-        wakeLimit: monitor.wakeLimit,
-      }),
-    onError: (monitorId, error) =>
-      log.error("a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
-    onEnded(monitor, end) {
-      log.info("monitor ended", {
-        sessionID: monitor.sessionID,
-        ...end,
-        status: formatStatus(monitor.status),
-        ending: monitor.ending,
-      })
-      notifyEnded(api, monitor)
-      writer?.changed()
-    },
+    changed: () => writer?.changed(),
   })
   writer = deps.directory
     ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, router })
@@ -97,6 +78,40 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     },
   })
   return { hooks, manager, router, budget: router.budget, injector: router.injector }
+}
+
+/** The manager, its batches handed to the router, its ends logged and told to the person. */
+function createManager(
+  config: MonitorConfig,
+  deps: PluginDeps & { scheduler: Scheduler; router: DeliveryRouter; shell: () => string; changed: () => void },
+): MonitorManager {
+  const { api, router } = deps
+  const log = namedLogger(api, "plugin")
+  return new MonitorManager(config, {
+    scheduler: deps.scheduler,
+    env: deps.env,
+    shell: deps.shell,
+    onStarted: deps.changed,
+    onBatch: (batch, monitor) =>
+      router.route(batch, {
+        sessionID: monitor.sessionID,
+        label: monitor.label,
+        hasPattern: monitor.pattern !== undefined,
+        wakeLimit: monitor.wakeLimit,
+      }),
+    onError: (monitorId, error) =>
+      log.error("a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
+    onEnded(monitor, end) {
+      log.info("monitor ended", {
+        sessionID: monitor.sessionID,
+        ...end,
+        status: formatStatus(monitor.status),
+        ending: monitor.ending,
+      })
+      notifyEnded(api, monitor)
+      deps.changed()
+    },
+  })
 }
 
 type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: MonitorManager }
