@@ -91,6 +91,7 @@ function createManager(
     scheduler: deps.scheduler,
     env: deps.env,
     shell: deps.shell,
+    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
     onStarted: deps.changed,
     onBatch: (batch, monitor) =>
       router.route(batch, {

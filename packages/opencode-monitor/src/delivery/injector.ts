@@ -2,7 +2,8 @@ import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { namedLogger } from "../log"
 import { coalesceWaiting } from "./coalesce"
-import { DeliveryPolicy, errorText } from "./delivery-policy"
+import type { ContextLedger } from "./context-ledger"
+import { DeliveryPolicy, envelopeText, errorText } from "./delivery-policy"
 import { evaluateGates } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
@@ -34,6 +35,8 @@ export type InjectorDeps = {
   scheduler: Scheduler
   /** A wake could not be delivered within the give-up bound. */
   onGiveUp?: (delivery: Delivery) => void
+  /** Each session's context bytes, shared with the observation budget: a match wake is charged when it lands. */
+  ledger?: ContextLedger
 }
 
 const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
@@ -102,7 +105,8 @@ export class MonitorOutputInjector {
       notBefore: 0,
     }
     const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, bounds) // issue 18
+    const wakeBounds = this.options.matchWake ?? bounds
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, wakeBounds) // issue 18
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
@@ -335,6 +339,8 @@ export class MonitorOutputInjector {
 
   private settle(queue: SessionQueue, delivery: Delivery, message: string, reason: string): void {
     queue.remove(delivery)
+    // A match wake is never held back by the budget, but what it put into the session is counted.
+    if (delivery.matchWake) this.deps.ledger?.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
     if (!isTerminalBatch(delivery.batch)) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetMonitorKeys(delivery)

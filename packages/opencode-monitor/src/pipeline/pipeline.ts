@@ -17,6 +17,8 @@ export type PipelineOptions = {
   filter: LineFilter | undefined
   /** `wake_pattern`: a matching line is delivered (filtered in or not) and flushed promptly. */
   wakeFilter?: LineFilter | undefined
+  /** False once the monitor's `wake_limit` is used up: a match is then a plain line, batched as any. */
+  matchWakeLeft?: () => boolean
   scheduler: Scheduler
   onBatch: (batch: OutputBatch) => void
 }
@@ -36,6 +38,7 @@ export type MonitorPipeline = {
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
+  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   const drops = pendingDropCounts()
   const batcher = new MonitorBatcher(
@@ -50,7 +53,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = wakeFilter(line.text)
+    if (wakeFilter) line.wake = wakeLeft() && wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       drops.pending.unmatched++
