@@ -88,6 +88,8 @@ export async function runMonitors(
   options: {
     matchPattern?: string
     wakePattern?: string
+    /** `wake_on_silence_ms` of every monitor. */
+    silenceMs?: number
     stopAfterMs?: number
     config?: MonitorConfig
     /** Sum the bytes of delivered lines (costs time in onBatch). */
@@ -130,6 +132,7 @@ export async function runMonitors(
       label: "bench",
       ...(options.matchPattern === undefined ? {} : { matchPattern: options.matchPattern }),
       ...(options.wakePattern === undefined ? {} : { wakePattern: options.wakePattern }),
+      ...(options.silenceMs === undefined ? {} : { silenceMs: options.silenceMs }),
     })
     traces.set(info.id, { info, batches: 0, batchTimes: [], startedAt, endedAt: Number.NaN, deliveredBytes: 0 })
     ends.push(
@@ -156,7 +159,7 @@ export async function runMonitors(
 /** A single monitor run summarised like a drain. */
 export async function monitorOnce(
   command: string,
-  options: { matchPattern?: string; wakePattern?: string } = {},
+  options: { matchPattern?: string; wakePattern?: string; silenceMs?: number } = {},
 ): Promise<RunResult> {
   const run = await runMonitors([command], options)
   const trace = run.monitors[0] as MonitorTrace

@@ -117,6 +117,7 @@ describe("MonitorStateWriter", () => {
         pidStartTime: "start-of-100",
         linesSeen: 0,
         lastLines: [],
+        deadlineAt: 1_000,
       },
     ])
     // Atomic: only the final file is left, never a temp file.

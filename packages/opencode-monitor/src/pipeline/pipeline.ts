@@ -1,5 +1,6 @@
 import type { MonitorConfig } from "../config"
 import { envelopeBytes } from "./render"
+import { SilenceWatch } from "./silence-watch"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../codec"
 import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
@@ -17,6 +18,8 @@ export type PipelineOptions = {
   filter: LineFilter | undefined
   /** `wake_pattern`: a matching line is delivered (filtered in or not) and flushed promptly. */
   wakeFilter?: LineFilter | undefined
+  /** `wake_on_silence_ms`: a silence this long while the process runs emits one silence wake. */
+  silenceMs?: number
   /** False once the monitor's `wake_limit` is used up: a match is then a plain line, batched as any. */
   matchWakeLeft?: () => boolean
   scheduler: Scheduler
@@ -29,31 +32,30 @@ export type MonitorPipeline = {
   push(stream: MonitorStream, chunk: Uint8Array): void
   /** The pipe reached EOF: a last line without a trailing newline is emitted. */
   endStream(stream: MonitorStream): void
+  /** The process ended: no silence wake any more (the exit is the news). */
+  processEnded(): void
   /** Emits the one terminal batch, even when the buffer was already drained. */
   finish(status: MonitorStatus): void
   /** Stops emitting batches (the ring keeps what it holds). */
   close(): void
 }
 
+/** How many of the last retained lines a silence wake shows. */
+const SILENCE_LINES = 10
+
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
-  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   const drops = pendingDropCounts()
-  const batcher = new MonitorBatcher(
-    options.monitorId,
-    { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
-    options.onBatch,
-    { scheduler: options.scheduler, takeDropped: drops.take, measure: envelopeBytes },
-  )
+  const batcher = batcherOf(options, drops.take)
   const wakeFlush = promptFlush(options.scheduler, batcher)
   let seq = 0
   let finished = false
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = wakeLeft() && wakeFilter(line.text)
+    if (wakeFilter) line.wake = (options.matchWakeLeft?.() ?? true) && wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       drops.pending.unmatched++
@@ -62,26 +64,28 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     if (line.matched || line.wake) batcher.add(line)
     if (line.wake) wakeFlush.request()
   }
-  const splitter = (stream: MonitorStream) =>
-    new LineSplitter(
-      config.line_max_bytes,
-      (bytes, truncated) => accept(stream, bytes, truncated),
-      (bytes) => {
-        ring.countDroppedBytes(bytes)
-        drops.pending.bytes += bytes
-      },
-    )
-  const splitters: Record<MonitorStream, LineSplitter> = { stdout: splitter("stdout"), stderr: splitter("stderr") }
+  const silence =
+    options.silenceMs === undefined ? undefined : silenceWatch(options.silenceMs, options, ring, batcher, () => seq)
+  const splitters = lineSplitters(config.line_max_bytes, accept, (bytes) => {
+    ring.countDroppedBytes(bytes)
+    drops.pending.bytes += bytes
+  })
 
   return {
     ring,
     push(stream, chunk) {
-      if (!finished) splitters[stream].push(chunk)
+      if (finished) return
+      silence?.output()
+      splitters[stream].push(chunk)
     },
     endStream(stream) {
       if (!finished) splitters[stream].end()
     },
+    processEnded() {
+      silence?.stop()
+    },
     finish(status) {
+      silence?.stop()
       if (finished) return
       splitters.stdout.end()
       splitters.stderr.end()
@@ -90,11 +94,53 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
+      silence?.stop()
       finished = true
       wakeFlush.cancel()
       batcher.close()
     },
   }
+}
+
+/** Batches by the config's bounds and interval, each measured as the envelope will count it. */
+function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts): MonitorBatcher {
+  const { config } = options
+  return new MonitorBatcher(
+    options.monitorId,
+    { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
+    options.onBatch,
+    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
+  )
+}
+
+/** One splitter per pipe; a line's stream is the pipe it came from. */
+function lineSplitters(
+  maxBytes: number,
+  accept: (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => void,
+  dropped: (bytes: number) => void,
+): Record<MonitorStream, LineSplitter> {
+  const splitter = (stream: MonitorStream) =>
+    new LineSplitter(maxBytes, (bytes, truncated) => accept(stream, bytes, truncated), dropped)
+  return { stdout: splitter("stdout"), stderr: splitter("stderr") }
+}
+
+/** A silence wake shows the last retained lines, within one batch's bounds. */
+function silenceWatch(
+  silenceMs: number,
+  options: PipelineOptions,
+  ring: MonitorRingBuffer,
+  batcher: MonitorBatcher,
+  lastSeq: () => number,
+): SilenceWatch {
+  return new SilenceWatch(silenceMs, options.scheduler, () => {
+    const seq = lastSeq()
+    const lines = ring.query({ sinceSequence: Math.max(0, seq - SILENCE_LINES), limit: SILENCE_LINES })
+    let bytes = 0
+    let from = lines.length
+    while (from > 0 && bytes + (lines[from - 1] as MonitorLine).byteLength <= options.config.batch_max_bytes)
+      bytes += (lines[--from] as MonitorLine).byteLength
+    batcher.emitSilence({ silentMs: silenceMs, lastSeq: seq, lines: lines.slice(from) })
+  })
 }
 
 /**

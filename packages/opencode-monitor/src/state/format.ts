@@ -34,6 +34,8 @@ export type MonitorStateEntry = {
   pidStartTime: string | undefined
   linesSeen: number
   lastLines: StateLine[]
+  /** When its deadline stops it (SPEC §15); absent: no deadline. */
+  deadlineAt?: number
   /**
    * Added by the restart-safe work (optional, so older readers and writers stay compatible): the
    * monitor ended, but its exit notice had not reached the session yet; a restarted server
@@ -139,6 +141,7 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     pidStartTime: typeof pidStartTime === "string" ? pidStartTime : undefined,
     linesSeen,
     lastLines,
+    ...(isInt(entry.deadlineAt) ? { deadlineAt: entry.deadlineAt } : {}),
     ...(entry.wakePending === true ? { wakePending: true } : {}),
   }
 }

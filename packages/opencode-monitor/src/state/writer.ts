@@ -201,6 +201,7 @@ function toEntry(
       .map(
         (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
       ),
+    ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
   }
 }
 
