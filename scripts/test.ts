@@ -5,17 +5,37 @@
  * say `// test-runner: slow` start first. Output of each file is printed whole when it ends, so
  * parallel runs never interleave; the last line is the plain `N passed, N failed` count.
  *
+ * The live files run on the newest tested opencode release, and the core subset below once more on
+ * the oldest (SPEC §16; the releases are TESTED_OPENCODE in the plugin's src/host-check.ts, each a
+ * pinned devDependency). `OPENCODE_VERSION` tells the harness which binary to start.
+ *
  *   npm test                          everything
  *   npm test -- packages/live-qa      only files under these paths
  *   TEST_JOBS=2 npm test              at most 2 files at once (default 4)
  */
 import { readdirSync, readFileSync, statSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
+import { TESTED_OPENCODE } from "../packages/opencode-monitor/src/host-check.ts"
 
 const ROOT = resolve(import.meta.dir, "..")
 const JOBS = Math.max(1, Number(process.env.TEST_JOBS ?? 4))
 
-type Job = { name: string; files: string[]; slow: boolean }
+type Job = { name: string; files: string[]; slow: boolean; opencode?: string }
+
+export const NEWEST_OPENCODE = TESTED_OPENCODE[TESTED_OPENCODE.length - 1] as string
+export const OLDEST_OPENCODE = TESTED_OPENCODE[0] as string
+/**
+ * The core run again on the oldest tested release: the exit wake, a match wake, the permission
+ * differential, install by name from the local registry (the only route opencode's version gate
+ * applies to), and the TUI.
+ */
+export const CORE_ON_OLDEST = [
+  "packages/live-qa/test/terminal-wake.test.ts",
+  "packages/live-qa/test/wake-pattern.test.ts",
+  "packages/live-qa/test/permission-differential.test.ts",
+  "packages/live-qa/test/install-by-name.test.ts",
+  "packages/live-qa/test/tui.test.ts",
+]
 type Result = { job: Job; pass: number; fail: number; code: number; seconds: number; output: string }
 
 function testFiles(dir: string): string[] {
@@ -35,11 +55,23 @@ function jobs(filters: string[]): Job[] {
   const others = testFiles(join(ROOT, "packages"))
     .filter((f) => !f.startsWith(join(ROOT, "packages/opencode-monitor/")))
     .filter(wanted)
+  const slow = (file: string) => readFileSync(file, "utf8").includes("// test-runner: slow")
   const list: Job[] = others.map((file) => ({
-    name: relative(ROOT, file),
+    name: `${relative(ROOT, file)} @${NEWEST_OPENCODE}`,
     files: [file],
-    slow: readFileSync(file, "utf8").includes("// test-runner: slow"),
+    slow: slow(file),
+    opencode: NEWEST_OPENCODE,
   }))
+  if (OLDEST_OPENCODE !== NEWEST_OPENCODE) {
+    for (const file of CORE_ON_OLDEST.map((f) => join(ROOT, f)).filter(wanted)) {
+      list.push({
+        name: `${relative(ROOT, file)} @${OLDEST_OPENCODE}`,
+        files: [file],
+        slow: slow(file),
+        opencode: OLDEST_OPENCODE,
+      })
+    }
+  }
   if (unit.length > 0) list.push({ name: "packages/opencode-monitor (unit)", files: unit, slow: true })
   return list.sort((a, b) => Number(b.slow) - Number(a.slow))
 }
@@ -51,7 +83,7 @@ async function run(job: Job): Promise<Result> {
     cwd: ROOT,
     stdout: "pipe",
     stderr: "pipe",
-    env: { ...process.env, FORCE_COLOR: "0" },
+    env: { ...process.env, FORCE_COLOR: "0", ...(job.opencode ? { OPENCODE_VERSION: job.opencode } : {}) },
   })
   const [stdout, stderr, code] = await Promise.all([
     new Response(child.stdout).text(),
@@ -95,4 +127,4 @@ async function main(): Promise<number> {
   return fail === 0 && results.every((r) => r.code === 0) ? 0 : 1
 }
 
-process.exitCode = await main()
+if (import.meta.main) process.exitCode = await main()

@@ -39,20 +39,69 @@ export function pluginPackageDir(): string {
   return dirname(found)
 }
 
-export function opencodeBinary(): string {
-  if (process.env.OPENCODE_BIN) return process.env.OPENCODE_BIN
-  const found =
-    findUp(import.meta.dir, "node_modules/.bin/opencode") ??
-    findUp(import.meta.dir, "node_modules/opencode-linux-x64/bin/opencode")
-  if (!found) throw new Error("opencode binary not found; install the opencode-ai devDependency")
-  return found
-}
-
-/** The opencode version, which is the `@opencode-ai/plugin` version it wants in each config dir. */
+/**
+ * The opencode release the harness runs: `OPENCODE_VERSION` (set by `npm test` for the oldest tested
+ * release) or the repo's `opencode-ai` devDependency. Each tested release is a pinned devDependency:
+ * the newest as `opencode-ai`, older ones as npm aliases `opencode-ai-<version>`.
+ */
 export function opencodeVersion(): string {
+  if (process.env.OPENCODE_VERSION) return process.env.OPENCODE_VERSION
   const manifest = findUp(import.meta.dir, "node_modules/opencode-ai/package.json")
   if (!manifest) return JSON.parse(readFileSync(join(pluginPackageDir(), "package.json"), "utf8")).version
   return JSON.parse(readFileSync(manifest, "utf8")).version
+}
+
+function readVersion(manifest: string): string | undefined {
+  try {
+    return JSON.parse(readFileSync(manifest, "utf8")).version
+  } catch {
+    return undefined
+  }
+}
+
+/** A real executable, not the shell stub `opencode-ai` ships until its postinstall links the binary. */
+function isNativeBinary(path: string): boolean {
+  try {
+    const head = readFileSync(path).subarray(0, 4)
+    const magic = head.toString("hex")
+    return magic === "7f454c46" || magic === "cffaedfe" || magic === "cefaedfe"
+  } catch {
+    return false
+  }
+}
+
+/**
+ * The binary of `opencodeVersion()`, found from its pinned package, never from `node_modules/.bin`
+ * (two aliases of `opencode-ai` both claim `.bin/opencode`; which one wins is install order). The
+ * package's own `bin/opencode.exe` when its postinstall ran, else the platform package it depends on
+ * (nested under the alias, or hoisted when its version matches).
+ */
+export function opencodeBinary(): string {
+  if (process.env.OPENCODE_BIN) return process.env.OPENCODE_BIN
+  const version = opencodeVersion()
+  const modules = findUp(import.meta.dir, "node_modules/opencode-ai")
+  if (!modules) throw new Error("opencode binary not found; install the opencode-ai devDependency")
+  const root = dirname(modules)
+  const packages = [join(root, "opencode-ai"), join(root, `opencode-ai-${version}`)].filter(
+    (dir) => readVersion(join(dir, "package.json")) === version,
+  )
+  const platform = `opencode-${process.platform === "win32" ? "windows" : process.platform}-${process.arch}`
+  for (const dir of packages) {
+    const candidates = [
+      join(dir, "bin", "opencode.exe"),
+      join(dir, "node_modules", platform, "bin", "opencode"),
+      join(dir, "node_modules", `${platform}-baseline`, "bin", "opencode"),
+    ]
+    for (const hoisted of [platform, `${platform}-baseline`]) {
+      if (readVersion(join(root, hoisted, "package.json")) === version)
+        candidates.push(join(root, hoisted, "bin", "opencode"))
+    }
+    const found = candidates.find(isNativeBinary)
+    if (found) return found
+  }
+  throw new Error(
+    `opencode ${version} not found: install the devDependency "opencode-ai-${version}": "npm:opencode-ai@${version}" (or set OPENCODE_BIN)`,
+  )
 }
 
 export function createIsolatedDirs(prefix = "oc-live-"): IsolatedDirs {

@@ -23,8 +23,10 @@ export interface StartTuiOptions {
   modelBaseURL: string
   /** Server plugins (opencode.json `plugin`). */
   plugins?: PluginSpec[]
-  /** TUI plugins (tui.json `plugin`): absolute paths. */
+  /** TUI plugins (tui.json `plugin`): absolute paths or npm specs (`name`, `name@file:/x.tgz`). */
   tuiPlugins?: string[]
+  /** Runs after the isolated dirs exist and before opencode starts (e.g. to write `home/.npmrc`). */
+  prepare?: (dirs: IsolatedDirs) => void
   permission?: Record<string, unknown>
   width?: number
   height?: number
@@ -58,7 +60,7 @@ export interface TuiDriver {
 }
 
 /** The local TUI part of opencode-monitor (listed in tui.json by the live tests). */
-export const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.tsx")
+export const TUI_PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/tui/index.ts")
 
 // On a 160-column screen the session sidebar starts at about column 116.
 const SIDEBAR_FROM = 116
@@ -95,6 +97,7 @@ export async function startTui(opts: StartTuiOptions): Promise<TuiDriver> {
     join(dirs.config, "opencode", "tui.json"),
     `${JSON.stringify({ plugin: opts.tuiPlugins ?? [] }, null, 2)}\n`,
   )
+  opts.prepare?.(dirs)
   const socket = `omo-tui-${process.pid}-${Math.random().toString(36).slice(2, 8)}`
   const env = { ...isolatedEnv(dirs), TERM: "xterm-256color", COLORTERM: "truecolor", LANG: "C.UTF-8" }
   const tmux = (...args: string[]) => {

@@ -60,7 +60,7 @@ async function goneWithin(
 
 /** Bounded wait for the plugin to log the end of both monitors, stopped for this reason. */
 function endedLines(live: MonitorQA, stoppedBy: string): Promise<string[]> {
-  const pattern = new RegExp(`"monitor ended".*status=stopped stoppedBy=${stoppedBy}`)
+  const pattern = new RegExp(`"monitor ended".*status=stopped ending.reason=stop ending.by=${stoppedBy}`)
   return waitFor(
     () => {
       const lines = live.pluginLog().filter((line) => pattern.test(line))
@@ -68,7 +68,7 @@ function endedLines(live: MonitorQA, stoppedBy: string): Promise<string[]> {
     },
     BOUND_MS,
     25,
-    `two "monitor ended" lines with stoppedBy=${stoppedBy}`,
+    `two "monitor ended" lines ended by ${stoppedBy}`,
   )
 }
 

@@ -111,14 +111,14 @@ function section(readme: string, title: string): string {
 
 function writePackageReadme(): void {
   const readme = readFileSync(repositoryReadme, "utf8")
-  const manifest = JSON.parse(readFileSync(join(packageDir, "package.json"), "utf8")) as { homepage: string }
   // The first paragraph after the title says what the plugin does.
   const intro = readme.split("\n\n")[1]?.trim() ?? ""
   const parts = [
     "# opencode-monitor",
     intro,
     ...PACKAGE_README_SECTIONS.map((title) => section(readme, title)),
-    `## License\n\nMIT. Source, tests and issues: ${manifest.homepage}`,
+    // The project has no public repository, so package.json names none (issue 27) and neither does this.
+    "## License\n\nMIT.",
   ]
   writeFileSync(join(packageDir, "README.md"), `${parts.join("\n\n")}\n`)
   console.log(`readme: README.md written from the repository README (${PACKAGE_README_SECTIONS.length} sections)`)

@@ -1,10 +1,14 @@
 import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "./config"
 import { createSessionApi } from "./delivery/session-api"
+import { serverHostReady } from "./host-check"
 import { createMonitorPlugin } from "./plugin"
+import { withFileTuiSpecNotice } from "./tui-route"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */
 const server: Plugin = async (input, options) => {
+  // An opencode without an API the plugin relies on: registers nothing, says which (SPEC §16).
+  if (!serverHostReady(input)) return {}
   const api = createSessionApi(input.client)
   const parsed = parseMonitorConfig(options)
   if (!parsed.ok) {
@@ -14,7 +18,11 @@ const server: Plugin = async (input, options) => {
     api.toast("error", "opencode-monitor disabled", message)
     return {}
   }
-  return createMonitorPlugin(parsed.config, { api, directory: input.directory }).hooks
+  return withFileTuiSpecNotice(
+    createMonitorPlugin(parsed.config, { api, directory: input.directory }).hooks,
+    input,
+    api,
+  )
 }
 
 const plugin: PluginModule & { id: string } = { id: "opencode-monitor", server }

@@ -20,6 +20,8 @@ export type MonitorSnapshot = {
   info: MonitorInfo
   /** The process group leader. */
   pid: number
+  /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
+  tokenHash?: string
   /** The last retained lines, oldest first. */
   lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
 }
@@ -199,7 +201,8 @@ export class MonitorManager {
     const shell = this.deps.shell?.() ?? "sh"
     const missing = findMissingProgram(request.program, shell, request.directory, env.PATH)
     const fields = { label: request.label, cwd: request.directory }
-    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`, fields)
+    if (missing)
+      throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`, fields)
     try {
       return await spawnInGroup({
         command: request.command,
@@ -210,7 +213,7 @@ export class MonitorManager {
       })
     } catch (error) {
       if (error instanceof SpawnError)
-        throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`, fields)
+        throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${error.message}.`, fields)
       throw error
     }
   }
@@ -269,6 +272,7 @@ export class MonitorManager {
     return [...this.monitors.values()].map(({ info, run }) => ({
       info,
       pid: run.process.pid,
+      tokenHash: run.process.tokenHash,
       lastLines: run.pipeline.ring.query({
         sinceSequence: Math.max(0, info.counters.lastSeq - lastLines),
         limit: lastLines,

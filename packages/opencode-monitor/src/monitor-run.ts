@@ -1,9 +1,9 @@
-import type { Ending, MonitorStatus, StopReason } from "./codec"
+import type { Ending, Leftovers, MonitorStatus, StopReason } from "./codec"
 import type { MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
 import type { MonitoredProcess, ProcessExit } from "./process/process-group"
 import { readPipe } from "./process/read-pipe"
-import type { Scheduler } from "./scheduler"
+import type { Scheduler, TimerHandle } from "./scheduler"
 
 /** What callers may see of a monitor: never the raw command. */
 export type MonitorInfo = {
@@ -92,19 +92,12 @@ export class MonitorRun {
       readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
       readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
     ]).catch((error) => deps.onError(error))
-    // No timer at all without a deadline: a dev server lives as long as the session needs it.
-    const deadline =
-      info.timeoutMs === undefined
-        ? undefined
-        : deps.scheduler.setTimeout(() => {
-            if (this.stopSignal !== undefined) return
-            info.ending = { reason: "deadline" }
-            this.stopSignal = child.terminateGroup(deps.killGraceMs)
-          }, info.timeoutMs)
+    const deadline = this.armDeadline()
 
     let exit: ProcessExit = { code: null, signal: null }
     let sentSignal: NodeJS.Signals | null = null
     let pipesHeld = false
+    let leftBehind: { pid: number; name: string }[] = []
     try {
       exit = await child.exited
       info.ending ??= { reason: "exit" }
@@ -114,8 +107,10 @@ export class MonitorRun {
       // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
       const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = this.stopSignal ? await this.stopSignal : null
-      if (!drained) await child.trackPipeHolders()
-      if (child.groupAlive()) await child.terminateGroup(deps.killGraceMs)
+      // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
+      // token: searched once more, stopped, and named in the status before it says how it ended.
+      leftBehind = await child.leftBehind(!drained)
+      if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup(deps.killGraceMs)
       if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
         pipesHeld = true
         child.stdout.destroy()
@@ -131,18 +126,36 @@ export class MonitorRun {
     // Whatever failed above, the run ends with a status and (unless a stop asked for quiet) its terminal batch.
     const survivors = child.survivors()
     info.status = statusOf(info, exit, exit.signal ?? sentSignal, {
+      ...(leftBehind.length > 0 ? { leftBehind } : {}),
       ...(survivors.length > 0 ? { survivors } : {}),
       ...(pipesHeld ? { pipesHeld: true } : {}),
     })
     info.endedAt = deps.scheduler.now()
-    const { ending } = info
+    this.emitEnd()
+  }
+
+  /** No timer at all without a deadline: a dev server lives as long as the session needs it. */
+  private armDeadline(): TimerHandle | undefined {
+    const { info, deps } = this
+    if (info.timeoutMs === undefined) return undefined
+    return deps.scheduler.setTimeout(() => {
+      if (this.stopSignal !== undefined) return
+      info.ending = { reason: "deadline" }
+      this.stopSignal = this.process.terminateGroup(deps.killGraceMs)
+    }, info.timeoutMs)
+  }
+
+  /**
+   * The terminal batch, unless the agent (or the session's end) asked for the stop and needs no
+   * news of it; a person's stop is news to the agent, so its terminal batch goes out (routed without a wake).
+   */
+  private emitEnd(): void {
+    const { ending } = this.info
     try {
-      // The agent (or the session's end) asked for the stop and needs no news of it; a person's
-      // stop is news to the agent, so its terminal batch goes out (routed without a wake).
-      if (ending?.reason === "stop" && ending.by !== "person") pipeline.close()
-      else pipeline.finish(info.status)
+      if (ending?.reason === "stop" && ending.by !== "person") this.pipeline.close()
+      else this.pipeline.finish(this.info.status)
     } catch (error) {
-      deps.onError(error)
+      this.deps.onError(error)
     }
   }
 
@@ -162,7 +175,7 @@ function statusOf(
   info: MonitorInfo,
   exit: ProcessExit,
   signal: NodeJS.Signals | null,
-  leftovers: { survivors?: number[]; pipesHeld?: boolean },
+  leftovers: Leftovers,
 ): MonitorStatus {
   const { ending } = info
   if (ending?.reason === "deadline") return { kind: "timed_out", afterMs: info.timeoutMs ?? 0, signal, ...leftovers }

@@ -6,13 +6,13 @@ import { dirname, join, relative, resolve } from "node:path"
 // imports only from its own layer or below; a new file must be given a layer here.
 const SRC = join(import.meta.dir, "../src")
 const LAYERS: [name: string, paths: string[]][] = [
-  ["leaf", ["codec.ts", "config.ts", "errors.ts", "log.ts", "scheduler.ts", "tool-definition.ts"]],
+  ["leaf", ["codec.ts", "config.ts", "errors.ts", "host-check.ts", "log.ts", "scheduler.ts", "tool-definition.ts"]],
   ["process", ["process/", "permission/"]],
   ["pipeline", ["pipeline/"]],
   ["delivery", ["delivery/"]],
   ["manager", ["manager.ts", "monitor-run.ts", "retention.ts", "start-request.ts", "state/"]],
   ["tools", ["tools/"]],
-  ["entry", ["hooks.ts", "plugin.ts", "notify.ts", "index.ts", "tui/"]],
+  ["entry", ["hooks.ts", "plugin.ts", "notify.ts", "index.ts", "tui-route.ts", "tui/"]],
 ]
 
 function layerOf(file: string): number {

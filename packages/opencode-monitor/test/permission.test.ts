@@ -130,7 +130,10 @@ describe("the parser is loaded lazily", () => {
     // A fresh process: in this one, other tests have loaded the parser already.
     const script = [
       'const plugin = (await import("./packages/opencode-monitor/src/index.ts")).default',
-      "await plugin.server({ client: {}, directory: process.cwd(), worktree: process.cwd() }, {})",
+      // Every call the load-time check of opencode's API looks for (src/host-check.ts); none is made.
+      "const call = async () => ({ data: {} })",
+      "const client = { session: { promptAsync: call, status: call, messages: call, get: call }, app: { log: call }, tui: { showToast: call } }",
+      "await plugin.server({ client, directory: process.cwd(), worktree: process.cwd() }, {})",
       'const { bashParserRequested } = await import("./packages/opencode-monitor/src/permission/bash-parser.ts")',
       "console.log(JSON.stringify({ requested: bashParserRequested() }))",
     ].join("\n")

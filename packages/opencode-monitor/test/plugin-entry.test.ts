@@ -10,6 +10,8 @@ function recordingClient() {
     return { data: true, error: undefined }
   }
   const client = {
+    // Present, never called at load: the load-time check only sees that they are there.
+    session: { promptAsync: ok, status: ok, messages: ok, get: ok },
     app: { log: (options: { body: unknown }) => ok("app.log", options.body) },
     tui: { showToast: (options: { body: unknown }) => ok("tui.showToast", options.body) },
   }

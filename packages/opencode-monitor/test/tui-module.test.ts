@@ -10,39 +10,39 @@ function importsOf(source: string): string[] {
 }
 
 describe("the TUI part", () => {
-  test("is the package's ./tui export, a .tsx module for @opentui/solid", () => {
-    expect(PACKAGE.exports["./tui"]).toBe("./src/tui/index.tsx")
-    const source = readFileSync(join(TUI_DIR, "index.tsx"), "utf8")
-    expect(source.startsWith("/** @jsxImportSource @opentui/solid */")).toBe(true)
+  test("is the package's ./tui export, a .ts module with no JSX (opencode compiles JSX only outside node_modules)", () => {
+    expect(PACKAGE.exports["./tui"]).toBe("./src/tui/index.ts")
+    const names = readdirSync(TUI_DIR)
+    expect(names.filter((name) => /\.[jt]sx$/.test(name))).toEqual([])
+    const source = readFileSync(join(TUI_DIR, "index.ts"), "utf8")
+    expect(source).not.toContain("jsxImportSource")
     // Target-exclusive: a TUI module never also exports a server.
     expect(source).toMatch(/const plugin: TuiPluginModule & \{ id: string \} = \{ id: ID, tui \}/)
     expect(source).not.toMatch(/\bserver\s*:/)
   })
 
-  test("imports only src/state/ and the leaf codec of the server part, plus what the opencode TUI provides", () => {
-    const allowedPackages = new Set(["solid-js", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
+  test("imports only src/state/, the leaf codec and src/host-check.ts of the server part, plus what the opencode TUI provides", () => {
+    const allowedPackages = new Set(["solid-js", "@opentui/solid", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
     for (const name of readdirSync(TUI_DIR)) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, name), "utf8"))) {
         const ok =
           specifier.startsWith("./") ||
           specifier.startsWith("../state/") ||
           specifier === "../codec" ||
+          specifier === "../host-check" ||
           allowedPackages.has(specifier)
         expect(ok ? specifier : `${name} imports ${specifier}`).toBe(specifier)
       }
     }
   })
 
-  // Biome lints and formats index.tsx; tsc cannot check it, because its JSX types come from the
-  // opencode TUI at run time (@opentui/solid is no dependency of ours: installing it would shadow
-  // opencode's own copy). So the file only renders; what it shows is decided in model.ts, checked.
-  test("the .tsx module transpiles, and only renders: its logic lives in checked .ts files", () => {
-    const transpiler = new Bun.Transpiler({ loader: "tsx" })
-    const code = transpiler.transformSync(readFileSync(join(TUI_DIR, "index.tsx"), "utf8"))
-    expect(code).toContain("sidebar_content")
-    expect(code).toContain("opencode-monitor.monitors")
-    const source = readFileSync(join(TUI_DIR, "index.tsx"), "utf8")
-    expect(importsOf(source).filter((s) => s.startsWith("../"))).toEqual([])
+  test("src/host-check.ts, shared with the TUI part, imports nothing", () => {
+    expect(importsOf(readFileSync(join(TUI_DIR, "../host-check.ts"), "utf8"))).toEqual([])
+  })
+
+  test("index.ts only renders: what it shows is decided in the checked model.ts", () => {
+    const source = readFileSync(join(TUI_DIR, "index.ts"), "utf8")
+    expect(importsOf(source).filter((s) => s.startsWith("../"))).toEqual(["../host-check"])
     expect(source).toContain('from "./model"')
   })
 })

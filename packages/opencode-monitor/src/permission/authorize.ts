@@ -1,6 +1,7 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "../config"
 import { MonitorError } from "../errors"
+import { askReturned, missingApiMessage } from "../host-check"
 import type { SimpleCommand } from "./bash-parser"
 import { directoryPatterns, permissionQuestions } from "./questions"
 
@@ -22,7 +23,7 @@ export async function authorizeCommand(
   if (typeof ctx.ask !== "function") return checkAllowedCommands(questions.programs, config)
   if (questions.externalDirectories.length > 0) {
     const patterns = directoryPatterns(questions.externalDirectories)
-    await ctx.ask({
+    await ask(ctx, {
       permission: "external_directory",
       patterns,
       always: patterns,
@@ -31,12 +32,21 @@ export async function authorizeCommand(
   }
   // Like the bash tool: a command of only `cd`s (or only comments) asks no bash pattern.
   if (questions.patterns.length === 0) return
-  await ctx.ask({
+  await ask(ctx, {
     permission: "bash",
     patterns: questions.patterns,
     always: questions.always,
     metadata: { command, label, description: `opencode-monitor: run in the background as "${label}"` },
   })
+}
+
+/** `ctx.ask`, refusing to run when this opencode's answer is not a promise (SPEC §16: nothing is asked then). */
+async function ask(ctx: ToolContext, input: Parameters<ToolContext["ask"]>[0]): Promise<void> {
+  const answer: unknown = ctx.ask(input)
+  if (!askReturned(answer)) {
+    throw new MonitorError("permission_denied", missingApiMessage("server", ["ctx.ask answering with a promise"]))
+  }
+  await answer
 }
 
 function checkAllowedCommands(programs: readonly string[], config: MonitorConfig): void {

@@ -19,7 +19,7 @@ function parseStat(pid: number, stat: string): ProcStat {
   }
 }
 
-function readStat(pid: number): ProcStat | undefined {
+export function readStat(pid: number): ProcStat | undefined {
   try {
     return parseStat(pid, readFileSync(`/proc/${pid}/stat`, "latin1"))
   } catch {

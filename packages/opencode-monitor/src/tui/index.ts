@@ -1,6 +1,7 @@
-/** @jsxImportSource @opentui/solid */
 import type { TuiPlugin, TuiPluginApi, TuiPluginModule } from "@opencode-ai/plugin/tui"
+import { createComponent, createElement, effect, insert, setProp } from "@opentui/solid"
 import { createMemo, createSignal, For, Show } from "solid-js"
+import { tuiHostReady } from "../host-check"
 import type { MessagePart } from "./from-messages"
 import type { LocalSnapshot } from "./local-state"
 import {
@@ -10,8 +11,8 @@ import {
   listDialog,
   monitorsOfSession,
   requestStop,
-  safely,
   type SessionMonitors,
+  safely,
   sessionOfRoute,
   stateFolderOf,
 } from "./model"
@@ -22,10 +23,17 @@ import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows 
  * "Monitors" palette command. It reads the state files the server part writes (only `src/state/`
  * and the codec are shared with the server part) and falls back to the session's messages when no
  * local server writes one (a TUI attached to a remote server). This file only renders: what it
- * shows is decided in `model.ts`.
+ * shows is decided in `model.ts`. Nothing here may throw onto the screen.
+ *
+ * No JSX: opencode compiles a TUI plugin's JSX only outside node_modules, so a `.tsx` entry fails to
+ * load once installed as a package (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). The
+ * views are built with @opentui/solid's element calls, which opencode maps to its own runtime in
+ * any plugin file that imports them; props that change are getters, as Solid's compiler writes them.
  */
 const ID = "opencode-monitor"
 const REFRESH_MS = 250
+
+type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
 
 function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
   const parts: MessagePart[] = []
@@ -36,12 +44,13 @@ function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
   return parts
 }
 
-type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
-
 const tui: TuiPlugin = async (api) => {
+  if (!tuiHostReady(api)) return
   const folder = stateFolderOf(api.state.path.directory)
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>({ monitors: [], notes: [], liveServers: [] })
   const [now, setNow] = createSignal(Date.now())
+  // The poll keeps the elapsed times ticking and finds the folder once it exists; the watch makes
+  // a new record show at once (the server writes at most ~4 times a second).
   const local = new LocalStateWatch(folder, setSnapshot)
   local.refresh()
   const timer = setInterval(() => {
@@ -66,8 +75,8 @@ const tui: TuiPlugin = async (api) => {
   api.slots.register({
     order: 150,
     slots: {
-      sidebar_content(_ctx, props) {
-        return <Sidebar api={api} rows={() => rowsOf(props.session_id)} />
+      sidebar_content(_ctx: unknown, props: { session_id: string }) {
+        return sidebar(api, () => rowsOf(props.session_id))
       },
     },
   })
@@ -89,21 +98,33 @@ const tui: TuiPlugin = async (api) => {
   })
 }
 
-function Sidebar(props: { api: TuiPluginApi; rows: () => Row[] }) {
-  const rows = createMemo(props.rows)
-  return (
-    <Show when={rows().length > 0}>
-      <box>
-        <For each={rows()}>
-          {(row) => (
-            <text fg={colorOf(props.api.theme.current, row.tone)} wrapMode="none">
-              {row.text}
-            </text>
-          )}
-        </For>
-      </box>
-    </Show>
-  )
+/** The sidebar's rows, one text element each, coloured by tone. */
+function sidebar(api: TuiPluginApi, rowsOf: () => Row[]) {
+  const rows = createMemo(rowsOf)
+  return createComponent(Show, {
+    get when() {
+      return rows().length > 0
+    },
+    get children() {
+      const box = createElement("box")
+      insert(
+        box,
+        createComponent(For, {
+          get each() {
+            return rows()
+          },
+          children: (row: Row) => {
+            const text = createElement("text")
+            setProp(text, "wrapMode", "none")
+            effect(() => setProp(text, "fg", colorOf(api.theme.current, row.tone)))
+            insert(text, () => row.text)
+            return text
+          },
+        }),
+      )
+      return box
+    },
+  })
 }
 
 function showList(screen: Screen): void {
@@ -115,16 +136,16 @@ function showList(screen: Screen): void {
   }
   const found = screen.forSession(sessionID)
   const dialog = listDialog(found, Date.now())
-  api.ui.dialog.replace(() => (
-    <api.ui.DialogSelect
-      title={dialog.title}
-      options={dialog.options}
-      onSelect={(option) => {
+  api.ui.dialog.replace(() =>
+    createComponent(api.ui.DialogSelect<string>, {
+      title: dialog.title,
+      options: dialog.options,
+      onSelect: (option) => {
         const monitor = dialog.monitors.find((m) => m.id === option.value)
         if (monitor) showDetail(screen, sessionID, monitor.id, found.local)
-      }}
-    />
-  ))
+      },
+    }),
+  )
 }
 
 function showDetail(screen: Screen, sessionID: string, monitorId: string, local: boolean): void {
@@ -135,34 +156,34 @@ function showDetail(screen: Screen, sessionID: string, monitorId: string, local:
     return
   }
   const dialog = detailDialog(monitor, local, Date.now())
-  api.ui.dialog.replace(() => (
-    <api.ui.DialogSelect
-      title={dialog.title}
-      skipFilter
-      options={dialog.options}
-      onSelect={(option) => {
+  api.ui.dialog.replace(() =>
+    createComponent(api.ui.DialogSelect<string>, {
+      title: dialog.title,
+      skipFilter: true,
+      options: dialog.options,
+      onSelect: (option) => {
         if (option.value === "stop") confirmStop(screen, sessionID, monitor, local)
         else if (option.value === "refresh") showDetail(screen, sessionID, monitorId, local)
         else if (option.value === "back") showList(screen)
-      }}
-    />
-  ))
+      },
+    }),
+  )
 }
 
 function confirmStop(screen: Screen, sessionID: string, monitor: MonitorView, local: boolean): void {
   const { api } = screen
-  api.ui.dialog.replace(() => (
-    <api.ui.DialogConfirm
-      title={`Stop ${monitor.label}?`}
-      message={`Stop monitor ${monitor.id} (${monitor.label})? Its process group gets SIGTERM, then SIGKILL after the grace period. The agent is told, not woken.`}
-      onConfirm={() => {
+  api.ui.dialog.replace(() =>
+    createComponent(api.ui.DialogConfirm, {
+      title: `Stop ${monitor.label}?`,
+      message: `Stop monitor ${monitor.id} (${monitor.label})? Its process group gets SIGTERM, then SIGKILL after the grace period. The agent is told, not woken.`,
+      onConfirm: () => {
         const { variant, message } = requestStop(screen.folder, sessionID, monitor)
         api.ui.toast({ variant, title: "Monitors", message })
         api.ui.dialog.clear()
-      }}
-      onCancel={() => showDetail(screen, sessionID, monitor.id, local)}
-    />
-  ))
+      },
+      onCancel: () => showDetail(screen, sessionID, monitor.id, local),
+    }),
+  )
 }
 
 const plugin: TuiPluginModule & { id: string } = { id: ID, tui }

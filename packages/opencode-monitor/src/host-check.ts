@@ -1,0 +1,155 @@
+/**
+ * The opencode releases this package is tested on, and the check that the running opencode has the
+ * API the plugin relies on (SPEC §16). `engines.opencode`, the README's "tested on" line, the
+ * repo's pinned opencode devDependencies and `npm test`'s matrix are all held to `TESTED_OPENCODE`
+ * by test/versions.test.ts. No imports: the TUI part (loaded as source by opencode) uses it too.
+ */
+
+/** Oldest first. `npm test` runs the live suite on the newest and a core subset on the oldest. */
+export const TESTED_OPENCODE = ["1.18.32", "1.18.33"] as const
+
+export const TESTED_TEXT = `opencode ${TESTED_OPENCODE[0]}–${TESTED_OPENCODE[TESTED_OPENCODE.length - 1]}`
+
+/** `engines.opencode`: every 1.x release from the oldest tested one (2.x does not load 1.x plugins). */
+export const ENGINES_RANGE = `>=${TESTED_OPENCODE[0]} <2`
+
+/** One API the plugin uses, as a path from the object opencode hands it, and what must be there. */
+type Requirement = { api: string; path: readonly string[]; kind: "function" | "object" | "string" }
+
+/**
+ * What the server part reads from opencode's plugin input at load. `noReply` and `ctx.ask` cannot be
+ * seen before a prompt or a tool call: the prompt call itself must be there (the live suite checks
+ * what opencode does with `noReply`), and `ctx.ask` is checked where it is called (`askReturned`).
+ */
+export const SERVER_API: readonly Requirement[] = [
+  {
+    api: "client.session.promptAsync (prompts with noReply)",
+    path: ["client", "session", "promptAsync"],
+    kind: "function",
+  },
+  { api: "client.session.status (session status)", path: ["client", "session", "status"], kind: "function" },
+  { api: "client.session.messages (message listing)", path: ["client", "session", "messages"], kind: "function" },
+  { api: "client.session.get (session parent)", path: ["client", "session", "get"], kind: "function" },
+  { api: "client.app.log (server log)", path: ["client", "app", "log"], kind: "function" },
+  { api: "client.tui.showToast (toasts)", path: ["client", "tui", "showToast"], kind: "function" },
+  { api: "directory (the project directory)", path: ["directory"], kind: "string" },
+]
+
+/** What the TUI part uses of opencode's TUI plugin API: its slots, dialogs, toasts, state and keymap. */
+export const TUI_API: readonly Requirement[] = [
+  { api: "api.slots.register (sidebar slot)", path: ["slots", "register"], kind: "function" },
+  { api: "api.ui.dialog.replace (dialog)", path: ["ui", "dialog", "replace"], kind: "function" },
+  { api: "api.ui.dialog.clear (dialog)", path: ["ui", "dialog", "clear"], kind: "function" },
+  { api: "api.ui.DialogSelect (dialog)", path: ["ui", "DialogSelect"], kind: "function" },
+  { api: "api.ui.DialogConfirm (dialog)", path: ["ui", "DialogConfirm"], kind: "function" },
+  { api: "api.ui.toast (toasts)", path: ["ui", "toast"], kind: "function" },
+  { api: "api.keymap.registerLayer (the Monitors command)", path: ["keymap", "registerLayer"], kind: "function" },
+  { api: "api.route (current session)", path: ["route"], kind: "object" },
+  { api: "api.state.session.messages (message listing)", path: ["state", "session", "messages"], kind: "function" },
+  { api: "api.state.part (message parts)", path: ["state", "part"], kind: "function" },
+  { api: "api.state.path (project directory)", path: ["state", "path"], kind: "object" },
+  { api: "api.theme (colours)", path: ["theme"], kind: "object" },
+  { api: "api.lifecycle.onDispose (cleanup)", path: ["lifecycle", "onDispose"], kind: "function" },
+]
+
+function lookup(host: unknown, path: readonly string[]): unknown {
+  let value = host
+  for (const key of path) {
+    if ((typeof value !== "object" && typeof value !== "function") || value === null) return undefined
+    try {
+      value = (value as Record<string, unknown>)[key]
+    } catch {
+      return undefined
+    }
+  }
+  return value
+}
+
+/** The APIs of `required` that `host` lacks, in the order listed. */
+function missingApi(host: unknown, required: readonly Requirement[]): string[] {
+  return required
+    .filter(({ path, kind }) => {
+      const value = lookup(host, path)
+      return kind === "object" ? typeof value !== "object" || value === null : typeof value !== kind
+    })
+    .map(({ api }) => api)
+}
+
+/** The one message a host without some API gets: what is missing, and which releases were tested. */
+export function missingApiMessage(part: "server" | "TUI", missing: readonly string[]): string {
+  return (
+    `opencode-monitor (${part} part) is disabled: this opencode lacks ${missing.join(", ")}. ` +
+    `It is tested on ${TESTED_TEXT} (opencode 1.x); use one of those releases or a newer 1.x that has it.`
+  )
+}
+
+/**
+ * `ctx.ask` must answer with a promise that rejects on a "reject" (opencode 1.18). opencode 1.14
+ * returned an Effect there: awaiting it would let every command run without the user's say.
+ */
+export function askReturned(value: unknown): value is PromiseLike<unknown> {
+  return typeof (value as { then?: unknown } | null)?.then === "function"
+}
+
+type Say = (message: string) => unknown
+type Call = (argument: unknown) => unknown
+
+/** Calls `say` with `message`, never throwing or rejecting: reporting must not fail the load. */
+function quietly(say: Say | undefined, message: string): boolean {
+  if (!say) return false
+  try {
+    const result = say(message)
+    if (askReturned(result)) Promise.resolve(result).catch(() => {})
+    return true
+  } catch {
+    return false
+  }
+}
+
+function bound(host: unknown, path: readonly string[]): Call | undefined {
+  const owner = lookup(host, path.slice(0, -1))
+  const fn = lookup(host, path)
+  return typeof fn === "function" ? (fn as Call).bind(owner) : undefined
+}
+
+/**
+ * The server part's load check: true when `input` has every API of `SERVER_API`. Otherwise it says
+ * once, in the server log (stderr when even `client.app.log` is missing) and as a toast, what is
+ * missing, and the caller registers nothing.
+ */
+export function serverHostReady(input: unknown): boolean {
+  const missing = missingApi(input, SERVER_API)
+  if (missing.length === 0) return true
+  const message = missingApiMessage("server", missing)
+  const log = bound(input, ["client", "app", "log"])
+  const logged = quietly(
+    log &&
+      ((text) => log({ body: { service: "opencode-monitor", level: "error", message: text, extra: { missing } } })),
+    message,
+  )
+  if (!logged) console.error(message)
+  const toast = bound(input, ["client", "tui", "showToast"])
+  quietly(
+    toast && ((text) => toast({ body: { title: "opencode-monitor disabled", message: text, variant: "error" } })),
+    message,
+  )
+  return false
+}
+
+/**
+ * The TUI part's load check, over opencode's TUI plugin API: false (and one toast and one server-log
+ * line naming what is missing) when something of `TUI_API` is not there.
+ */
+export function tuiHostReady(api: unknown): boolean {
+  const missing = missingApi(api, TUI_API)
+  if (missing.length === 0) return true
+  const message = missingApiMessage("TUI", missing)
+  const log = bound(api, ["client", "app", "log"])
+  quietly(
+    log && ((text) => log({ service: "opencode-monitor", level: "error", message: text, extra: { missing } })),
+    message,
+  )
+  const toast = bound(api, ["ui", "toast"])
+  quietly(toast && ((text) => toast({ variant: "error", title: "opencode-monitor disabled", message: text })), message)
+  return false
+}

@@ -1,0 +1,78 @@
+import type { Hooks } from "@opencode-ai/plugin"
+import { readFileSync, statSync } from "node:fs"
+import { homedir } from "node:os"
+import { dirname, join, resolve } from "node:path"
+
+/**
+ * opencode 1.18 installs a TUI plugin listed in tui.json as `opencode-monitor@file:<tgz>`, but the
+ * module it installs there never loads: opencode does not give files under that install folder its
+ * own `@opentui/solid` and `solid-js` (the same package loads by name), and says nothing on screen.
+ * The server part looks for such an entry as it loads and tells the person what to write instead.
+ */
+const FILE_TUI_SPEC = "opencode-monitor@file:"
+
+const MAX_CONFIG_BYTES = 1_000_000
+
+function fileSpecTuiMessage(files: readonly string[]): string {
+  return (
+    `opencode-monitor: ${files.join(", ")} lists "${FILE_TUI_SPEC}…" as a TUI plugin, which opencode 1.18 installs ` +
+    "but cannot load, so the sidebar shows no monitors. Unpack the tarball (tar xzf opencode-monitor-<version>.tgz) " +
+    'and list its entry by path instead: "plugin": ["/absolute/path/package/src/tui/index.ts"].'
+  )
+}
+
+/** The tui.json files opencode 1.18 reads for a project in `directory` (up to `worktree`). */
+export function tuiConfigFiles(directory: string, worktree: string, env: NodeJS.ProcessEnv = process.env): string[] {
+  const dirs = [join(env.XDG_CONFIG_HOME || join(homedir(), ".config"), "opencode")]
+  if (env.OPENCODE_CONFIG_DIR) dirs.push(env.OPENCODE_CONFIG_DIR)
+  const stop = resolve(worktree)
+  for (let dir = resolve(directory); ; dir = dirname(dir)) {
+    dirs.push(dir, join(dir, ".opencode"))
+    if (dir === stop || dirname(dir) === dir) break
+  }
+  const files = dirs.flatMap((dir) => [join(dir, "tui.json"), join(dir, "tui.jsonc")])
+  if (env.OPENCODE_TUI_CONFIG) files.push(env.OPENCODE_TUI_CONFIG)
+  return [...new Set(files)]
+}
+
+/** The files of `candidates` that list this package as a `file:` TUI plugin (unreadable or huge ones are skipped). */
+export function filesWithFileTuiSpec(candidates: readonly string[]): string[] {
+  return candidates.filter((file) => {
+    try {
+      const stat = statSync(file)
+      return stat.isFile() && stat.size <= MAX_CONFIG_BYTES && readFileSync(file, "utf8").includes(`"${FILE_TUI_SPEC}`)
+    } catch {
+      return false
+    }
+  })
+}
+
+type Say = {
+  log(level: "warn", message: string, extra: Record<string, unknown>): void
+  toast(variant: "warning", title: string, message: string): void
+}
+
+/**
+ * At load: a warning in the server log when tui.json names the `file:` route, and the same text as a
+ * toast once, on the first session event. A toast sent while the plugin loads can reach opencode
+ * before the TUI listens (seen live when the TUI waits on its own installs); by a session's first
+ * event it does. Returns `hooks` with that `event` wrapper, or `hooks` as they are.
+ */
+export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; worktree?: string }, say: Say): Hooks {
+  const files = filesWithFileTuiSpec(tuiConfigFiles(place.directory, place.worktree || place.directory))
+  if (files.length === 0) return hooks
+  const message = fileSpecTuiMessage(files)
+  say.log("warn", message, { files })
+  let shown = false
+  const event = hooks.event
+  return {
+    ...hooks,
+    async event(input) {
+      if (!shown && input.event.type.startsWith("session.")) {
+        shown = true
+        say.toast("warning", "opencode-monitor TUI part not loaded", message)
+      }
+      await event?.(input)
+    },
+  }
+}
