@@ -17,7 +17,7 @@ const repositoryReadme = join(packageDir, "../../README.md")
 // The repository README's sections that a user of the package needs, in this order.
 const PACKAGE_README_SECTIONS = [
   "Install into opencode",
-  "The four tools",
+  "The five tools",
   "What the session sees",
   "Security model",
   "Options",
