@@ -62,11 +62,23 @@ test("by name: the README's install line installs the published package and the 
     },
   })
   if (!toolIds.includes("monitor_start")) console.error(`global events: ${JSON.stringify(global?.events)}`)
-  expect(monitorTools(toolIds)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+  expect(monitorTools(toolIds)).toEqual([
+    "monitor_list",
+    "monitor_output",
+    "monitor_restart",
+    "monitor_start",
+    "monitor_stop",
+  ])
 
   const report = await expectTerminalWakeReport(qa)
   expect(report).toContain("exited (code=7)")
-  expect(toolNamesSeen(qa.model)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+  expect(toolNamesSeen(qa.model)).toEqual([
+    "monitor_list",
+    "monitor_output",
+    "monitor_restart",
+    "monitor_start",
+    "monitor_stop",
+  ])
 
   // It is the package from our registry, with the README that carries the same install line.
   const registryLog = registry.logs.map((l) => l.text).join("\n")

@@ -42,11 +42,23 @@ test("from a tarball: opencode installs opencode-monitor@file:<tgz> with no regi
       toolIds = await firstProjectRequest(server)
     },
   })
-  expect(monitorTools(toolIds)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+  expect(monitorTools(toolIds)).toEqual([
+    "monitor_list",
+    "monitor_output",
+    "monitor_restart",
+    "monitor_start",
+    "monitor_stop",
+  ])
 
   const report = await expectTerminalWakeReport(qa)
   expect(report).toContain("exited (code=7)")
-  expect(toolNamesSeen(qa.model)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+  expect(toolNamesSeen(qa.model)).toEqual([
+    "monitor_list",
+    "monitor_output",
+    "monitor_restart",
+    "monitor_start",
+    "monitor_stop",
+  ])
   const installed = installedPackage(qa.server.dirs.cache, "opencode-monitor")
   const manifest = JSON.parse(readFileSync(join(installed.packageDir, "package.json"), "utf8"))
   expect(manifest.exports["./server"]).toBe("./dist/index.js")

@@ -38,7 +38,9 @@ test("terminal wake: the session wakes on exit code 7 with no human input", asyn
   )
   await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
 
-  expect(toolNamesSeen(qa.model)).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"].sort())
+  expect(toolNamesSeen(qa.model)).toEqual(
+    ["monitor_list", "monitor_output", "monitor_restart", "monitor_start", "monitor_stop"].sort(),
+  )
   const messages = await qa.messages(sessionID)
   const envelopes = await qa.envelopes(sessionID)
   expect(envelopes.map((e) => [e.batch, e.status])).toEqual([

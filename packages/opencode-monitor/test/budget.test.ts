@@ -332,6 +332,17 @@ describe("ObservationBudget", () => {
     expect(last?.batch.budget?.kind).toBe("held")
   })
 
+  test("an exit wake whose own batch is empty carries the last line the budget held back", () => {
+    const { chatter, print, sent } = setup({ sessionBytes: 1_024 })
+    chatter(120)
+    print(["chatty-last-line"])
+    print([], { status: { kind: "exited", code: 3 } })
+    const last = sent.at(-1)
+    expect(last?.batch.stillRunning).toBe(false)
+    expect(last?.batch.lines.map((l) => l.text)).toEqual(["chatty-last-line"])
+    expect(last?.batch.budget?.kind).toBe("held")
+  })
+
   test("a line that can still become a match wake passes straight through, with its wake_limit; past it, it is budgeted", () => {
     const { chatter, print, sent, wakesLeft, budget } = setup({ sessionBytes: 1_024 })
     chatter(120)

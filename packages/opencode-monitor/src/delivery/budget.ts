@@ -127,8 +127,12 @@ export class ObservationBudget {
     const route = routed.wake && !wake ? { ...routed, wake: false } : routed
     const stream = this.stream(batch.monitorId, route, label, hasPattern, wakeLimit)
     if (wake) {
-      // Never held back. A match wake is charged by the injector when it is sent, as it went out.
-      this.send(stream, this.compose(stream, batch, batch.lines), { charge: false, route })
+      // Never held back, and never without a line: when the latest output was held (it may have
+      // been flushed just before the exit), the wake shows it. A match wake is charged by the
+      // injector when it is sent, as it went out.
+      const held = stream.lastHeld?.line
+      const lines = held && batch.lines.length === 0 ? [held] : batch.lines
+      this.send(stream, this.compose(stream, batch, lines), { charge: false, route })
       if (isTerminalBatch(batch)) this.forgetStream(stream)
     } else if (this.options.bytesPerMinute === 0) {
       this.hold(stream, batch, [])
