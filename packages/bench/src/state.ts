@@ -48,6 +48,7 @@ function monitors(count: number, lineLength: number): MonitorSnapshot[] {
       id: `mon_${i.toString(16).padStart(8, "0")}`,
       sessionID: "ses_bench",
       label: `bench-${i}`,
+      cwd: "/tmp",
       pattern: undefined,
       wakePattern: undefined,
       wakeLimit: 0,

@@ -6,12 +6,27 @@ export type MonitorErrorCode =
   | "permission_denied"
   | "not_found"
 
+/**
+ * What an error or an end is about, as fields (the way execa's errors carry them): the agent reads
+ * the message, the logs read these, and nothing has to be re-run to know them.
+ */
+export type MonitorFields = {
+  label?: string
+  cwd?: string
+  monitorId?: string
+  exitCode?: number
+  signal?: string
+  /** The last lines the command wrote to stderr, oldest first. */
+  stderrTail?: string[]
+}
+
 /** An error the agent can act on; `code` is stable, the message says what to do next. */
 export class MonitorError extends Error {
   override name = "MonitorError"
   constructor(
     readonly code: MonitorErrorCode,
     message: string,
+    readonly fields: MonitorFields = {},
   ) {
     super(message)
   }

@@ -1,8 +1,9 @@
 import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import type { DeliveryRouter } from "./delivery/router"
-import type { SessionApi } from "./delivery/session-api"
+import type { Logger } from "./log"
 import type { MonitorManager } from "./manager"
+import type { MonitorInfo } from "./monitor-run"
 import { createMonitorTools } from "./tools"
 import { deadlineText } from "./tools/describe"
 
@@ -12,7 +13,7 @@ export type HookParts = {
   config: MonitorConfig
   manager: MonitorManager
   router: DeliveryRouter
-  log: SessionApi["log"]
+  log: Logger
   shell: () => string
   /** opencode.json's `shell`, from the `config` hook (undefined: $SHELL). */
   setShell: (configured: string | undefined) => void
@@ -50,7 +51,7 @@ export function monitorHooks(parts: HookParts): Hooks {
         manager
           .stopSession(sessionID)
           .catch((error) =>
-            parts.log("error", "stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
+            parts.log.error("stopping a deleted session's monitors failed", { sessionID, error: String(error) }),
           )
       }
     },
@@ -64,22 +65,23 @@ export function monitorHooks(parts: HookParts): Hooks {
 
     async "experimental.session.compacting"(input, output) {
       const running = manager.list(input.sessionID, false)
-      if (running.length === 0) return
-      output.context.push(
-        [
-          "Background monitors (opencode-monitor) still running in this session:",
-          ...running.map(
-            (m) =>
-              `- ${m.id} (${m.label}), started ${new Date(m.startedAt).toISOString()}, deadline: ${deadlineText(m)}`,
-          ),
-          "Their output keeps arriving as [OMO MONITOR OUTPUT] observations and you are woken when each one exits.",
-          "Stop one with monitor_stop {monitor_id}, restart one with monitor_restart {monitor_id}; read retained lines with monitor_output.",
-        ].join("\n"),
-      )
+      if (running.length > 0) output.context.push(compactionContext(running))
     },
 
     dispose: parts.dispose,
   }
+}
+
+/** What a compacted session is told of its running monitors. */
+function compactionContext(running: readonly MonitorInfo[]): string {
+  return [
+    "Background monitors (opencode-monitor) still running in this session:",
+    ...running.map(
+      (m) => `- ${m.id} (${m.label}), started ${new Date(m.startedAt).toISOString()}, deadline: ${deadlineText(m)}`,
+    ),
+    "Their output keeps arriving as [OMO MONITOR OUTPUT] observations and you are woken when each one exits.",
+    "Stop one with monitor_stop {monitor_id}, restart one with monitor_restart {monitor_id}; read retained lines with monitor_output.",
+  ].join("\n")
 }
 
 function sessionOf(event: { type: string; properties?: unknown }): string | undefined {

@@ -66,7 +66,7 @@ function lookup(host: unknown, path: readonly string[]): unknown {
 }
 
 /** The APIs of `required` that `host` lacks, in the order listed. */
-export function missingApi(host: unknown, required: readonly Requirement[]): string[] {
+function missingApi(host: unknown, required: readonly Requirement[]): string[] {
   return required
     .filter(({ path, kind }) => {
       const value = lookup(host, path)

@@ -1,6 +1,6 @@
 import type { StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
-import { MonitorError } from "./errors"
+import { MonitorError, type MonitorFields } from "./errors"
 import { type MonitorInfo, MonitorRun } from "./monitor-run"
 import type { OutputBatch } from "./pipeline/batcher"
 import { compileLineFilter, PatternError } from "./pipeline/filter"
@@ -29,7 +29,8 @@ export type MonitorSnapshot = {
 
 export type ManagerDeps = {
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
-  onEnded?: (monitor: MonitorInfo) => void
+  /** The run ended; `end` says how, as fields (exit code or signal, the last stderr lines). */
+  onEnded?: (monitor: MonitorInfo, end: MonitorFields) => void
   onStarted?: (monitor: MonitorInfo) => void
   /** A callback or the supervision of one monitor threw; the other monitors are unaffected. */
   onError?: (monitorId: string, error: unknown) => void
@@ -48,6 +49,8 @@ export type ManagerDeps = {
 /** `request`: what started it, the raw command included: kept in memory for monitor_restart, never shown or written. */
 type Monitor = { info: MonitorInfo; run: MonitorRun; done: Promise<void>; request: StartRequest }
 
+// The stderr lines an end's fields carry (from the last 50 lines the ring retains).
+const STDERR_TAIL_LINES = 5
 // Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
 
@@ -161,6 +164,7 @@ export class MonitorManager {
       id,
       sessionID: request.sessionID,
       label: request.label,
+      cwd: request.directory,
       pattern: request.matchPattern,
       wakePattern: filters.wake ? request.wakePattern : undefined,
       wakeLimit: filters.wake ? request.wakeLimit : 0,
@@ -199,7 +203,9 @@ export class MonitorManager {
     const env = this.deps.env ?? process.env
     const shell = this.deps.shell?.() ?? "sh"
     const missing = findMissingProgram(request.program, shell, request.directory, env.PATH)
-    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`)
+    const fields = { label: request.label, cwd: request.directory }
+    if (missing)
+      throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`, fields)
     try {
       return await spawnInGroup({
         command: request.command,
@@ -211,7 +217,7 @@ export class MonitorManager {
       })
     } catch (error) {
       if (error instanceof SpawnError)
-        throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${error.message}.`)
+        throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${error.message}.`, fields)
       throw error
     }
   }
@@ -290,7 +296,22 @@ export class MonitorManager {
   /** The run ended (status set, terminal batch out): keep it for monitor_list/monitor_output, then tell. */
   private ended(monitor: Monitor): void {
     this.retainExited(monitor)
-    this.guard(monitor.info.id, () => this.deps.onEnded?.(monitor.info))
+    this.guard(monitor.info.id, () => this.deps.onEnded?.(monitor.info, this.endFields(monitor)))
+  }
+
+  /** How the run ended, as fields: label, cwd, exit code or signal, and the stderr tail. */
+  private endFields({ info, run }: Monitor): MonitorFields {
+    const { status } = info
+    const recent = run.pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - 50), limit: 50 })
+    const stderrTail = recent.filter((line) => line.stream === "stderr").map((line) => line.text)
+    return {
+      label: info.label,
+      cwd: info.cwd,
+      monitorId: info.id,
+      ...(status.kind === "exited" ? { exitCode: status.code } : {}),
+      ...("signal" in status && status.signal ? { signal: status.signal } : {}),
+      ...(stderrTail.length > 0 ? { stderrTail: stderrTail.slice(-STDERR_TAIL_LINES) } : {}),
+    }
   }
 
   /** Runs a callback of one monitor so that its failure is reported, never thrown at another. */

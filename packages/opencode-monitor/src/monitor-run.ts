@@ -3,13 +3,15 @@ import type { MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
 import type { MonitoredProcess, ProcessExit } from "./process/process-group"
 import { readPipe } from "./process/read-pipe"
-import type { Scheduler } from "./scheduler"
+import type { Scheduler, TimerHandle } from "./scheduler"
 
 /** What callers may see of a monitor: never the raw command. */
 export type MonitorInfo = {
   id: string
   sessionID: string
   label: string
+  /** The directory it runs in (the session's). */
+  cwd: string
   pattern: string | undefined
   /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
   wakePattern: string | undefined
@@ -90,15 +92,7 @@ export class MonitorRun {
       readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
       readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
     ]).catch((error) => deps.onError(error))
-    // No timer at all without a deadline: a dev server lives as long as the session needs it.
-    const deadline =
-      info.timeoutMs === undefined
-        ? undefined
-        : deps.scheduler.setTimeout(() => {
-            if (this.stopSignal !== undefined) return
-            info.ending = { reason: "deadline" }
-            this.stopSignal = child.terminateGroup(deps.killGraceMs)
-          }, info.timeoutMs)
+    const deadline = this.armDeadline()
 
     let exit: ProcessExit = { code: null, signal: null }
     let sentSignal: NodeJS.Signals | null = null
@@ -137,14 +131,31 @@ export class MonitorRun {
       ...(pipesHeld ? { pipesHeld: true } : {}),
     })
     info.endedAt = deps.scheduler.now()
-    const { ending } = info
+    this.emitEnd()
+  }
+
+  /** No timer at all without a deadline: a dev server lives as long as the session needs it. */
+  private armDeadline(): TimerHandle | undefined {
+    const { info, deps } = this
+    if (info.timeoutMs === undefined) return undefined
+    return deps.scheduler.setTimeout(() => {
+      if (this.stopSignal !== undefined) return
+      info.ending = { reason: "deadline" }
+      this.stopSignal = this.process.terminateGroup(deps.killGraceMs)
+    }, info.timeoutMs)
+  }
+
+  /**
+   * The terminal batch, unless the agent (or the session's end) asked for the stop and needs no
+   * news of it; a person's stop is news to the agent, so its terminal batch goes out (routed without a wake).
+   */
+  private emitEnd(): void {
+    const { ending } = this.info
     try {
-      // The agent (or the session's end) asked for the stop and needs no news of it; a person's
-      // stop is news to the agent, so its terminal batch goes out (routed without a wake).
-      if (ending?.reason === "stop" && ending.by !== "person") pipeline.close()
-      else pipeline.finish(info.status)
+      if (ending?.reason === "stop" && ending.by !== "person") this.pipeline.close()
+      else this.pipeline.finish(this.info.status)
     } catch (error) {
-      deps.onError(error)
+      this.deps.onError(error)
     }
   }
 

@@ -5,6 +5,7 @@ import type { MonitorOutputInjector } from "./delivery/injector"
 import { DeliveryRouter } from "./delivery/router"
 import type { SessionApi } from "./delivery/session-api"
 import { monitorHooks, type MonitorHooks } from "./hooks"
+import { namedLogger } from "./log"
 import { MonitorManager } from "./manager"
 import { notifyEnded } from "./notify"
 import { type ProcessTable, processStartTime } from "./process/process-table"
@@ -47,32 +48,12 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
   const shell = { configured: undefined as string | undefined, resolved: undefined as string | undefined }
   const currentShell = () => (shell.resolved ??= resolveShell(shell.configured, { env: deps.env }))
   let writer: MonitorStateWriter | undefined
-  const manager = new MonitorManager(config, {
+  const manager = createManager(config, {
+    ...deps,
     scheduler,
-    env: deps.env,
+    router,
     shell: currentShell,
-    processTable: deps.processTable,
-    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
-    onStarted: () => writer?.changed(),
-    onBatch: (batch, monitor) =>
-      router.route(batch, {
-        sessionID: monitor.sessionID,
-        label: monitor.label,
-        hasPattern: monitor.pattern !== undefined,
-        wakeLimit: monitor.wakeLimit,
-      }),
-    onError: (monitorId, error) =>
-      api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
-    onEnded(monitor) {
-      api.log("info", "monitor ended", {
-        sessionID: monitor.sessionID,
-        monitorId: monitor.id,
-        status: formatStatus(monitor.status),
-        ending: monitor.ending,
-      })
-      notifyEnded(api, monitor)
-      writer?.changed()
-    },
+    changed: () => writer?.changed(),
   })
   writer = deps.directory
     ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, router })
@@ -85,7 +66,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     config,
     manager,
     router,
-    log: (level, message, extra) => api.log(level, message, extra),
+    log: namedLogger(api, "hooks"),
     shell: currentShell,
     setShell(configured) {
       shell.configured = configured
@@ -102,6 +83,42 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
   return { hooks, manager, router, budget: router.budget, injector: router.injector }
 }
 
+/** The manager, its batches handed to the router, its ends logged and told to the person. */
+function createManager(
+  config: MonitorConfig,
+  deps: PluginDeps & { scheduler: Scheduler; router: DeliveryRouter; shell: () => string; changed: () => void },
+): MonitorManager {
+  const { api, router } = deps
+  const log = namedLogger(api, "plugin")
+  return new MonitorManager(config, {
+    scheduler: deps.scheduler,
+    env: deps.env,
+    shell: deps.shell,
+    processTable: deps.processTable,
+    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
+    onStarted: deps.changed,
+    onBatch: (batch, monitor) =>
+      router.route(batch, {
+        sessionID: monitor.sessionID,
+        label: monitor.label,
+        hasPattern: monitor.pattern !== undefined,
+        wakeLimit: monitor.wakeLimit,
+      }),
+    onError: (monitorId, error) =>
+      log.error("a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
+    onEnded(monitor, end) {
+      log.info("monitor ended", {
+        sessionID: monitor.sessionID,
+        ...end,
+        status: formatStatus(monitor.status),
+        ending: monitor.ending,
+      })
+      notifyEnded(api, monitor)
+      deps.changed()
+    },
+  })
+}
+
 type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: MonitorManager }
 
 /**
@@ -110,11 +127,12 @@ type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: M
  */
 function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: DeliveryRouter }): MonitorStateWriter {
   const { api, scheduler, manager, router } = deps
+  const log = namedLogger(api, "state")
   const writer = new MonitorStateWriter({
     directory: deps.directory,
     source: () => manager.snapshot(STATE_LAST_LINES),
     scheduler,
-    log: (level, message, extra) => api.log(level, message, extra),
+    log: (level, message, extra) => log[level](message, extra),
     env: deps.env,
     wakePending: (monitor) => router.exitNoticeOwed(monitor),
     ...(deps.processTable && {
@@ -135,27 +153,28 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: Deliver
     },
     whenDelivered: (monitors) =>
       waitFor(scheduler, config.pending_retry_ms, () => !monitors.some((m) => router.exitNoticeOwed(m))),
-  }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
+  }).catch((error) => log.error("restart recovery failed", { error: String(error) }))
   return writer
 }
 
 /** A person's stop from the TUI (SPEC §11): the stop requests addressed to this instance's monitors. */
 function takeStopRequests(deps: Wiring): () => void {
-  const { api, manager } = deps
+  const { manager } = deps
+  const log = namedLogger(deps.api, "stop-requests")
   return watchStopRequests(projectStateDir(deps.directory, deps.env), {
     serverPid: process.pid,
     scheduler: deps.scheduler,
     owns: (sessionID, monitorId) => manager.get(sessionID, monitorId) !== undefined,
     stop(sessionID, monitorId) {
       if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
-      api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
+      log.info("monitor stop requested by the person at the screen", { sessionID, monitorId })
       manager
         .stop(sessionID, monitorId, "person")
         .catch((error) =>
-          api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+          log.error("stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
         )
     },
-    onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
+    onError: (message) => log.warn(message),
   })
 }
 

@@ -14,7 +14,7 @@ import { programName, programWord } from "./process/program-word"
  */
 
 /** The most match wakes one monitor may ask for (`wake_limit`), and what it gets without asking. */
-export const WAKE_LIMIT_MAX = 20
+const WAKE_LIMIT_MAX = 20
 const WAKE_LIMIT_DEFAULT = 1
 
 /** The arguments of monitor_start, as opencode shows them to the model. */

@@ -9,11 +9,11 @@ import { dirname, join, resolve } from "node:path"
  * own `@opentui/solid` and `solid-js` (the same package loads by name), and says nothing on screen.
  * The server part looks for such an entry as it loads and tells the person what to write instead.
  */
-export const FILE_TUI_SPEC = "opencode-monitor@file:"
+const FILE_TUI_SPEC = "opencode-monitor@file:"
 
 const MAX_CONFIG_BYTES = 1_000_000
 
-export function fileSpecTuiMessage(files: readonly string[]): string {
+function fileSpecTuiMessage(files: readonly string[]): string {
   return (
     `opencode-monitor: ${files.join(", ")} lists "${FILE_TUI_SPEC}…" as a TUI plugin, which opencode 1.18 installs ` +
     "but cannot load, so the sidebar shows no monitors. Unpack the tarball (tar xzf opencode-monitor-<version>.tgz) " +

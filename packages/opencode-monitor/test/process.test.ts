@@ -2,6 +2,7 @@ import { describe, expect, test } from "bun:test"
 import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
+import { MonitorError, type MonitorFields } from "../src/errors"
 import { MonitorManager } from "../src/manager"
 import { formatStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
@@ -95,6 +96,35 @@ describe("a monitored process", () => {
       /cannot start sh in \/no\/such\/dir/,
     )
     await expect(start(m, "./not-here.sh")).rejects.toThrow(/not-here.sh does not exist or is not executable/)
+  })
+
+  test("a start that fails carries its label and directory as fields, like execa's errors", async () => {
+    const { m } = manager()
+    const error = await startMonitor(m, {
+      sessionID: "s1",
+      directory: "/no/such/dir",
+      command: "echo hi",
+      label: "greeter",
+    }).catch((e: unknown) => e)
+    expect(error).toBeInstanceOf(MonitorError)
+    expect((error as MonitorError).code).toBe("spawn_failed")
+    expect((error as MonitorError).fields).toEqual({ label: "greeter", cwd: "/no/such/dir" })
+  })
+
+  test("an end is told with its fields: label, cwd, exit code and the stderr tail", async () => {
+    const ends: MonitorFields[] = []
+    const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
+    const m = new MonitorManager(config, { onBatch: () => {}, onEnded: (_info, end) => ends.push(end) })
+    const info = await start(m, "echo out; echo first >&2; echo second >&2; exit 3")
+    expect(await waitFor(() => ends.length === 1, 10_000)).toBe(true)
+    expect(ends[0]).toEqual({
+      label: "echo",
+      cwd: process.cwd(),
+      monitorId: info.id,
+      exitCode: 3,
+      stderrTail: ["first", "second"],
+    })
+    await m.shutdown()
   })
 
   test("raw spawn failures are named errors with the label: a file as directory, a command too long, a NUL byte", async () => {

@@ -46,6 +46,7 @@ function info(id: string, overrides: Partial<MonitorInfo> = {}): MonitorInfo {
     id,
     sessionID: "ses_1",
     label: `label-${id}`,
+    cwd: "/work/project",
     pattern: undefined,
     wakePattern: undefined,
     wakeLimit: 0,

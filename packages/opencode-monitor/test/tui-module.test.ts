@@ -48,4 +48,10 @@ describe("the TUI part", () => {
   test("src/host-check.ts, shared with the TUI part, imports nothing", () => {
     expect(importsOf(readFileSync(join(TUI_DIR, "../host-check.ts"), "utf8"))).toEqual([])
   })
+
+  test("index.ts only renders: what it shows is decided in the checked model.ts", () => {
+    const source = readFileSync(join(TUI_DIR, "index.ts"), "utf8")
+    expect(importsOf(source).filter((s) => s.startsWith("../"))).toEqual(["../host-check"])
+    expect(source).toContain('from "./model"')
+  })
 })

@@ -1,4 +1,11 @@
-import { type BudgetNote, type DropCounts, isTerminalBatch, NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import {
+  addDrops,
+  type BudgetNote,
+  type DropCounts,
+  isTerminalBatch,
+  NO_DROPS,
+  type OutputBatch,
+} from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { ContextLedger } from "./context-ledger"
@@ -39,9 +46,9 @@ export type BatchSource = {
 }
 
 /** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
-export const STARTUP_LINES = 20
+const STARTUP_LINES = 20
 /** The fixed, documented list of words that make a line error-looking (case-insensitive). */
-export const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
+const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PENDING_PRIORITY_MAX = 20
 // Estimate of an envelope's fixed text (header, status, dropped and budget lines) and of one
@@ -51,15 +58,15 @@ const LINE_PREFIX_BYTES = 24
 const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
 
 /** True when the text contains one of ERROR_WORDS, in any case. */
-export const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
+const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
 
 /**
  * Wakes are never held back by the budget: the terminal batch, and a running batch routed to wake
  * (it carries a `wake_pattern` match) while its monitor has match wakes left. Past `wake_limit`
  * such a batch is a plain observation.
  */
-export const isWakeDelivery = (batch: OutputBatch, route: Route, matchWakeLeft: boolean): boolean =>
-  isTerminalBatch(batch) || (route.wake && (!batch.stillRunning || matchWakeLeft))
+const isWakeDelivery = (batch: OutputBatch, route: Route, matchWakeLeft: boolean): boolean =>
+  isTerminalBatch(batch) || (route.wake && matchWakeLeft)
 
 /** A person's message, not one of the synthetic prompts this or another plugin injects. */
 export function isRealUserTurn(parts: readonly { type: string; synthetic?: boolean }[]): boolean {
@@ -278,7 +285,7 @@ export class ObservationBudget {
     return {
       ...batch,
       lines: shown,
-      dropped: addDrops(addDrops(held.dropped, batch.dropped), {
+      dropped: addDrops(held.dropped, batch.dropped, {
         matched: held.lines,
         unmatched: 0,
         bytes: held.bytes,
@@ -396,8 +403,4 @@ function uncountHeld(held: Stream["held"], line: MonitorLine): void {
 
 function emptyHeld(): Stream["held"] {
   return { lines: 0, bytes: 0, firstSeq: 0, dropped: { matched: 0, unmatched: 0, bytes: 0 } }
-}
-
-function addDrops(a: DropCounts, b: DropCounts): DropCounts {
-  return { matched: a.matched + b.matched, unmatched: a.unmatched + b.unmatched, bytes: a.bytes + b.bytes }
 }

@@ -1,4 +1,4 @@
-import type { OutputBatch } from "../pipeline/batcher"
+import { addDrops, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Delivery } from "./session-queue"
 
 export type CoalesceBounds = { maxLines: number; maxBytes: number }
@@ -10,7 +10,7 @@ export type CoalesceBounds = { maxLines: number; maxBytes: number }
  * Returns the deliveries that remain, in order.
  */
 export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: CoalesceBounds): Delivery[] {
-  const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && d.batch.stillRunning)
+  const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && !isTerminalBatch(d.batch))
   let lines = 0
   let bytes = 0
   for (const d of waiting) {
@@ -24,11 +24,11 @@ export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bound
     if (oldest.attempts > 0) continue
     const next = waiting[i + 1] as Delivery
     const oldestBytes = batchBytes(oldest.batch)
-    next.dropped = {
-      matched: next.dropped.matched + oldest.dropped.matched + oldest.batch.lines.length,
-      unmatched: next.dropped.unmatched + oldest.dropped.unmatched,
-      bytes: next.dropped.bytes + oldest.dropped.bytes + oldestBytes,
-    }
+    next.dropped = addDrops(next.dropped, oldest.dropped, {
+      matched: oldest.batch.lines.length,
+      unmatched: 0,
+      bytes: oldestBytes,
+    })
     lines -= oldest.batch.lines.length
     bytes -= oldestBytes
     dropped.add(oldest)

@@ -7,7 +7,7 @@ import { isSilenceReason, type MatchReason, type WakeReason } from "./match-wake
 
 const LABEL_MAX_LENGTH = 64
 /** A summary's one line is cut to this many UTF-8 bytes: a summary stays a few hundred bytes (SPEC §14). */
-export const SUMMARY_LINE_MAX_BYTES = 240
+const SUMMARY_LINE_MAX_BYTES = 240
 
 export type EnvelopeInput = {
   batch: OutputBatch

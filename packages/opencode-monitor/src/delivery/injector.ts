@@ -1,5 +1,6 @@
-import type { OutputBatch } from "../pipeline/batcher"
+import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
+import { namedLogger } from "../log"
 import { coalesceWaiting } from "./coalesce"
 import type { ContextLedger } from "./context-ledger"
 import { DeliveryPolicy, envelopeText, errorText } from "./delivery-policy"
@@ -39,26 +40,20 @@ export type InjectorOptions = {
 export type InjectorDeps = {
   api: SessionApi
   scheduler: Scheduler
-  /** Where injected prompts take their agent and model from; one per plugin instance. */
-  identities?: SessionIdentities
   /** A wake could not be delivered within the give-up bound. */
   onGiveUp?: (delivery: Delivery) => void
   /** Each session's context bytes, shared with the observation budget: a match wake is charged when it lands. */
   ledger?: ContextLedger
 }
 
-export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
+const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
 
 /**
  * True only when a ceiling is configured, the delivery is a wake (a terminal batch, or a match
  * wake), and it has been queued, counting from its first queue time (for a match wake told to
  * wait for wake_min_interval_ms, from the end of that wait), for at least the ceiling.
  */
-export function shouldForceActiveDispatch(
-  delivery: Delivery,
-  now: number,
-  maxActiveDeferMs: number | undefined,
-): boolean {
+function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
@@ -78,13 +73,15 @@ export class MonitorOutputInjector {
   readonly identities: SessionIdentities
   private disposed = false
   private readonly matchWakes: MatchWakePolicy | undefined
+  private readonly log
 
   constructor(
     private readonly options: InjectorOptions,
     private readonly deps: InjectorDeps,
   ) {
+    this.log = namedLogger(deps.api, "injector")
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
-    this.identities = deps.identities ?? new SessionIdentities(deps.api)
+    this.identities = new SessionIdentities(deps.api)
     this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
   }
 
@@ -120,7 +117,7 @@ export class MonitorOutputInjector {
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
-      if (batch.stillRunning) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
+      if (!isTerminalBatch(batch)) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
     }
     void queue.pump()
   }
@@ -151,7 +148,7 @@ export class MonitorOutputInjector {
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
     const { outcome, why } = settleMatchWake(d, this.matchWakes)
     if (outcome === "wait") {
-      this.deps.api.log("info", "match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
+      this.log.info("match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
     } else if (outcome === "drop") {
       // A new array: a caller's find() goes on over the old one.
       queue.remove(d)
@@ -262,7 +259,7 @@ export class MonitorOutputInjector {
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {
-      this.deps.api.log("warn", "monitor output send failed; will retry", {
+      this.log.warn("monitor output send failed; will retry", {
         ...logFields(next, !!forced),
         kind,
         error: next.lastError,
@@ -323,19 +320,19 @@ export class MonitorOutputInjector {
     this.forgetMonitorKeys(delivery)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
-      this.deps.api.log("error", "monitor exit notice could not be delivered; giving up", {
+      this.log.error("monitor exit notice could not be delivered; giving up", {
         ...fields,
         label: delivery.label,
       })
       this.deps.onGiveUp?.(delivery)
     } else {
-      this.deps.api.log("warn", "monitor output could not be delivered; dropped (still in monitor_output)", fields)
+      this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)
     }
     queue.schedule(this.options.pendingRetryMs)
   }
 
   private sessionGone(delivery: Delivery): void {
-    this.deps.api.log("warn", "session is gone; dropping its monitor output", {
+    this.log.warn("session is gone; dropping its monitor output", {
       ...logFields(delivery, false),
       error: delivery.lastError,
     })
@@ -352,9 +349,9 @@ export class MonitorOutputInjector {
     // A match wake is never held back by the budget, but what it put into the session is counted.
     if (delivery.matchWake) this.deps.ledger?.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
-    if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
+    if (!isTerminalBatch(delivery.batch)) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetMonitorKeys(delivery)
-    this.deps.api.log("info", message, {
+    this.log.info(message, {
       ...logFields(delivery, reason === "max_active_defer_ms reached"),
       reason,
       attempts: delivery.attempts,
@@ -362,7 +359,7 @@ export class MonitorOutputInjector {
   }
 
   private forgetMonitorKeys(delivery: Delivery): void {
-    if (delivery.batch.stillRunning) return
+    if (!isTerminalBatch(delivery.batch)) return
     this.forgetSent((key) => key.includes(`|monitor-output:${delivery.batch.monitorId}:`))
     this.matchWakes?.forgetMonitor(delivery.batch.monitorId)
   }
@@ -375,7 +372,7 @@ export class MonitorOutputInjector {
     if (queue.lastDeferral === reason) return
     queue.lastDeferral = reason
     const head = queue.deliveries[0]
-    if (head) this.deps.api.log("info", "monitor output deferred", { ...logFields(head, false), reason })
+    if (head) this.log.info("monitor output deferred", { ...logFields(head, false), reason })
   }
 
   private dropIfEmpty(queue: SessionQueue): void {

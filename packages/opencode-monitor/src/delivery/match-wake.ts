@@ -1,4 +1,4 @@
-import type { DropCounts, OutputBatch } from "../pipeline/batcher"
+import { addDrops, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
 import { envelopeBytes } from "../pipeline/render"
@@ -95,17 +95,17 @@ export class MatchWakePolicy {
 }
 
 /** A batch carrying a `wake_pattern` match. */
-export const carriesMatch = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+const carriesMatch = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
 
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
 
-export function wakeSeqs(lines: readonly MonitorLine[]): number[] {
+function wakeSeqs(lines: readonly MonitorLine[]): number[] {
   return lines.filter((line) => line.wake).map((line) => line.seq)
 }
 
 /** A batch and the drops counted against it so far (the injector's delivery holds both). */
-export type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
+type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
 
 /** The fields of the injector's Delivery that match wakes read and write. */
 export type MatchWakeDelivery = PendingBatch & {
@@ -120,7 +120,7 @@ export type MatchWakeDelivery = PendingBatch & {
   notBefore: number
 }
 
-const isCandidate = (d: MatchWakeDelivery) => d.wake && d.batch.stillRunning
+const isCandidate = (d: MatchWakeDelivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
  * Queues a delivery that takes part in a match wake and returns the session's new queue;
@@ -143,8 +143,10 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     if (delivery.subagentSessionID !== undefined) return [...queue]
     delivery.wake = false
   }
-  const waiting = queue.filter((d) => d.batch.monitorId === batch.monitorId && d.batch.stillRunning && d.attempts === 0)
-  const absorbed = batch.stillRunning
+  const waiting = queue.filter(
+    (d) => d.batch.monitorId === batch.monitorId && !isTerminalBatch(d.batch) && d.attempts === 0,
+  )
+  const absorbed = !isTerminalBatch(batch)
     ? isCandidate(delivery) || waiting.some(isCandidate)
       ? waiting
       : []
@@ -156,10 +158,10 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     delivery.dropped = merged.dropped
     if (older.wake) delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
-    if (batch.stillRunning) delivery.wake ||= older.wake
+    if (!isTerminalBatch(batch)) delivery.wake ||= older.wake
   }
   // A running batch takes the place of the oldest one it absorbed; a terminal batch goes last.
-  const at = batch.stillRunning && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
+  const at = !isTerminalBatch(batch) && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
   const rest = queue.filter((d) => !absorbed.includes(d))
   return [...rest.slice(0, at), delivery, ...rest.slice(at)]
 }
@@ -194,7 +196,7 @@ export function settleMatchWake(
  * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
  * Bytes are the envelope's (rows, prefixes), as `batch_max_bytes` counts them. What gives way is counted in `dropped:` and stays readable with `monitor_output`.
  */
-export function mergePending(
+function mergePending(
   older: PendingBatch,
   newer: PendingBatch,
   bounds: { maxLines: number; maxBytes: number },
@@ -203,11 +205,7 @@ export function mergePending(
   const sizes = all.map(envelopeBytes)
   let bytes = 0
   for (const size of sizes) bytes += size
-  const dropped = {
-    matched: older.dropped.matched + newer.dropped.matched,
-    unmatched: older.dropped.unmatched + newer.dropped.unmatched,
-    bytes: older.dropped.bytes + newer.dropped.bytes,
-  }
+  const dropped = addDrops(older.dropped, newer.dropped)
   const keep = new Array<boolean>(all.length).fill(true)
   let kept = all.length
   const giveWay = (index: number) => {

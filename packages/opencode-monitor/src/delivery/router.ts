@@ -1,5 +1,6 @@
 import type { MonitorConfig } from "../config"
-import type { OutputBatch } from "../pipeline/batcher"
+import { namedLogger } from "../log"
+import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { isRealUserTurn, ObservationBudget } from "./budget"
 import { ContextLedger } from "./context-ledger"
@@ -65,7 +66,7 @@ export class DeliveryRouter {
           api.toast(
             "error",
             "opencode-monitor: wake not delivered",
-            `${delivery.label} (${delivery.batch.monitorId}) ${!delivery.batch.stillRunning ? "ended" : delivery.batch.silence ? "went silent" : "printed a wake_pattern line"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
+            `${delivery.label} (${delivery.batch.monitorId}) ${isTerminalBatch(delivery.batch) ? "ended" : delivery.batch.silence ? "went silent" : "printed a wake_pattern line"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
           ),
       },
     )
@@ -89,7 +90,7 @@ export class DeliveryRouter {
     const known = this.sources.cached(origin.sessionID)
     // Streaming batches go to the owning session whatever its source; only the exit notice
     // waits for a classification that failed at start.
-    if (known || batch.stillRunning) {
+    if (known || !isTerminalBatch(batch)) {
       this.deliver(batch, origin, known ?? { kind: "primary" })
       return
     }
@@ -97,7 +98,7 @@ export class DeliveryRouter {
       .sourceOf(origin.sessionID)
       .then((source) => this.deliver(batch, origin, source))
       .catch((error) =>
-        this.deps.api.log("error", "routing a monitor's exit notice failed", {
+        namedLogger(this.deps.api, "router").error("routing a monitor's exit notice failed", {
           monitorId: batch.monitorId,
           error: String(error),
         }),
@@ -120,7 +121,7 @@ export class DeliveryRouter {
     const source = this.sources.cached(sessionID)
     const targets = source?.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
     return targets.some((target) =>
-      this.injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning),
+      this.injector.pending(target).some((d) => d.batch.monitorId === id && isTerminalBatch(d.batch)),
     )
   }
 

@@ -1,5 +1,6 @@
 import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
+import { type LogLevel, LOG_SERVICE } from "../log"
 
 type OpencodeClient = PluginInput["client"]
 
@@ -48,7 +49,7 @@ export class DeliveryError extends Error {
 }
 
 export type ToastVariant = "info" | "success" | "warning" | "error"
-export type LogLevel = "debug" | "info" | "warn" | "error"
+export type { LogLevel } from "../log"
 
 /** Everything the plugin asks of the opencode server, in one place. */
 export interface SessionApi {
@@ -60,24 +61,22 @@ export interface SessionApi {
   parentOf(sessionID: string): Promise<string | undefined>
   /** False when the session is gone (404), undefined when the server could not say. */
   sessionExists(sessionID: string): Promise<boolean | undefined>
-  log(level: LogLevel, message: string, extra: Record<string, unknown>): void
+  /** One log line; `service` names the module (log.ts), the plugin itself without it. */
+  log(level: LogLevel, message: string, extra: Record<string, unknown>, service?: string): void
   toast(variant: ToastVariant, title: string, message: string): void
 }
 
-const LOG_SERVICE = "opencode-monitor"
-
-export function createSessionApi(client: OpencodeClient, directory?: string): SessionApi {
-  const query = directory ? { directory } : undefined
+export function createSessionApi(client: OpencodeClient): SessionApi {
   return {
     async busySessions() {
-      const result = await client.session.status({ query })
+      const result = await client.session.status()
       if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
       const busy: Record<string, string> = {}
       for (const [id, status] of Object.entries(result.data)) busy[id] = status.type
       return busy
     },
     async recentMessages(sessionID, limit) {
-      const result = await client.session.messages({ path: { id: sessionID }, query: { ...query, limit } })
+      const result = await client.session.messages({ path: { id: sessionID }, query: { limit } })
       if (result.error || !result.data) throw readError(`GET /session/${sessionID}/message`, result)
       return result.data.map(({ info, parts }) => toSessionMessage(info, parts))
     },
@@ -86,7 +85,6 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
       try {
         result = await client.session.promptAsync({
           path: { id: sessionID },
-          query,
           body: {
             noReply: request.noReply,
             ...(request.agent ? { agent: request.agent } : {}),
@@ -103,21 +101,21 @@ export function createSessionApi(client: OpencodeClient, directory?: string): Se
       throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${describe(failure)}`)
     },
     async parentOf(sessionID) {
-      const result = await client.session.get({ path: { id: sessionID }, query })
+      const result = await client.session.get({ path: { id: sessionID } })
       if (result.error || !result.data) throw readError(`GET /session/${sessionID}`, result)
       return result.data.parentID || undefined
     },
     async sessionExists(sessionID) {
       try {
-        const result = await client.session.get({ path: { id: sessionID }, query })
+        const result = await client.session.get({ path: { id: sessionID } })
         if (result.data) return true
         return result.response?.status === 404 ? false : undefined
       } catch {
         return undefined
       }
     },
-    log(level, message, extra) {
-      client.app.log({ body: { service: LOG_SERVICE, level, message, extra } }).catch(() => {})
+    log(level, message, extra, service = LOG_SERVICE) {
+      client.app.log({ body: { service, level, message, extra } }).catch(() => {})
     },
     toast(variant, title, message) {
       client.tui.showToast({ body: { title, message, variant } }).catch(() => {})

@@ -1,4 +1,5 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { namedLogger } from "../log"
 import type { Scheduler } from "../scheduler"
 import { carriesWake } from "./match-wake"
 import type { SessionApi } from "./session-api"
@@ -77,10 +78,13 @@ export class SessionSources {
         return await this.classify(sessionID)
       } catch (error) {
         if (attempt >= CLASSIFY_ATTEMPTS) {
-          this.api.log("warn", "session source unknown; treating it as primary for this batch", {
-            sessionID,
-            error: error instanceof Error ? error.message : String(error),
-          })
+          namedLogger(this.api, "session-source").warn(
+            "session source unknown; treating it as primary for this batch",
+            {
+              sessionID,
+              error: error instanceof Error ? error.message : String(error),
+            },
+          )
           return { kind: "primary" }
         }
         await new Promise<void>((resolve) => this.retry.scheduler.setTimeout(resolve, this.retry.delayMs))

@@ -26,7 +26,7 @@ const REDIRECT_TYPES = new Set(["file_redirect", "heredoc_redirect", "herestring
 let parser: Promise<Parser> | undefined
 
 /** Where the tree-sitter-bash grammar is loaded from. */
-export function grammarPath(): string {
+function grammarPath(): string {
   return PACKED_GRAMMAR.find((path) => existsSync(path)) ?? require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
 }
 

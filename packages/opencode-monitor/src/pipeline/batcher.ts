@@ -34,6 +34,17 @@ export type BatchLimits = { maxLines: number; maxBytes: number; intervalMs: numb
 
 export const NO_DROPS: DropCounts = Object.freeze({ matched: 0, unmatched: 0, bytes: 0 })
 
+/** Drop counts added up: the one place they are summed (budget, coalescing, match-wake merges). */
+export function addDrops(...counts: DropCounts[]): DropCounts {
+  const sum = { matched: 0, unmatched: 0, bytes: 0 }
+  for (const c of counts) {
+    sum.matched += c.matched
+    sum.unmatched += c.unmatched
+    sum.bytes += c.bytes
+  }
+  return sum
+}
+
 /**
  * Groups matched lines into batches: flushes when a batch reaches `maxLines` lines or
  * `maxBytes` UTF-8 bytes (as `measure` counts them: what the envelope will hold for the line,

@@ -95,7 +95,7 @@ export class LineSplitter {
 }
 
 /** Largest cut point <= limit that does not split a UTF-8 sequence. */
-export function characterBoundary(bytes: Uint8Array, limit: number): number {
+function characterBoundary(bytes: Uint8Array, limit: number): number {
   let cut = Math.min(limit, bytes.length)
   // Back off while the byte at the cut is a continuation byte (10xxxxxx).
   while (cut > 0 && cut < bytes.length && ((bytes[cut] as number) & 0xc0) === 0x80) cut--

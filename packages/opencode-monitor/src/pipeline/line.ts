@@ -48,7 +48,7 @@ const STRING_SEQUENCE = /(?:\x1b[PX^_\]]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*
 export function fallbackStripAnsi(text: string): string {
   return stripVTControlCharacters(text.replace(STRING_SEQUENCE, ""))
 }
-export const stripAnsi: (text: string) => string = runtimeStripAnsi ?? fallbackStripAnsi
+const stripAnsi: (text: string) => string = runtimeStripAnsi ?? fallbackStripAnsi
 
 // Line breaks a reader would see besides \n: each becomes a real break that the envelope prefixes.
 const VISUAL_BREAK = /[\v\f\u0085\u2028\u2029]/g

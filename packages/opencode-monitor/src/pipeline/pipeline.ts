@@ -28,7 +28,6 @@ export type PipelineOptions = {
 
 export type MonitorPipeline = {
   readonly ring: MonitorRingBuffer
-  readonly batcher: MonitorBatcher
   /** Raw bytes from one of the process's pipes. */
   push(stream: MonitorStream, chunk: Uint8Array): void
   /** The pipe reached EOF: a last line without a trailing newline is emitted. */
@@ -47,81 +46,33 @@ const SILENCE_LINES = 10
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
-  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
-  // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
-  // the ring (matched lines leaving the ring were already handed to the batcher).
-  const pendingDrops: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
-  const takeDropped = (): DropCounts => {
-    const taken = { ...pendingDrops }
-    pendingDrops.matched = 0
-    pendingDrops.unmatched = 0
-    pendingDrops.bytes = 0
-    return taken
-  }
-  const batcher = new MonitorBatcher(
-    options.monitorId,
-    { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
-    options.onBatch,
-    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
-  )
+  const drops = pendingDropCounts()
+  const batcher = batcherOf(options, drops.take)
+  const wakeFlush = promptFlush(options.scheduler, batcher)
   let seq = 0
   let finished = false
-  // A batch carrying a wake line is flushed on the next tick rather than after flush_interval_ms:
-  // one timer at a time, so a flood of matching lines still fills batches instead of one per line.
-  let wakeFlush: TimerHandle | undefined
-  const flushForWake = () => {
-    if (wakeFlush !== undefined) return
-    wakeFlush = options.scheduler.setTimeout(() => {
-      wakeFlush = undefined
-      batcher.flushNow()
-    }, 0)
-  }
-
   const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
     const line = new MonitorLine(++seq, stream, bytes, truncated, true)
     if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = wakeLeft() && wakeFilter(line.text)
+    if (wakeFilter) line.wake = (options.matchWakeLeft?.() ?? true) && wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
-      pendingDrops.unmatched++
-      pendingDrops.bytes += evicted.byteLength
+      drops.pending.unmatched++
+      drops.pending.bytes += evicted.byteLength
     }
     if (line.matched || line.wake) batcher.add(line)
-    if (line.wake) flushForWake()
+    if (line.wake) wakeFlush.request()
   }
-  const countDropped = (bytes: number) => {
-    ring.countDroppedBytes(bytes)
-    pendingDrops.bytes += bytes
-  }
-  // Lines shown with a silence wake: the last retained ones, within one batch's bounds.
   const silence =
-    options.silenceMs === undefined
-      ? undefined
-      : new SilenceWatch(options.silenceMs, options.scheduler, () => {
-          const lines = ring.query({ sinceSequence: Math.max(0, seq - SILENCE_LINES), limit: SILENCE_LINES })
-          let bytes = 0
-          let from = lines.length
-          while (from > 0 && bytes + (lines[from - 1] as MonitorLine).byteLength <= config.batch_max_bytes)
-            bytes += (lines[--from] as MonitorLine).byteLength
-          batcher.emitSilence({ silentMs: options.silenceMs as number, lastSeq: seq, lines: lines.slice(from) })
-        })
-  const splitters: Record<MonitorStream, LineSplitter> = {
-    stdout: new LineSplitter(
-      config.line_max_bytes,
-      (bytes, truncated) => accept("stdout", bytes, truncated),
-      countDropped,
-    ),
-    stderr: new LineSplitter(
-      config.line_max_bytes,
-      (bytes, truncated) => accept("stderr", bytes, truncated),
-      countDropped,
-    ),
-  }
+    options.silenceMs === undefined ? undefined : silenceWatch(options.silenceMs, options, ring, batcher, () => seq)
+  const splitters = lineSplitters(config.line_max_bytes, accept, (bytes) => {
+    ring.countDroppedBytes(bytes)
+    drops.pending.bytes += bytes
+  })
 
   return {
     ring,
-    batcher,
     push(stream, chunk) {
       if (finished) return
       silence?.output()
@@ -139,14 +90,92 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       splitters.stdout.end()
       splitters.stderr.end()
       finished = true
-      if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
+      wakeFlush.cancel()
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
       silence?.stop()
       finished = true
-      if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
+      wakeFlush.cancel()
       batcher.close()
+    },
+  }
+}
+
+/** Batches by the config's bounds and interval, each measured as the envelope will count it. */
+function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts): MonitorBatcher {
+  const { config } = options
+  return new MonitorBatcher(
+    options.monitorId,
+    { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
+    options.onBatch,
+    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
+  )
+}
+
+/** One splitter per pipe; a line's stream is the pipe it came from. */
+function lineSplitters(
+  maxBytes: number,
+  accept: (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => void,
+  dropped: (bytes: number) => void,
+): Record<MonitorStream, LineSplitter> {
+  const splitter = (stream: MonitorStream) =>
+    new LineSplitter(maxBytes, (bytes, truncated) => accept(stream, bytes, truncated), dropped)
+  return { stdout: splitter("stdout"), stderr: splitter("stderr") }
+}
+
+/** A silence wake shows the last retained lines, within one batch's bounds. */
+function silenceWatch(
+  silenceMs: number,
+  options: PipelineOptions,
+  ring: MonitorRingBuffer,
+  batcher: MonitorBatcher,
+  lastSeq: () => number,
+): SilenceWatch {
+  return new SilenceWatch(silenceMs, options.scheduler, () => {
+    const seq = lastSeq()
+    const lines = ring.query({ sinceSequence: Math.max(0, seq - SILENCE_LINES), limit: SILENCE_LINES })
+    let bytes = 0
+    let from = lines.length
+    while (from > 0 && bytes + (lines[from - 1] as MonitorLine).byteLength <= options.config.batch_max_bytes)
+      bytes += (lines[--from] as MonitorLine).byteLength
+    batcher.emitSilence({ silentMs: silenceMs, lastSeq: seq, lines: lines.slice(from) })
+  })
+}
+
+/**
+ * Drops not yet reported in a batch: over-long line remainders and unmatched lines that left the
+ * ring (matched lines leaving the ring were already handed to the batcher).
+ */
+function pendingDropCounts() {
+  const pending: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
+  const take = (): DropCounts => {
+    const taken = { ...pending }
+    pending.matched = 0
+    pending.unmatched = 0
+    pending.bytes = 0
+    return taken
+  }
+  return { pending, take }
+}
+
+/**
+ * A batch carrying a wake line is flushed on the next tick rather than after flush_interval_ms:
+ * one timer at a time, so a flood of matching lines still fills batches instead of one per line.
+ */
+function promptFlush(scheduler: Scheduler, batcher: MonitorBatcher) {
+  let timer: TimerHandle | undefined
+  return {
+    request() {
+      if (timer !== undefined) return
+      timer = scheduler.setTimeout(() => {
+        timer = undefined
+        batcher.flushNow()
+      }, 0)
+    },
+    cancel() {
+      if (timer !== undefined) scheduler.clearTimeout(timer)
+      timer = undefined
     },
   }
 }

@@ -71,6 +71,52 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // Every process the command starts inherits this unless it clears its environment: what finds
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
+  const { child, pid, stdout, stderr } = await startLeader(options, token)
+  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
+  // holds them once the leader is gone. A leader that exits at once may be gone already.
+  const table = options.table ?? processTable
+  const outputs = table.outputTargets(pid)
+  const watchdog = startWatchdog(pid, options.killGraceMs, token, table)
+  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
+  const tracker = new DescendantTracker(pid, (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`), table)
+  attach(tracker)
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }))
+  })
+  const group: Group = { pid, token, table, tracker, outputs, survivors: [] }
+  return {
+    pid,
+    tokenHash: hashToken(token),
+    stdout,
+    stderr,
+    exited,
+    groupAlive: () => isGroupAlive(pid, tracker),
+    survivors: () => group.survivors,
+    async trackPipeHolders() {
+      const holders = [
+        ...(outputs.length > 0 ? await table.findHolders(outputs) : []),
+        ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
+      ]
+      await tracker.track(holders)
+      return holders
+    },
+    leftBehind: (pipesOpen) => leftBehind(group, pipesOpen),
+    signalGroupNow: () => {
+      tracker.refresh()
+      signalAll(group, "SIGTERM")
+    },
+    terminateGroup: (graceMs) => terminate(group, graceMs),
+    release() {
+      detach(tracker)
+      // With survivors the watchdog stays armed: it tries again if the server dies.
+      if (group.survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null)
+        watchdog.kill("SIGKILL")
+    },
+  }
+}
+
+/** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
+async function startLeader(options: SpawnOptions, token: string) {
   const invocation = shellInvocation(options.shell ?? "sh", options.command)
   let child: ChildProcess
   try {
@@ -88,90 +134,71 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     child.once("spawn", () => resolve())
     child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd))))
   })
-  const pid = child.pid
-  if (pid === undefined || !child.stdout || !child.stderr) {
-    throw new SpawnError("the process started without a pid or pipes")
-  }
-  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
-  // holds them once the leader is gone. A leader that exits at once may be gone already.
-  const table = options.table ?? processTable
-  const outputs = table.outputTargets(pid)
-  const watchdog = startWatchdog(pid, options.killGraceMs, token, table)
-  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(pid, (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`), table)
-  attach(tracker)
-  const exited = new Promise<ProcessExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }))
-  })
+  const { pid, stdout, stderr } = child
+  if (pid === undefined || !stdout || !stderr) throw new SpawnError("the process started without a pid or pipes")
+  return { child, pid, stdout, stderr }
+}
 
-  let survivors: number[] = []
-  // As last refreshed: terminateGroup signals right after a check that brought the tracker up to date.
-  const targets = () => tracker.live().filter((entry) => entry.pgrp !== pid)
-  const groupAlive = () => isGroupAlive(pid, tracker)
-  const signalAll = (signal: NodeJS.Signals): number[] => {
-    const denied: number[] = []
-    if (signalGroup(pid, signal) === "denied") denied.push(pid)
-    for (const stat of targets()) if (signalPid(stat.pid, signal) === "denied") denied.push(stat.pid)
-    return denied
+/** One monitored group: its leader, its token, what tracks it, its pipes, and what survived the last stop. */
+type Group = {
+  pid: number
+  token: string
+  table: ProcessTable
+  tracker: DescendantTracker
+  outputs: ReturnType<ProcessTable["outputTargets"]>
+  survivors: number[]
+}
+
+/**
+ * Signals the group and the tracked processes that left it, as last refreshed (terminate signals
+ * right after a check that brought the tracker up to date); returns the pids that may not be signalled.
+ */
+function signalAll(group: Group, signal: NodeJS.Signals): number[] {
+  const { pid, tracker } = group
+  const denied: number[] = []
+  if (signalGroup(pid, signal) === "denied") denied.push(pid)
+  for (const entry of tracker.live()) {
+    if (entry.pgrp !== pid && signalPid(entry.pid, signal) === "denied") denied.push(entry.pid)
   }
-  return {
-    pid,
-    tokenHash: hashToken(token),
-    stdout: child.stdout,
-    stderr: child.stderr,
-    exited,
-    groupAlive,
-    survivors: () => survivors,
-    async trackPipeHolders() {
-      const holders = [
-        ...(outputs.length > 0 ? await table.findHolders(outputs) : []),
-        ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
-      ]
-      await tracker.track(holders)
-      return holders
-    },
-    async leftBehind(pipesOpen) {
-      // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
-      const holders = pipesOpen && outputs.length > 0 ? await table.findHolders(outputs) : []
-      await tracker.track([...holders, ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
-      // A process in the middle of an exec shows an empty environment for a moment (a daemon that
-      // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
-      await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
-      await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
-      const startedAt = performance.now()
-      tracker.adopt(await table.scan(), startedAt)
-      return tracker
-        .live()
-        .filter((stat) => stat.pid !== pid && isLive(stat))
-        .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid, tracker.table) }))
-    },
-    signalGroupNow: () => {
-      tracker.refresh()
-      signalAll("SIGTERM")
-    },
-    async terminateGroup(graceMs) {
-      // One full scan (shared with concurrent stops, yielding) finds members that were never
-      // seen attached: orphans still in the session or group, and processes carrying the token.
-      // Polls then cost O(tracked).
-      const startedAt = performance.now()
-      tracker.adopt(await table.scan(), startedAt)
-      await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
-      const gone = async () => (await liveMembers(pid, tracker)).length === 0
-      if (await gone()) return null
-      signalAll("SIGTERM")
-      if (await waitUntil(gone, graceMs)) return "SIGTERM"
-      signalAll("SIGKILL")
-      await waitUntil(gone, 2_000)
-      // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-      survivors = await liveMembers(pid, tracker)
-      return "SIGKILL"
-    },
-    release() {
-      detach(tracker)
-      // With survivors the watchdog stays armed: it tries again if the server dies.
-      if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
-    },
-  }
+  return denied
+}
+
+/** What still runs of the group after the leader exited (an escaped daemon, a group member). */
+async function leftBehind(group: Group, pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
+  const { pid, table, tracker, token, outputs } = group
+  // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
+  const holders = pipesOpen && outputs.length > 0 ? await table.findHolders(outputs) : []
+  await tracker.track([...holders, ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
+  // A process in the middle of an exec shows an empty environment for a moment (a daemon that
+  // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
+  await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
+  await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+  const startedAt = performance.now()
+  tracker.adopt(await table.scan(), startedAt)
+  return tracker
+    .live()
+    .filter((stat) => stat.pid !== pid && isLive(stat))
+    .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid, tracker.table) }))
+}
+
+/** SIGTERM, then SIGKILL after the grace; resolves with the last signal sent (null: nothing was left). */
+async function terminate(group: Group, graceMs: number): Promise<NodeJS.Signals | null> {
+  const { pid, table, tracker, token } = group
+  // One full scan (shared with concurrent stops, yielding) finds members that were never
+  // seen attached: orphans still in the session or group, and processes carrying the token.
+  // Polls then cost O(tracked).
+  const startedAt = performance.now()
+  tracker.adopt(await table.scan(), startedAt)
+  await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+  const gone = async () => (await liveMembers(pid, tracker)).length === 0
+  if (await gone()) return null
+  signalAll(group, "SIGTERM")
+  if (await waitUntil(gone, graceMs)) return "SIGTERM"
+  signalAll(group, "SIGKILL")
+  await waitUntil(gone, 2_000)
+  // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
+  group.survivors = await liveMembers(pid, tracker)
+  return "SIGKILL"
 }
 
 /**

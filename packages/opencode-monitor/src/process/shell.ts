@@ -30,7 +30,7 @@ export function resolveShell(configured: string | undefined, deps: ShellDeps = {
 }
 
 /** `bash`, `zsh`, `sh`…: what a shell path is called. */
-export function shellName(shell: string): string {
+function shellName(shell: string): string {
   return basename(shell).toLowerCase()
 }
 

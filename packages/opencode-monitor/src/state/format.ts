@@ -60,7 +60,7 @@ export type ServerStateFile = {
 type Env = Record<string, string | undefined>
 
 /** `$XDG_STATE_HOME/opencode/opencode-monitor` (opencode's own state area), `~/.local/state/…` by default. */
-export function stateRoot(env: Env = process.env): string {
+function stateRoot(env: Env = process.env): string {
   const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")
   return join(base, "opencode", "opencode-monitor")
 }

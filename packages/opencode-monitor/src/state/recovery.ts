@@ -7,6 +7,7 @@ import { MonitorLine } from "../pipeline/line"
 import { mayStillRun, type ProcessTable, processStartTime, processTable } from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, type MonitorStatus, parseEnvelopes } from "../codec"
+import { type Logger, namedLogger } from "../log"
 import {
   type MonitorStateEntry,
   parseStateFile,
@@ -46,6 +47,8 @@ export type RecoveredMonitor = {
   survivorPid: number | undefined
 }
 
+const logOf = (deps: RecoveryDeps): Logger => namedLogger(deps.api, "recovery")
+
 const SAFE_ID = /^[A-Za-z0-9_-]{1,128}$/
 // `server-<pid>-<start>[-<instance>].json`: one file per plugin instance of a server process.
 const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
@@ -63,7 +66,7 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const dir = projectStateDir(deps.directory, deps.env)
   const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.table) }
-  const skips = new SkipLog((message, extra) => deps.api.log("warn", message, extra))
+  const skips = new SkipLog((message, extra) => logOf(deps).warn(message, extra))
   const listed = listPrivateDir(dir)
   if (!listed.ok) {
     // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
@@ -82,7 +85,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
       if (entry.status.kind !== "running" && !entry.wakePending) continue
       if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
         // The ids land in an envelope header and a request path: a record is data, not trusted.
-        deps.api.log("warn", "ignoring a malformed entry in a monitor state file", { file: claimed.path })
+        logOf(deps).warn("ignoring a malformed entry in a monitor state file", { file: claimed.path })
         continue
       }
       recovered.push(await reportLost(deps, entry))
@@ -90,7 +93,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
   }
   const records = names.filter((name) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)).length
   if (records > 0) {
-    deps.api.log("info", "restart recovery looked at the monitor state folder", {
+    logOf(deps).info("restart recovery looked at the monitor state folder", {
       folder: dir,
       files: records,
       claimed: claimedPaths.length,
@@ -119,7 +122,7 @@ function claim(
   if (!match) {
     // Temp files, the stop-requests folder and anything else are not records.
     if (name.endsWith(".json"))
-      deps.api.log("warn", "ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
+      logOf(deps).warn("ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
     return undefined
   }
   const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
@@ -137,11 +140,11 @@ function claim(
   }
   const parsed = parseStateFile(read.text)
   if (!parsed.ok) {
-    deps.api.log("warn", "ignoring an unreadable monitor state file", { file: path, error: parsed.error })
+    logOf(deps).warn("ignoring an unreadable monitor state file", { file: path, error: parsed.error })
     return undefined
   }
   if (parsed.file.server.directory !== deps.directory) {
-    deps.api.log("warn", "ignoring a monitor state file of another directory", {
+    logOf(deps).warn("ignoring a monitor state file of another directory", {
       file: path,
       directory: parsed.file.server.directory,
     })
@@ -166,6 +169,37 @@ function claim(
   return { path: claimedPath, file: parsed.file }
 }
 
+/** The session's history, far enough back to see every envelope of this monitor; empty when unreadable. */
+async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<SessionMessage[]> {
+  try {
+    // To the person's message before its start.
+    return await readBack(
+      deps.api,
+      entry.sessionID,
+      (messages) =>
+        historyShowsStart(messages, entry.id) ||
+        messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
+    )
+  } catch {
+    // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
+    return []
+  }
+}
+
+/** The terminal batch a recovered monitor's notice carries: its recorded last lines and its status. */
+function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
+  return {
+    monitorId: entry.id,
+    batchSeq,
+    lines: entry.lastLines.map(
+      (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
+    ),
+    stillRunning: false,
+    status,
+    dropped: NO_DROPS,
+  }
+}
+
 async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
   const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
   const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
@@ -178,26 +212,13 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     unverified = survivor.unverified
   }
   if ((await deps.api.sessionExists(entry.sessionID)) === false) {
-    deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
+    logOf(deps).info("lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
   }
-  let history: SessionMessage[] = []
-  try {
-    // Far enough back to see every envelope of this monitor: to the person's message before its start.
-    history = await readBack(
-      deps.api,
-      entry.sessionID,
-      (messages) =>
-        historyShowsStart(messages, entry.id) ||
-        messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
-    )
-  } catch {
-    // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
-  }
+  const history = await sessionHistory(deps, entry)
   if (!historyShowsStart(history, entry.id)) {
     // A record names any session it likes: only one whose history shows this monitor's start is woken.
-    deps.api.log(
-      "warn",
+    logOf(deps).warn(
       "a state record's monitor not reported: its session's history shows no monitor_start of it",
       fields,
     )
@@ -205,21 +226,12 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   }
   const seen = envelopesOf(history, entry.id)
   if (seen.some((e) => e.status !== "running")) {
-    deps.api.log("info", "lost monitor not reported: its session already has its exit notice", fields)
+    logOf(deps).info("lost monitor not reported: its session already has its exit notice", fields)
     return { ...result, outcome: "already_reported" }
   }
-  const batch: OutputBatch = {
-    monitorId: entry.id,
-    batchSeq: Math.max(0, ...seen.map((e) => e.batch)) + 1,
-    lines: entry.lastLines.map(
-      (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
-    ),
-    stillRunning: false,
-    status: ended ?? { kind: "lost", survivorPid: result.survivorPid, ...(unverified ? { unverified } : {}) },
-    dropped: NO_DROPS,
-  }
-  deps.api.log(
-    "info",
+  const status = ended ?? { kind: "lost", survivorPid: result.survivorPid, ...(unverified ? { unverified } : {}) }
+  const batch = terminalBatch(entry, Math.max(0, ...seen.map((e) => e.batch)) + 1, status)
+  logOf(deps).info(
     ended
       ? "delivering an exit notice its stopped server still owed"
       : "reporting a monitor lost when its server stopped",
@@ -248,18 +260,14 @@ async function stopSurvivor(
   const proof = proveLeader(entry, facts)
   if (proof.kind === "gone") return {}
   if (proof.kind === "unverified") {
-    deps.api.log(
-      "warn",
-      "a state record names a running process that does not prove it is the monitor's; not signalled",
-      {
-        monitorId: entry.id,
-        pid: entry.pid,
-        reason: proof.reason,
-      },
-    )
+    logOf(deps).warn("a state record names a running process that does not prove it is the monitor's; not signalled", {
+      monitorId: entry.id,
+      pid: entry.pid,
+      reason: proof.reason,
+    })
     return { unverified: { pid: entry.pid, reason: proof.reason } }
   }
-  deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
+  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", {
     monitorId: entry.id,
     pid: entry.pid,
   })

@@ -19,7 +19,7 @@ import {
  * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
  * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
  */
-export const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
+const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
 
 export type StopRequest = {
   format: typeof STOP_REQUEST_FORMAT
@@ -33,7 +33,7 @@ export type StopRequest = {
 /** A request nobody took (its server is gone) is removed by any server after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
 /** A request is ~150 bytes; a larger file is never read (nor re-read on every scan). */
-export const STOP_REQUEST_MAX_BYTES = 4_096
+const STOP_REQUEST_MAX_BYTES = 4_096
 
 /** Writes a stop request; returns its path. Throws only on a real I/O error (the TUI shows it). */
 export function writeStopRequest(

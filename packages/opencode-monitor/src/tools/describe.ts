@@ -31,6 +31,7 @@ export function notFound(monitorId: string): MonitorError {
   return new MonitorError(
     "not_found",
     `No monitor ${JSON.stringify(monitorId)} in this session. monitor_list (include_exited: true) shows the ids you can use.`,
+    { monitorId },
   )
 }
 

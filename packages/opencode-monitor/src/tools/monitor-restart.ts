@@ -46,7 +46,7 @@ export function monitorRestart(deps: RestartToolDeps) {
  * running), then the manager stops the old one, waits until its processes are gone and starts
  * the same request. Undefined when the id is not this session's.
  */
-export async function restartMonitor(
+async function restartMonitor(
   deps: { config: MonitorConfig; manager: MonitorManager } & Pick<RestartToolDeps, "beforeStart" | "afterStop">,
   ctx: ToolContext,
   monitorId: string,

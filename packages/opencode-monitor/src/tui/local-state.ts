@@ -22,7 +22,7 @@ export type LocalStateDeps = {
 }
 
 /** A file in the state folder that is not the user's own regular file within the size bound. */
-export class UntrustedFile extends Error {
+class UntrustedFile extends Error {
   override name = "UntrustedFile"
 }
 

@@ -18,7 +18,7 @@ export function screenLine(raw: string): string {
 const MARK = /^\p{M}$/u
 
 /** Terminal cells of one code point: 0 for combining marks and variation selectors, 2 for wide and emoji. */
-export function cellWidth(codePoint: number): number {
+function cellWidth(codePoint: number): number {
   if (codePoint < 0x300) return 1
   if (
     (codePoint >= 0xfe00 && codePoint <= 0xfe0f) ||

@@ -65,7 +65,7 @@ export function shortStatus(monitor: MonitorView, now: number): string {
   }
 }
 
-export function toneOf(monitor: MonitorView): Tone {
+function toneOf(monitor: MonitorView): Tone {
   switch (monitor.statusKind) {
     case "running":
       return "running"
@@ -90,7 +90,7 @@ export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
   return [...running, ...ended]
 }
 
-export function lastLineOf(monitor: MonitorView): StateLine | undefined {
+function lastLineOf(monitor: MonitorView): StateLine | undefined {
   return monitor.lastLines[monitor.lastLines.length - 1]
 }
 

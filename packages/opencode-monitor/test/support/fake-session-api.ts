@@ -15,7 +15,7 @@ export class FakeSessionApi implements SessionApi {
   history = new Map<string, SessionMessage[]>()
   parents = new Map<string, string>()
   sent: SentPrompt[] = []
-  logs: { level: LogLevel; message: string; extra: Record<string, unknown> }[] = []
+  logs: { level: LogLevel; message: string; extra: Record<string, unknown>; service?: string }[] = []
   toasts: { variant: ToastVariant; title: string; message: string }[] = []
   /** Errors the next prompt calls throw, in order; "store" variants keep the message first. */
   failures: { kind: "gone" | "rejected" | "ambiguous"; stored?: boolean }[] = []
@@ -71,8 +71,8 @@ export class FakeSessionApi implements SessionApi {
     return !this.gone.has(sessionID)
   }
 
-  log(level: LogLevel, message: string, extra: Record<string, unknown>) {
-    this.logs.push({ level, message, extra })
+  log(level: LogLevel, message: string, extra: Record<string, unknown>, service?: string) {
+    this.logs.push({ level, message, extra, ...(service ? { service } : {}) })
   }
 
   toast(variant: ToastVariant, title: string, message: string) {

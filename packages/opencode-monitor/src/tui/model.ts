@@ -1,0 +1,180 @@
+import { type FSWatcher, watch } from "node:fs"
+import { projectStateDir } from "../state/format"
+import { writeStopRequest } from "../state/stop-requests"
+import { type MessagePart, monitorsFromMessages } from "./from-messages"
+import { type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
+import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
+
+/**
+ * What the TUI part shows, as plain logic (type-checked and linted; `index.tsx` only renders it):
+ * the local state records, the fallback from a session's messages, the dialog options, a stop.
+ * Nothing here may throw onto the screen.
+ */
+
+/** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
+const FALLBACK_GRACE_MS = 2_000
+const DETAIL_WIDTH = 100
+
+export type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
+type DialogOption = { title: string; value: string; description?: string; category?: string }
+
+const EMPTY: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
+
+export function safely<T>(fn: () => T, fallback: T): T {
+  try {
+    return fn()
+  } catch {
+    return fallback
+  }
+}
+
+/** The project's state folder, or "" when it cannot be known. */
+export function stateFolderOf(directory: string): string {
+  return safely(() => projectStateDir(directory), "")
+}
+
+/**
+ * Reads the project's state records whenever they may have changed: a poll (which also finds the
+ * folder once it exists) plus a watch that makes a new record show at once. `onChange` gets the
+ * snapshot only when it differs from the last one.
+ */
+export class LocalStateWatch {
+  private watcher: FSWatcher | undefined
+  private lastText = ""
+  private readonly seen = new Map<string, MonitorView>()
+
+  constructor(
+    private readonly folder: string,
+    private readonly onChange: (snapshot: LocalSnapshot) => void,
+  ) {}
+
+  refresh(): void {
+    const read = this.folder ? safely(() => readLocalState(this.folder), EMPTY) : EMPTY
+    const next = { ...read, monitors: safely(() => withRemembered(this.seen, read.monitors), read.monitors) }
+    const text = safely(() => JSON.stringify(next), "")
+    if (text === this.lastText) return
+    this.lastText = text
+    this.onChange(next)
+  }
+
+  /** One poll: watch the folder if it exists now, and read it. */
+  poll(): void {
+    if (!this.watcher && this.folder) {
+      try {
+        this.watcher = watch(this.folder, () => this.refresh())
+        this.watcher.on("error", () => this.close())
+      } catch {
+        // Not there yet.
+      }
+    }
+    this.refresh()
+  }
+
+  close(): void {
+    this.watcher?.close()
+    this.watcher = undefined
+  }
+}
+
+/**
+ * The monitors of one session: from a local server's record when there is one; else (a remote
+ * server, or a local one that has not written its record yet) from the session's messages.
+ */
+export function monitorsOfSession(
+  snapshot: LocalSnapshot,
+  sessionID: string,
+  parts: () => MessagePart[],
+  now: number,
+): SessionMonitors {
+  return safely(
+    () => {
+      if (snapshot.liveServers.length > 0 || snapshot.monitors.some((m) => m.sessionID === sessionID)) {
+        return {
+          monitors: snapshot.monitors.filter((m) => m.sessionID === sessionID),
+          local: true,
+          notes: snapshot.notes,
+        }
+      }
+      const fromMessages = monitorsFromMessages(sessionID, parts(), now)
+      const settled = fromMessages.filter((m) => now - m.startedAt >= FALLBACK_GRACE_MS)
+      return { monitors: settled, local: false, notes: snapshot.notes }
+    },
+    { monitors: [], local: false, notes: [] },
+  )
+}
+
+/** The theme colour of a tone. */
+export function colorOf<C>(
+  theme: Record<"text" | "info" | "success" | "error" | "warning" | "textMuted", C>,
+  tone: Tone,
+): C {
+  switch (tone) {
+    case "running":
+      return theme.info
+    case "success":
+      return theme.success
+    case "error":
+      return theme.error
+    case "warning":
+      return theme.warning
+    case "muted":
+      return theme.textMuted
+    default:
+      return theme.text
+  }
+}
+
+/** The "Monitors" dialog: its title, and one option per monitor, then the notes. */
+export function listDialog(found: SessionMonitors, now: number) {
+  const monitors = ordered(found.monitors)
+  const notes = [...found.notes, ...(found.local ? [] : monitors.length > 0 ? [REMOTE_NOTE] : [])]
+  const options: DialogOption[] = [
+    ...monitors.map((monitor) => ({ ...dialogOption(monitor, now), value: monitor.id })),
+    ...notes.map((note) => ({ title: note, value: `note:${note}`, category: "Notes" })),
+  ]
+  return { title: monitors.length === 0 ? "Monitors: none in this session" : "Monitors", options, monitors }
+}
+
+/** One monitor's dialog: its actions (Stop only where a stop request can reach its server), then its rows. */
+export function detailDialog(monitor: MonitorView, local: boolean, now: number) {
+  const rows = detailRows(monitor, now, DETAIL_WIDTH)
+  const canStop = local && monitor.statusKind === "running" && monitor.serverPid !== undefined
+  const actions: DialogOption[] = [
+    ...(canStop
+      ? [{ title: "Stop", value: "stop", description: "SIGTERM to its process group, SIGKILL after the grace" }]
+      : []),
+    { title: "Refresh", value: "refresh" },
+    { title: "Back", value: "back" },
+  ]
+  const stopNote =
+    !local && monitor.statusKind === "running"
+      ? ["Stop is not available: this TUI is not on the server's machine."]
+      : []
+  const options: DialogOption[] = [
+    ...actions.map((a) => ({ ...a, category: "Actions" })),
+    ...[...rows.slice(1), ...stopNote.map((text) => ({ text }))]
+      .filter((row) => row.text !== "")
+      .map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
+  ]
+  return { title: rows[0]?.text ?? monitor.id, options }
+}
+
+/** Asks the monitor's server to stop it (SPEC §11); the toast text says what happened. */
+export function requestStop(folder: string, sessionID: string, monitor: MonitorView) {
+  try {
+    writeStopRequest(folder, { serverPid: monitor.serverPid ?? 0, sessionID, monitorId: monitor.id })
+    return { variant: "info" as const, message: `Stop requested: ${monitor.label} (${monitor.id})` }
+  } catch (error) {
+    return {
+      variant: "error" as const,
+      message: `Could not request the stop (${error instanceof Error ? error.message : String(error)}); ask the agent to call monitor_stop.`,
+    }
+  }
+}
+
+/** The session a route shows, if it is a session's. */
+export function sessionOfRoute(route: { name: string; params?: unknown }): string | undefined {
+  if (route.name !== "session") return undefined
+  const id = (route.params as { sessionID?: unknown } | undefined)?.sessionID
+  return typeof id === "string" ? id : undefined
+}
