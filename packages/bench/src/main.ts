@@ -41,7 +41,8 @@ async function main(): Promise<void> {
   const unknown = (only ?? []).filter((name) => !(name in BENCHES))
   if (unknown.length > 0)
     throw new Error(`unknown benchmark(s) ${unknown.join(", ")}; known: ${Object.keys(BENCHES).join(", ")}`)
-  const plan = makePlan(quick)
+  const before = args.find((a) => a.startsWith("--before="))?.slice("--before=".length)
+  const plan = makePlan(quick, before)
   const machine = machineInfo()
   const startedAt = new Date()
   const header = [
