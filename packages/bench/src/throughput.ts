@@ -115,7 +115,8 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
     mixed: { command: `cat ${shellQuote(file.path)}`, warm: `cat ${shellQuote(warm.path)}`, bytes: file.bytes },
     yes: { command: `yes | head -c ${yesBytes}`, warm: `yes | head -c ${8 * MB}`, bytes: yesBytes },
   }
-  const builds: { label: string; src: string | undefined }[] = [{ label: "", src: undefined }]
+  // The build measured: this tree, or the one OMO_SRC names (passed on to every child).
+  const builds: { label: string; src: string | undefined }[] = [{ label: "", src: process.env.OMO_SRC }]
   if (plan.before) builds.push({ label: " [before]", src: resolve(plan.before) })
   log(
     `throughput: ${(file.bytes / MB).toFixed(0)} MB mixed stream (${file.lines} lines), ${yesBytes / MB} MB of yes, ` +

@@ -1,10 +1,10 @@
 import type { MonitorConfig } from "../config"
-import { envelopeBytes } from "../delivery/envelope"
+import { envelopeBytes, envelopeBytesBound } from "../delivery/envelope"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../status"
 import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
-import type { LineFilter } from "./filter"
-import { MonitorLine, type MonitorStream } from "./line"
+import { type LineFilter, RawWordMatcher } from "./filter"
+import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { LineSplitter } from "./line-splitter"
 import { MonitorRingBuffer } from "./ring-buffer"
 
@@ -32,6 +32,8 @@ export type MonitorPipeline = {
   finish(status: MonitorStatus): void
   /** Stops emitting batches (the ring keeps what it holds). */
   close(): void
+  /** `scheduler.now()` when the process last printed anything (0: nothing yet); set once per chunk. */
+  readonly lastOutputAt: number
 }
 
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
@@ -52,7 +54,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
+    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes, bound: envelopeBytesBound },
   )
   let seq = 0
   let finished = false
@@ -67,10 +69,22 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     }, 0)
   }
 
-  const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
-    const line = new MonitorLine(++seq, stream, bytes, truncated, true)
-    if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = wakeFilter(line.text)
+  // The chunk being split. Its lines are ranges of it (no copy per line); what it decides for all
+  // of its lines at once: none may break into rows (no break byte in it), and where the bytes
+  // alone answer a plain-words pattern.
+  let block: Uint8Array | undefined
+  let blockHasBreaks = false
+  let blockFirstSeq = 0
+  const breaks = new BreakFinder()
+  const matcher = RawWordMatcher.for(filter)
+  const wakeMatcher = RawWordMatcher.for(wakeFilter)
+
+  const accept = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
+    const inBlock = bytes === block
+    const lineBreaks = !inBlock ? 0 : blockHasBreaks && breaks.has(start, end) ? 2 : 1
+    const line = new MonitorLine(++seq, stream, bytes, truncated, true, start, end, lineBreaks)
+    if (filter) line.matched = (inBlock ? matcher?.test(start, end) : undefined) ?? filter(line.text)
+    if (wakeFilter) line.wake = (inBlock ? wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text)
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       pendingDrops.unmatched++
@@ -86,21 +100,59 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const splitters: Record<MonitorStream, LineSplitter> = {
     stdout: new LineSplitter(
       config.line_max_bytes,
-      (bytes, truncated) => accept("stdout", bytes, truncated),
+      (bytes, start, end, truncated) => accept("stdout", bytes, start, end, truncated),
       countDropped,
     ),
     stderr: new LineSplitter(
       config.line_max_bytes,
-      (bytes, truncated) => accept("stderr", bytes, truncated),
+      (bytes, start, end, truncated) => accept("stderr", bytes, start, end, truncated),
       countDropped,
     ),
   }
+
+  /**
+   * The ring keeps lines of a chunk beyond it: when they are a small part of the memory the chunk
+   * holds (a pooled read buffer, a flood of which the ring keeps the last lines), they move to a
+   * copy of just their bytes, so the ring's memory stays what its lines hold.
+   */
+  const releaseBlock = (chunk: Uint8Array) => {
+    let first: MonitorLine | undefined
+    let last: MonitorLine | undefined
+    ring.forEachNewest((line) => {
+      if (line.seq < blockFirstSeq) return false
+      if (line.isIn(chunk)) {
+        last ??= line
+        first = line
+      }
+      return true
+    })
+    if (!first || !last) return
+    const from = first.blockStart
+    const to = last.blockStart + last.byteLength
+    if ((to - from) * 2 >= chunk.buffer.byteLength) return
+    const copy = chunk.slice(from, to)
+    ring.forEachNewest((line) => {
+      if (line.seq < blockFirstSeq) return false
+      if (line.isIn(chunk)) line.moveTo(copy, from)
+      return true
+    })
+  }
+  let lastOutputAt = 0
 
   return {
     ring,
     batcher,
     push(stream, chunk) {
-      if (!finished) splitters[stream].push(chunk)
+      if (finished) return
+      lastOutputAt = options.scheduler.now()
+      block = chunk
+      blockHasBreaks = breaks.startBlock(chunk)
+      blockFirstSeq = seq + 1
+      matcher?.startBlock(chunk)
+      wakeMatcher?.startBlock(chunk)
+      splitters[stream].push(chunk)
+      block = undefined
+      releaseBlock(chunk)
     },
     endStream(stream) {
       if (!finished) splitters[stream].end()
@@ -117,6 +169,9 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       finished = true
       if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
       batcher.close()
+    },
+    get lastOutputAt() {
+      return lastOutputAt
     },
   }
 }

@@ -80,6 +80,13 @@ export class MonitorRingBuffer {
     return total
   }
 
+  /** Visits the retained lines newest first while `visit` returns true. */
+  forEachNewest(visit: (line: MonitorLine) => boolean): void {
+    for (let i = this.size - 1; i >= 0; i--) {
+      if (!visit(this.slots[(this.head + i) % this.capacity] as MonitorLine)) return
+    }
+  }
+
   get length(): number {
     return this.size
   }
