@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,load,wake,state,budget`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -7,7 +7,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { benchBudget } from "./budget.ts"
 import { benchConcurrent } from "./concurrent.ts"
-import { benchLive } from "./live.ts"
+import { benchLive, benchLoadCost } from "./live.ts"
 import { machineInfo } from "./machine.ts"
 import { benchMemory } from "./memory.ts"
 import { benchPermission } from "./permission.ts"
@@ -26,6 +26,8 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   concurrent: benchConcurrent,
   permission: benchPermission,
   live: benchLive,
+  /** The load-cost rows of `live` alone. */
+  load: benchLoadCost,
   wake: benchWake,
   state: benchState,
   budget: benchBudget,
@@ -59,7 +61,7 @@ async function main(): Promise<void> {
   const rows: Row[] = []
   const errors: string[] = []
   for (const [name, bench] of Object.entries(BENCHES)) {
-    if (only && !only.includes(name)) continue
+    if (only ? !only.includes(name) : name === "load") continue
     const t = performance.now()
     try {
       rows.push(...(await bench(plan)))

@@ -10,11 +10,13 @@ import type { ThroughputCase } from "./throughput-child.ts"
 
 const CHILD = fileURLToPath(new URL("./throughput-child.ts", import.meta.url))
 const GB = 1024 * MB
+const HUMAN_SECONDS = 10
+const HUMAN_BYTES_PER_SECOND = 1000 * 1024
 
 type Variant = {
   key: string
   name: string
-  stream: "mixed" | "yes"
+  stream: "mixed" | "yes" | "human"
   mode: "drain" | "monitor"
   pattern?: string
   serverPath?: boolean
@@ -60,6 +62,14 @@ const VARIANTS: Variant[] = [
     stream: "mixed",
     mode: "monitor",
     pattern: "(\\w|\\d)+$",
+  },
+  { key: "human-drain", name: "baseline: drain only, a producer at 1 MB/s for 10 s", stream: "human", mode: "drain" },
+  {
+    key: "human",
+    name: "MonitorManager + routing + observation budget, a producer at 1 MB/s for 10 s",
+    stream: "human",
+    mode: "monitor",
+    serverPath: true,
   },
   { key: "yes-drain", name: "baseline: drain only, plain `yes` (2-byte lines)", stream: "yes", mode: "drain" },
   { key: "yes", name: "MonitorManager, plain `yes` (2-byte lines)", stream: "yes", mode: "monitor" },
@@ -114,6 +124,12 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
   const commands = {
     mixed: { command: `cat ${shellQuote(file.path)}`, warm: `cat ${shellQuote(warm.path)}`, bytes: file.bytes },
     yes: { command: `yes | head -c ${yesBytes}`, warm: `yes | head -c ${8 * MB}`, bytes: yesBytes },
+    // A person-paced log: 200 KB of the mixed stream every 0.2 s (lines cut where the 200 KB end).
+    human: {
+      command: `i=0; while [ $i -lt ${HUMAN_SECONDS * 5} ]; do head -c ${HUMAN_BYTES_PER_SECOND / 5} ${shellQuote(file.path)}; sleep 0.2; i=$((i+1)); done`,
+      warm: `head -c ${HUMAN_BYTES_PER_SECOND / 5} ${shellQuote(warm.path)}`,
+      bytes: HUMAN_SECONDS * HUMAN_BYTES_PER_SECOND,
+    },
   }
   // The build measured: this tree, or the one OMO_SRC names (passed on to every child).
   const builds: { label: string; src: string | undefined }[] = [{ label: "", src: process.env.OMO_SRC }]
@@ -163,7 +179,7 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
     for (const build of variant.mode === "drain" ? builds.slice(0, 1) : builds) {
       const key = variant.key + build.label
       const s = stat(key)
-      const base = stat(variant.stream === "yes" ? "yes-drain" : "drain")
+      const base = stat(variant.stream === "mixed" ? "drain" : `${variant.stream}-drain`)
       const isDrain = variant.mode === "drain"
       const cpuRatio = s.cpu / base.cpu
       const rateRatio = s.rate / base.rate
@@ -172,6 +188,30 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
         before && !isDrain
           ? `; vs before: CPU ${(s.cpu / before.cpu).toFixed(2)}×, lines/s ${(s.lineRate / before.lineRate).toFixed(2)}×`
           : ""
+      if (variant.stream === "human") {
+        const wall = median(s.list.map((r) => r.ms))
+        const baseWall = median(base.list.map((r) => r.ms))
+        const share = median(s.list.map((r) => r.cpuMs / r.ms))
+        rows.push({
+          bench: "1 throughput",
+          case: `${variant.name}${build.label}`,
+          figure: `${(wall / 1000).toFixed(2)} s wall; ${(share * 100).toFixed(1)} % of one core (CPU time / wall time)`,
+          baseline: isDrain ? "–" : `${(baseWall / 1000).toFixed(2)} s wall (drain)`,
+          ratio: isDrain ? 1 : wall / baseWall,
+          target: isDrain ? "–" : "never slowed: wall ≤ 1.05× drain",
+          met: isDrain || build.label !== "" ? undefined : wall <= 1.05 * baseWall,
+          stallMs: median(s.list.map((r) => r.stall.maxGapMs)),
+          stallWorstMs: Math.max(...s.list.map((r) => r.stall.maxGapMs)),
+          runs: s.list.length,
+          detail: {
+            key,
+            src: build.src ?? "this tree",
+            ms: s.list.map((r) => r.ms),
+            cpuMs: s.list.map((r) => r.cpuMs),
+          },
+        })
+        continue
+      }
       const target = isDrain
         ? "–"
         : variant.cpuTarget !== undefined
@@ -193,6 +233,7 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
         figure:
           `${(s.cpu).toFixed(2)} CPU-s/GB; ${formatBytesPerSecond(s.rate)}, ${formatCount(s.lineRate)} lines/s` +
           (isDrain ? "" : ` (${rateRatio.toFixed(2)}× the drain's MB/s)`) +
+          `; ${(median(s.list.map((r) => r.cpuMs / r.ms)) * 100).toFixed(0)} % of a core` +
           vsBefore,
         baseline: isDrain ? "–" : `${base.cpu.toFixed(2)} CPU-s/GB, ${formatBytesPerSecond(base.rate)} (drain)`,
         ratio: isDrain ? 1 : cpuRatio,

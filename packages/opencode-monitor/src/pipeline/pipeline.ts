@@ -2,7 +2,7 @@ import type { MonitorConfig } from "../config"
 import { envelopeBytes, envelopeBytesBound } from "../delivery/envelope"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../status"
-import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
+import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
 import { type LineFilter, RawWordMatcher } from "./filter"
 import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { LineSplitter } from "./line-splitter"
@@ -44,6 +44,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   // the ring (matched lines leaving the ring were already handed to the batcher).
   const pendingDrops: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
   const takeDropped = (): DropCounts => {
+    if (pendingDrops.matched === 0 && pendingDrops.unmatched === 0 && pendingDrops.bytes === 0) return NO_DROPS
     const taken = { ...pendingDrops }
     pendingDrops.matched = 0
     pendingDrops.unmatched = 0
