@@ -29,8 +29,8 @@ export const MUTATIONS: Mutation[] = [
     id: "pipeline-truncated-flag",
     what: "over-long lines are not marked truncated",
     file: "src/pipeline/pipeline.ts",
-    find: 'accept("stdout", bytes, truncated)',
-    replace: 'accept("stdout", bytes, false)',
+    find: 'accept("stdout", bytes, start, end, truncated)',
+    replace: 'accept("stdout", bytes, start, end, false)',
     tests: PIPELINE,
   },
   {
