@@ -3,6 +3,7 @@
  * none is named). Prints one markdown table; each row says what it measured and its baseline,
  * taken in the same run.
  */
+import { startMonitor } from "./start"
 import { spawn, spawnSync } from "node:child_process"
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
@@ -104,7 +105,7 @@ async function flood(): Promise<void> {
     "for i in 1 2; do head -c 8191 /dev/zero | tr '\\0' '\\f'; echo; done; head -c 8190 /dev/zero | tr '\\0' 'x' | sed 's/x/x\\f/g'"
   for (const batchMax of [16_384, 1_024]) {
     const { manager, batches, whenEnded } = managerWith({ batch_max_bytes: batchMax, kill_grace_ms: 300 })
-    const info = await manager.start({ sessionID: "flood", directory: process.cwd(), command })
+    const info = await startMonitor(manager, { sessionID: "flood", directory: process.cwd(), command })
     await whenEnded(info.id)
     const envelopes = batches.map((batch) => formatMonitorBatch({ batch, label: info.label }))
     const largest = Math.max(...envelopes.map((e) => Buffer.byteLength(e)))
@@ -143,7 +144,11 @@ async function stopCost(): Promise<void> {
       const infos = []
       for (let i = 0; i < 16; i++) {
         infos.push(
-          await manager.start({ sessionID: "stop", directory: process.cwd(), command: "trap '' TERM; sleep 1000" }),
+          await startMonitor(manager, {
+            sessionID: "stop",
+            directory: process.cwd(),
+            command: "trap '' TERM; sleep 1000",
+          }),
         )
       }
       await sleep(500)
@@ -219,7 +224,11 @@ async function escapeRate(): Promise<void> {
       const batch = await Promise.all(
         Array.from({ length: 10 }, async (_, k) => {
           const marker = `escape_${process.pid}_${i + k}_${Math.random().toString(36).slice(2, 7)}`
-          const info = await manager.start({ sessionID: `esc${k}`, directory: process.cwd(), command: command(marker) })
+          const info = await startMonitor(manager, {
+            sessionID: `esc${k}`,
+            directory: process.cwd(),
+            command: command(marker),
+          })
           await sleep(400)
           const stopped = await manager.stop(`esc${k}`, info.id, "agent")
           await whenEnded(info.id)

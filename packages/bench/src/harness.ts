@@ -1,10 +1,12 @@
 import { spawn } from "node:child_process"
 import { tmpdir } from "node:os"
+import { existsSync } from "node:fs"
 import { join, resolve } from "node:path"
 import type { MonitorConfig } from "../../opencode-monitor/src/config.ts"
 import type { MonitorInfo } from "../../opencode-monitor/src/manager.ts"
 import type { OutputBatch } from "../../opencode-monitor/src/pipeline/batcher.ts"
 import { type StallReport, StallMeter } from "./stall-meter.ts"
+import type { StartFields } from "./start.ts"
 
 // OMO_SRC=<another checkout's packages/opencode-monitor/src> runs that build instead (the "before"
 // rows of a before/after comparison measured in one run, each in a fresh process).
@@ -17,6 +19,24 @@ const { defaultMonitorConfig } = (await import(
 const { MonitorManager } = (await import(
   join(PLUGIN_SRC, "manager.ts")
 )) as typeof import("../../opencode-monitor/src/manager.ts")
+// Builds before the redesign (issue 24) have no start request: their manager takes the fields.
+const startRequest = existsSync(join(PLUGIN_SRC, "start-request.ts"))
+  ? ((await import(
+      join(PLUGIN_SRC, "start-request.ts")
+    )) as typeof import("../../opencode-monitor/src/start-request.ts"))
+  : undefined
+
+/** Starts a monitor the way monitor_start does (through the one start request of this build). */
+async function startMonitor(manager: InstanceType<typeof MonitorManager>, fields: StartFields): Promise<MonitorInfo> {
+  if (!startRequest) return (manager.start as unknown as (fields: StartFields) => Promise<MonitorInfo>)(fields)
+  const args = {
+    command: fields.command,
+    label: fields.label,
+    match_pattern: fields.matchPattern,
+    wake_pattern: fields.wakePattern,
+  }
+  return manager.start(await startRequest.parseStartRequest(args, fields, manager.config))
+}
 
 /** CPU time (user + system, all threads) this process spent since `since`, in ms. */
 export function cpuMsSince(since: NodeJS.CpuUsage): number {
@@ -154,7 +174,7 @@ export async function runMonitors(
   const ends: Promise<void>[] = []
   for (const command of commands) {
     const startedAt = performance.now()
-    const info = await manager.start({
+    const info = await startMonitor(manager, {
       sessionID: SESSION,
       directory: tmpdir(),
       command,
@@ -197,6 +217,9 @@ async function serverPath(config: MonitorConfig): Promise<(batch: OutputBatch, m
     join(PLUGIN_SRC, "scheduler.ts")
   )) as typeof import("../../opencode-monitor/src/scheduler.ts")
   let forwarded = 0
+  // Builds before the redesign (issue 24) asked `matchWakeLeft` of the budget's deps and took the
+  // monitor's fields as arguments; a `--before` run may measure one of them.
+  const deps = { scheduler, forward: () => void forwarded++, matchWakeLeft: () => true }
   const budget = new ObservationBudget(
     {
       bytesPerMinute: config.observation_bytes_per_minute,
@@ -204,11 +227,17 @@ async function serverPath(config: MonitorConfig): Promise<(batch: OutputBatch, m
       sessionBytes: config.observation_session_bytes,
       summaryIntervalMs: config.observation_summary_interval_ms,
     },
-    { scheduler, forward: () => void forwarded++, matchWakeLeft: () => true },
+    deps,
   )
+  const oldAdmit = budget.admit.length > 3
   return (batch, monitor) => {
-    for (const route of routeBatch({ kind: "primary" }, monitor.sessionID, batch, config.subagent_wake))
-      budget.admit(batch, route, monitor.label, monitor.pattern !== undefined, monitor.wakeLimit)
+    const hasPattern = monitor.pattern !== undefined
+    for (const route of routeBatch({ kind: "primary" }, monitor.sessionID, batch, config.subagent_wake)) {
+      const source = { label: monitor.label, hasPattern, wakeLimit: monitor.wakeLimit, matchWakeLeft: true }
+      if (oldAdmit)
+        (budget.admit as unknown as (...args: unknown[]) => void)(batch, route, monitor.label, hasPattern, 0)
+      else budget.admit(batch, route, source)
+    }
     if (!batch.stillRunning) budget.forgetMonitor(monitor.id)
   }
 }

@@ -33,11 +33,13 @@ if (mode === "load") {
   process.stdout.write(`${JSON.stringify({ loadMs, parserMs, loadedByPlugin })}\n`)
 } else {
   const { permissionQuestions } = await import("../../opencode-monitor/src/permission/questions.ts")
+  const { parseSimpleCommands } = await import("../../opencode-monitor/src/permission/bash-parser.ts")
   const project = mkdtempSync(join(tmpdir(), "bench-perm-"))
   const times: number[] = []
   for (let i = 0; i < Number(calls); i++) {
     const t = performance.now()
-    await permissionQuestions(COMMANDS[i % COMMANDS.length] as string, { directory: project, worktree: project })
+    const commands = await parseSimpleCommands(COMMANDS[i % COMMANDS.length] as string)
+    await permissionQuestions(commands, { directory: project, worktree: project })
     times.push(performance.now() - t)
   }
   process.stdout.write(`${JSON.stringify({ times })}\n`)

@@ -55,7 +55,7 @@ function monitors(count: number, lineLength: number): MonitorSnapshot[] {
       endedAt: undefined,
       timeoutMs: config.max_runtime_ms,
       status: { kind: "running" },
-      stoppedBy: undefined,
+      ending: undefined,
       counters: {
         total: 0,
         matched: 0,

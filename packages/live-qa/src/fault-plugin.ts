@@ -8,7 +8,7 @@ import { appendFileSync } from "node:fs"
 import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "../../opencode-monitor/src/config.ts"
 import { createSessionApi, DeliveryError, type SessionApi } from "../../opencode-monitor/src/delivery/session-api.ts"
-import { createMonitorPlugin } from "../../opencode-monitor/src/hooks.ts"
+import { createMonitorPlugin } from "../../opencode-monitor/src/plugin.ts"
 
 export type FaultOptions = { seed: number; rate: number; log: string }
 

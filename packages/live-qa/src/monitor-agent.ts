@@ -12,6 +12,7 @@
  * per wake that arrived since the model last spoke); a plain observation (Status: running, no
  * `wake:` header) should never reach the model, so answering one is flagged loudly.
  */
+import { parseEnvelopes } from "../../opencode-monitor/src/codec.ts"
 import { type ChatRequest, lastMessage, messageText, type Script, type ScriptReply } from "./scripted-model.ts"
 
 export const OBSERVATION_ANSWERED = "UNEXPECTED: the model was asked to answer an observation"
@@ -41,15 +42,18 @@ export interface EnvelopeHead {
   wakeLine?: string
 }
 
-/** Every envelope in a text, in order: id, label, status. */
+/** Every envelope in a text, in order: id, label, status (read with the plugin's own codec). */
 export function envelopesIn(text: string): EnvelopeHead[] {
-  const starts = [...text.matchAll(/\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\ncommand_label: (.*)\n/g)]
-  return starts.map((start) => {
-    const rest = text.slice(start.index ?? 0)
-    const status = rest.match(/\nStatus: (.*)\n/)?.[1] ?? "unknown"
-    const head = { monitorId: start[1] as string, batch: Number(start[2]), label: start[3] as string, status }
-    const wake = rest.match(/\nstream_policy: untrusted_observation\n(wake: .*)\n/)?.[1]
+  return parseEnvelopes(text).map((envelope) => {
+    const head = {
+      monitorId: envelope.monitorId,
+      batch: envelope.batch,
+      label: envelope.label,
+      status: envelope.statusText,
+    }
+    const { wake } = envelope
     if (!wake) return head
+    const rest = text.slice(envelope.at)
     const seq = wake.match(/ at seq=(\d+)/)?.[1]
     const wakeLine = seq ? rest.match(new RegExp(`\\n\\[(?:stdout|stderr) seq=${seq}\\] (.*)\\n`))?.[1] : undefined
     return { ...head, wake, wakeLine }

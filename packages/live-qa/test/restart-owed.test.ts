@@ -48,7 +48,7 @@ test("an exit notice still queued when the server crashed is delivered by the ne
     50,
     "the record of an exit whose notice waits",
   )
-  expect(owed.status).toBe("exited (code=3)")
+  expect(owed.status).toEqual({ kind: "exited", code: 3 })
   expect((await first.envelopes(sessionID)).filter((e) => e.status !== "running")).toEqual([])
   await first.timeline.stop()
   await first.server.crash()

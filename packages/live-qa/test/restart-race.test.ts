@@ -47,7 +47,7 @@ test("two servers starting together on a crashed server's data report its lost m
   const groups = await waitForProcess(tag, "the monitored sleep to run", 60_000)
   await waitForIdle(first.server.client, sessionID, 60_000, { busyGraceMs: 0 })
   await waitFor(
-    () => data.monitors().some(({ monitor }) => monitor.statusKind === "running") || undefined,
+    () => data.monitors().some(({ monitor }) => monitor.status.kind === "running") || undefined,
     10_000,
     50,
     "the state record of the running monitor",

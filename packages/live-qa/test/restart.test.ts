@@ -69,7 +69,7 @@ test("a monitor cut off by a server crash is reported to its session once, as St
   // The record shows it running, with its line (the writer lags a change by at most ~0.5 s).
   const recorded = await waitFor(
     () => {
-      const found = data.monitors().find(({ monitor }) => monitor.statusKind === "running" && monitor.linesSeen >= 1)
+      const found = data.monitors().find(({ monitor }) => monitor.status.kind === "running" && monitor.linesSeen >= 1)
       return found && { name: found.file, monitor: found.monitor }
     },
     10_000,

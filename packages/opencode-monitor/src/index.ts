@@ -1,7 +1,7 @@
 import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "./config"
 import { createSessionApi } from "./delivery/session-api"
-import { createMonitorPlugin } from "./hooks"
+import { createMonitorPlugin } from "./plugin"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */
 const server: Plugin = async (input, options) => {

@@ -1,8 +1,13 @@
 import { afterEach, describe, expect, test } from "bun:test"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import type { Part, UserMessage } from "@opencode-ai/sdk"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
-import { FakeSessionApi } from "./support/fake-session-api"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
+import { drive } from "./support/drive"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { FakeSessionApi, settle } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
 import { toolContext } from "./support/tool-context"
 
@@ -46,18 +51,47 @@ describe("the observation budget in the plugin", () => {
   }, 30_000)
 
   test("a match wake comes through the budget with streaming off; a match past wake_limit does not", async () => {
-    const { api, start } = plugin({ observation_bytes_per_minute: 0, wake_min_interval_ms: 1_000 })
-    await start("echo booting; echo ready on 3000; sleep 1.5; echo ready on 3000 again; sleep 30", {
-      wake_pattern: "ready on",
-    })
-    expect(await waitFor(() => api.sent.some((p) => !p.noReply), 10_000)).toBe(true)
-    const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
-    expect(wake).toContain("wake: line matched wake_pattern (1 of 1)")
-    expect(wake).toContain("ready on 3000")
-    // The second match, past wake_limit 1, is an observation: held back like any other line.
-    await new Promise((resolve) => setTimeout(resolve, 3_000))
-    expect(api.sent.filter((p) => p.text.includes("again"))).toHaveLength(0)
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
+    const config = { observation_bytes_per_minute: 0, wake_min_interval_ms: 1_000 }
+    const instance = createMonitorPlugin(
+      { ...defaultMonitorConfig(), kill_grace_ms: 300, ...config },
+      { api, scheduler },
+    )
+    instances.push(instance)
+    const gate = mkdtempSync(join(tmpdir(), "omo-budget-"))
+    const once = (name: string) => `while [ ! -e ${gate}/${name} ]; do sleep 0.02; done`
+    const out = await instance.hooks.tool?.monitor_start?.execute(
+      {
+        command: `echo booting; echo ready on 3000; ${once("again")}; echo ready on 3000 again; ${once("exit")}; exit 0`,
+        wake_pattern: "ready on",
+      } as never,
+      toolContext("ses_a"),
+    )
+    const id = String(typeof out === "string" ? out : out?.output).match(/mon_[0-9a-f]{8}/)?.[0] ?? ""
+    const seen = (seq: number) =>
+      (instance.manager.output("ses_a", id, { stream: "all", limit: 10 })?.lines.length ?? 0) >= seq
+    // Each batch is cut by the fake clock once the real process printed its lines.
+    expect(await waitFor(() => seen(2), 10_000)).toBe(true)
+    await drive(scheduler, undefined, { until: () => api.sent.length > 0 })
+    expect(api.sent.map((p) => p.noReply)).toEqual([false])
+    expect(api.sent[0]?.text).toContain("wake: line matched wake_pattern (1 of 1)")
+    expect(api.sent[0]?.text).toContain("ready on 3000")
+    // The second match, past wake_limit 1: its batch is cut and routed, and ten fake minutes bring nothing.
+    writeFileSync(join(gate, "again"), "")
+    expect(await waitFor(() => seen(3), 10_000)).toBe(true)
+    for (let i = 0; i < 600; i++) {
+      scheduler.advance(1_000)
+      await settle()
+    }
     expect(api.sent).toHaveLength(1)
+    // The control: the exit notice counts that line as held back by the budget, so it did reach it.
+    writeFileSync(join(gate, "exit"), "")
+    await drive(scheduler, undefined, { until: () => api.sent.length > 1 })
+    expect(api.sent).toHaveLength(2)
+    expect(api.sent[1]?.text).toContain("Status: exited (code=0)")
+    expect(api.sent[1]?.text).toMatch(/^budget: 1 lines \(\d+ bytes\) since the last envelope were held back/m)
+    rmSync(gate, { recursive: true, force: true })
   }, 30_000)
 
   test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {

@@ -34,7 +34,6 @@ function setup(options: Partial<BudgetOptions> = {}) {
           at: scheduler.now(),
           wakeLimit,
         }),
-      matchWakeLeft: (monitorId) => (wakesLeft.get(monitorId) ?? 0) > 0,
     },
   )
   const monitors = new Map<string, { seq: number; batchSeq: number }>()
@@ -69,7 +68,12 @@ function setup(options: Partial<BudgetOptions> = {}) {
       wake: terminal || opts.wakeLimit !== undefined,
       ...opts.route,
     }
-    budget.admit(batch, route, "dev-server", opts.pattern ?? false, opts.wakeLimit ?? 0)
+    budget.admit(batch, route, {
+      label: "dev-server",
+      hasPattern: opts.pattern ?? false,
+      wakeLimit: opts.wakeLimit ?? 0,
+      matchWakeLeft: (wakesLeft.get(monitorId) ?? 0) > 0,
+    })
     return batch
   }
   /** `seconds` of a monitor printing 10 ordinary 60-byte request lines a second. */

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import type { InjectorOptions } from "../src/delivery/injector"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"

@@ -1,15 +1,11 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import {
-  ENVELOPE_END,
-  ENVELOPE_START,
-  formatMonitorBatch,
-  MAX_ROWS_PER_LINE,
-  sanitizeLabel,
-} from "../src/delivery/envelope"
+import { ENVELOPE_END, ENVELOPE_START } from "../src/codec"
+import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { fallbackStripAnsi, MonitorLine, type MonitorStream } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
+import { MAX_ROWS_PER_LINE } from "../src/pipeline/render"
 import { FakeScheduler } from "./support/fake-scheduler"
 
 const enc = new TextEncoder()

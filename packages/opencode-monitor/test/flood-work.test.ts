@@ -1,9 +1,10 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
-import { envelopeBytes, envelopeBytesBound, formatMonitorBatch } from "../src/delivery/envelope"
+import { formatMonitorBatch } from "../src/delivery/envelope"
 import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter, type LineFilter, RawWordMatcher } from "../src/pipeline/filter"
 import { hasBreakByte, MonitorLine } from "../src/pipeline/line"
+import { envelopeBytes, envelopeBytesBound } from "../src/pipeline/render"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
 

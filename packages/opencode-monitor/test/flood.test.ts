@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
+import { startMonitor } from "./support/start"
 import { MonitorManager } from "../src/manager"
 import type { MonitorInfo } from "../src/manager"
 import type { OutputBatch } from "../src/pipeline/batcher"
@@ -31,7 +32,11 @@ describe("the server's event loop during a flood", () => {
       onBatch: collector.onBatch,
       onEnded: collector.onEnded,
     })
-    const info = await manager.start({ sessionID: "s", directory: process.cwd(), command: "yes | head -c 100000000" })
+    const info = await startMonitor(manager, {
+      sessionID: "s",
+      directory: process.cwd(),
+      command: "yes | head -c 100000000",
+    })
     // Wait until the flood is under way: the first batch exists.
     while (collector.count(info.id) === 0) await new Promise((r) => setImmediate(r))
     const events: string[] = []
@@ -49,9 +54,17 @@ describe("the server's event loop during a flood", () => {
       { ...defaultMonitorConfig(), flush_interval_ms: 250 },
       { onBatch: collector.onBatch, onEnded: collector.onEnded },
     )
-    const flood = await manager.start({ sessionID: "s", directory: process.cwd(), command: "yes | head -c 100000000" })
+    const flood = await startMonitor(manager, {
+      sessionID: "s",
+      directory: process.cwd(),
+      command: "yes | head -c 100000000",
+    })
     // One line, then silence: only the interval timer can flush it.
-    const quiet = await manager.start({ sessionID: "s", directory: process.cwd(), command: "echo tick; sleep 30" })
+    const quiet = await startMonitor(manager, {
+      sessionID: "s",
+      directory: process.cwd(),
+      command: "echo tick; sleep 30",
+    })
     let quietFlushedDuringFlood = false
     collector.whenEnded(flood.id).then(() => {
       quietFlushedDuringFlood = collector.count(quiet.id) > 0

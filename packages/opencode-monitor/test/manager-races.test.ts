@@ -1,8 +1,9 @@
 import { spawnSync } from "node:child_process"
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/hooks"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { type MonitorInfo, MonitorManager } from "../src/manager"
+import { startMonitor } from "./support/start"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { toolContext } from "./support/tool-context"
@@ -32,7 +33,7 @@ function manager(deps: Partial<ConstructorParameters<typeof MonitorManager>[1]> 
 }
 
 const start = (m: MonitorManager, command: string, sessionID = "ses_r") =>
-  m.start({ sessionID, directory: process.cwd(), command })
+  startMonitor(m, { sessionID, directory: process.cwd(), command })
 
 describe("MonitorManager under concurrency", () => {
   test("concurrent monitor_start calls in one step never pass max_monitors_per_session", async () => {
@@ -85,7 +86,7 @@ describe("MonitorManager under concurrency", () => {
     await Bun.sleep(100)
     const stopped = await m.stop("ses_r", info.id, "agent")
     expect(stopped?.status).toEqual({ kind: "exited", code: 3 })
-    expect(stopped?.stoppedBy).toBeUndefined()
+    expect(stopped?.ending).toEqual({ reason: "exit" })
   })
 
   test("a callback that throws affects neither its own monitor's end nor another monitor", async () => {

@@ -9,7 +9,7 @@ import { hiddenCommand, permissionQuestions } from "../src/permission/questions"
 const project = mkdtempSync(join(tmpdir(), "perm-unit-"))
 const place = { directory: project, worktree: project }
 const texts = async (command: string) => (await parseSimpleCommands(command)).map((c) => c.text)
-const ask = (command: string) => permissionQuestions(command, place, () => false)
+const ask = async (command: string) => permissionQuestions(await parseSimpleCommands(command), place, () => false)
 
 describe("simple commands, as opencode's bash tool splits them", () => {
   test.each([
@@ -83,7 +83,11 @@ describe("external_directory, for the path arguments the bash tool checks", () =
   })
 
   test("~ is the home directory and a directory argument is asked as itself", async () => {
-    const questions = await permissionQuestions("cd ~ && cat /etc/hostname", place, (path) => path === homedir())
+    const questions = await permissionQuestions(
+      await parseSimpleCommands("cd ~ && cat /etc/hostname"),
+      place,
+      (path) => path === homedir(),
+    )
     expect(questions.externalDirectories).toEqual([homedir(), "/etc"])
   })
 })

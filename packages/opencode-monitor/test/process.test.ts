@@ -3,7 +3,8 @@ import { spawn } from "node:child_process"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
-import { formatStatus } from "../src/status"
+import { formatStatus } from "../src/codec"
+import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
 import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 
@@ -15,12 +16,12 @@ function manager(overrides: Partial<MonitorConfig> = {}) {
 }
 
 const start = (m: MonitorManager, command: string, sessionID = "s1", extra = {}) =>
-  m.start({ sessionID, directory: process.cwd(), command, ...extra })
+  startMonitor(m, { sessionID, directory: process.cwd(), command, ...extra })
 
 describe("a monitored process", () => {
   test("runs as leader of its own process group with stdin closed, in the given directory", async () => {
     const { m, collector } = manager()
-    const info = await m.start({
+    const info = await startMonitor(m, {
       sessionID: "s1",
       directory: "/tmp",
       command:
@@ -85,7 +86,7 @@ describe("a monitored process", () => {
     await expect(start(m, "definitely-not-a-program-xyz --flag")).rejects.toThrow(
       "Cannot start the command: definitely-not-a-program-xyz: command not found on PATH.",
     )
-    await expect(m.start({ sessionID: "s1", directory: "/no/such/dir", command: "echo hi" })).rejects.toThrow(
+    await expect(startMonitor(m, { sessionID: "s1", directory: "/no/such/dir", command: "echo hi" })).rejects.toThrow(
       /cannot start sh in \/no\/such\/dir/,
     )
     await expect(start(m, "./not-here.sh")).rejects.toThrow(/not-here.sh does not exist or is not executable/)

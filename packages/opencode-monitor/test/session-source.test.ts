@@ -3,7 +3,7 @@ import { classifySession, routeBatch, SessionSources } from "../src/delivery/ses
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { MonitorLine } from "../src/pipeline/line"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
 

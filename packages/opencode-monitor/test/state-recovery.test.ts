@@ -5,16 +5,16 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { processStartTime, readProcStat } from "../src/process/proc-stat"
 import { liveGroupMembers } from "../src/process/process-group"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
-import { formatStatus } from "../src/status"
+import { formatStatus } from "../src/codec"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
-import { stateEntry } from "./support/state-entry"
+import { recorded, stateEntry } from "./support/state-entry"
 
 const DIRECTORY = "/work/project"
 const roots: string[] = []
@@ -29,6 +29,13 @@ afterEach(() => {
 })
 
 const entry = stateEntry
+/** A person's stop from the TUI whose notice had not reached the session yet. */
+const PERSON_STOP = {
+  status: recorded("stopped (by the person at the screen)"),
+  ending: { reason: "stop", by: "person" },
+  endedAt: 1_500,
+  wakePending: true,
+} as const
 
 function stateFile(pid: number, monitors: MonitorStateEntry[], directory = DIRECTORY): ServerStateFile {
   return { format: STATE_FORMAT, server: { pid, pidStartTime: "5", directory, updatedAt: 2_000 }, monitors }
@@ -69,8 +76,8 @@ describe("restart recovery", () => {
       "server-500-5.json",
       stateFile(500, [
         entry("mon_run"),
-        entry("mon_done", { statusKind: "exited", status: "exited (code=0)", endedAt: 1_500 }),
-        entry("mon_stopped", { statusKind: "stopped", status: "stopped", endedAt: 1_600, stoppedBy: "agent" }),
+        entry("mon_done", { status: recorded("exited (code=0)"), endedAt: 1_500 }),
+        entry("mon_stopped", { status: recorded("stopped"), endedAt: 1_600, ending: { reason: "stop", by: "agent" } }),
       ]),
     )
     const result = await recoverLostMonitors(deps())
@@ -95,16 +102,14 @@ describe("restart recovery", () => {
     put(
       "server-500-5.json",
       stateFile(500, [
-        entry("mon_code", { statusKind: "exited", status: "exited (code=3)", endedAt: 1_500, wakePending: true }),
+        entry("mon_code", { status: recorded("exited (code=3)"), endedAt: 1_500, wakePending: true }),
         entry("mon_sig", {
-          statusKind: "signaled",
-          status: "exited (signal=SIGSEGV)",
+          status: recorded("exited (signal=SIGSEGV)"),
           endedAt: 1_500,
           wakePending: true,
         }),
         entry("mon_cap", {
-          statusKind: "timed_out",
-          status: "timed out after 3000 ms (signal=SIGTERM)",
+          status: recorded("timed out after 3000 ms (signal=SIGTERM)"),
           endedAt: 1_500,
           wakePending: true,
         }),
@@ -341,6 +346,31 @@ describe("a lost monitor's process", () => {
 })
 
 describe("the plugin reports lost monitors as it loads", () => {
+  test("a person's stop still queued when the server died stays an observation after the restart (issue 24)", async () => {
+    const root = mkdtempSync(join(tmpdir(), "omo-recovery-"))
+    roots.push(root)
+    const env = { ...process.env, XDG_STATE_HOME: root }
+    const dir = projectStateDir(root, env)
+    mkdirSync(dir, { recursive: true })
+    const stopped = entry("mon_person", PERSON_STOP)
+    writeFileSync(join(dir, "server-999999999-5.json"), JSON.stringify(stateFile(999_999_999, [stopped], root)))
+    const scheduler = new FakeScheduler()
+    scheduler.advance(1_000_000)
+    const api = new FakeSessionApi(() => scheduler.now())
+    api.addMessage("ses_1", { role: "user", text: "watch it", agent: "build" })
+    api.addMessage("ses_1", { role: "assistant", text: "ok" })
+    scheduler.advance(10_000)
+    const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
+    for (let i = 0; i < 20 && api.sent.length === 0; i++) {
+      await settle()
+      scheduler.advance(100)
+    }
+    expect(api.sent).toHaveLength(1)
+    expect(api.sent[0]?.text).toContain("Status: stopped (by the person at the screen)")
+    expect(api.sent[0]?.noReply).toBe(true)
+    await instance.hooks.dispose?.()
+  })
+
   test("through the normal gates, as a wake with the session's agent and model", async () => {
     const root = mkdtempSync(join(tmpdir(), "omo-recovery-"))
     roots.push(root)

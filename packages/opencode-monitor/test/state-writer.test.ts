@@ -3,7 +3,7 @@ import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSy
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
 import { processStartTime } from "../src/process/proc-stat"
 import {
@@ -19,7 +19,8 @@ import {
   STATE_POLL_MS,
   STATE_WRITE_MIN_INTERVAL_MS,
 } from "../src/state/writer"
-import type { MonitorStatus } from "../src/status"
+import type { MonitorStatus } from "../src/codec"
+import { startMonitor } from "./support/start"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 
@@ -40,7 +41,7 @@ function info(id: string, overrides: Partial<MonitorInfo> = {}): MonitorInfo {
     endedAt: undefined,
     timeoutMs: 1_000,
     status: { kind: "running" },
-    stoppedBy: undefined,
+    ending: undefined,
     counters: {
       total: 0,
       matched: 0,
@@ -109,9 +110,8 @@ describe("MonitorStateWriter", () => {
         label: "label-mon_a",
         startedAt: 0,
         endedAt: undefined,
-        statusKind: "running",
-        status: "running",
-        stoppedBy: undefined,
+        status: { kind: "running" },
+        ending: undefined,
         pid: 100,
         pidStartTime: "start-of-100",
         linesSeen: 0,
@@ -191,7 +191,7 @@ describe("MonitorStateWriter", () => {
 
   test("an exit is written with its status; the ended entry expires after STATE_ENDED_RETAIN_MS and the file goes", () => {
     const { writer, scheduler, monitors, read } = setup()
-    const monitor = info("mon_a", { stoppedBy: undefined })
+    const monitor = info("mon_a", { ending: undefined })
     monitors.push({ info: monitor, pid: 100, lastLines: [] })
     writer.changed()
     scheduler.advance(1_000)
@@ -199,9 +199,7 @@ describe("MonitorStateWriter", () => {
     monitor.endedAt = scheduler.now()
     writer.changed()
     scheduler.advance(STATE_WRITE_MIN_INTERVAL_MS)
-    expect(read()?.monitors.map((m) => [m.statusKind, m.status, m.endedAt])).toEqual([
-      ["exited", "exited (code=3)", 1_000],
-    ])
+    expect(read()?.monitors.map((m) => [m.status, m.endedAt])).toEqual([[{ kind: "exited", code: 3 }, 1_000]])
     // The manager forgets it (session deleted); the record keeps it for the TUI a while.
     monitors.length = 0
     scheduler.advance(STATE_ENDED_RETAIN_MS - 2 * STATE_WRITE_MIN_INTERVAL_MS)
@@ -236,7 +234,7 @@ describe("MonitorStateWriter", () => {
       const parsed = parseStateFile(readFileSync(writer.path, "utf8"))
       return parsed.ok ? parsed.file.monitors : []
     }
-    expect(fileOf().map((m) => [m.statusKind, m.wakePending])).toEqual([["exited", true]])
+    expect(fileOf().map((m) => [m.status.kind, m.wakePending])).toEqual([["exited", true]])
     scheduler.advance(2 * STATE_ENDED_RETAIN_MS)
     expect(fileOf().map((m) => m.wakePending)).toEqual([true])
     queued.delete("mon_a") // sent
@@ -259,7 +257,7 @@ describe("MonitorStateWriter", () => {
     scheduler.advance(0)
     const file = read()
     expect(file?.monitors).toHaveLength(STATE_MAX_MONITORS)
-    const running = file?.monitors.filter((m) => m.statusKind === "running") ?? []
+    const running = file?.monitors.filter((m) => m.status.kind === "running") ?? []
     expect(running).toHaveLength(STATE_MAX_MONITORS + 20 - 40)
     // The newest ended ones fill the rest.
     expect(file?.monitors.at(-1)?.id).toBe(`mon_${40 - (STATE_MAX_MONITORS - running.length)}`)
@@ -330,7 +328,7 @@ describe("the plugin keeps the record of its real monitors", () => {
       { ...defaultMonitorConfig(), kill_grace_ms: 300 },
       { api, directory: root, env },
     )
-    const started = await instance.manager.start({
+    const started = await startMonitor(instance.manager, {
       sessionID: "ses_1",
       directory: root,
       command: "echo one; echo two >&2; sleep 30",
@@ -366,7 +364,11 @@ test("an exit while its session is busy is recorded as owed (wakePending) until 
     { ...defaultMonitorConfig(), pending_retry_ms: 100 },
     { api, directory: root, env },
   )
-  const started = await instance.manager.start({ sessionID: "ses_1", directory: root, command: "echo done; exit 3" })
+  const started = await startMonitor(instance.manager, {
+    sessionID: "ses_1",
+    directory: root,
+    command: "echo done; exit 3",
+  })
   const dir = projectStateDir(root, env)
   const entryOf = () => {
     const name = existsSync(dir) ? readdirSync(dir).find((n) => n.startsWith("server-")) : undefined
@@ -374,14 +376,15 @@ test("an exit while its session is busy is recorded as owed (wakePending) until 
     return parsed?.ok ? parsed.file.monitors.find((m) => m.id === started.id) : undefined
   }
   const owed = await waitForValue(() => (entryOf()?.wakePending ? entryOf() : undefined), 5_000)
-  expect(owed.status).toBe("exited (code=3)")
+  expect(owed.status).toEqual({ kind: "exited", code: 3 })
+  expect(owed.ending).toEqual({ reason: "exit" })
   delete api.busy.ses_1
   await waitForValue(() => (api.sent.length > 0 ? true : undefined), 5_000)
   const settled = await waitForValue(() => {
     const entry = entryOf()
     return entry && !entry.wakePending ? entry : undefined
   }, 5_000)
-  expect(settled.statusKind).toBe("exited")
+  expect(settled.status.kind).toBe("exited")
   await instance.hooks.dispose?.()
 }, 15_000)
 

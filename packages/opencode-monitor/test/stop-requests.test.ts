@@ -3,7 +3,7 @@ import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, wr
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin } from "../src/hooks"
+import { createMonitorPlugin } from "../src/plugin"
 import { projectStateDir, stopRequestDir } from "../src/state/format"
 import {
   parseStopRequest,
@@ -12,6 +12,10 @@ import {
   watchStopRequests,
   writeStopRequest,
 } from "../src/state/stop-requests"
+import { realScheduler } from "../src/scheduler"
+import { FakeScheduler } from "./support/fake-scheduler"
+import { drive } from "./support/drive"
+import { startMonitor } from "./support/start"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 
@@ -115,7 +119,7 @@ describe("stop requests between the TUI part and the server part", () => {
   test("no folder: nothing to do, nothing created", () => {
     const dir = join(tempDir(), "absent")
     expect(scanStopRequests(dir, recorder(7).handler)).toBe(0)
-    const stop = watchStopRequests(dir, recorder(7).handler, 50)
+    const stop = watchStopRequests(dir, { ...recorder(7).handler, scheduler: new FakeScheduler() }, 50)
     stop()
     expect(existsSync(dir)).toBe(false)
   })
@@ -123,7 +127,7 @@ describe("stop requests between the TUI part and the server part", () => {
   test("the watcher finds a request made after it started, even when the folder did not exist yet", async () => {
     const dir = tempDir()
     const seven = recorder(7, ["mon_a"], () => Date.now())
-    const stop = watchStopRequests(dir, seven.handler, 100)
+    const stop = watchStopRequests(dir, { ...seven.handler, scheduler: realScheduler }, 100)
     try {
       writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_a" })
       expect(await waitFor(() => seven.calls.length === 1, 5_000)).toBe(true)
@@ -144,7 +148,7 @@ describe("a stop from the TUI is a person's stop", () => {
       { api, directory: root, env },
     )
     try {
-      const started = await instance.manager.start({
+      const started = await startMonitor(instance.manager, {
         sessionID: "ses_1",
         directory: root,
         command: `echo ready; sleep 30; : ${marker}`,
@@ -161,7 +165,7 @@ describe("a stop from the TUI is a person's stop", () => {
       )
       expect(liveProcesses(marker)).toEqual([])
       const info = instance.manager.get("ses_1", started.id)
-      expect(info?.stoppedBy).toBe("person")
+      expect(info?.ending).toEqual({ reason: "stop", by: "person" })
       expect(await waitFor(() => api.sent.some((p) => p.text.includes("Status: stopped")), 5_000)).toBe(true)
       const terminal = api.sent.filter((p) => p.text.includes("Status: stopped"))
       expect(terminal).toHaveLength(1)
@@ -180,7 +184,7 @@ describe("a stop from the TUI is a person's stop", () => {
     const idle = createMonitorPlugin(config, { api, directory: root, env })
     const busy = createMonitorPlugin(config, { api, directory: root, env })
     try {
-      const started = await busy.manager.start({
+      const started = await startMonitor(busy.manager, {
         sessionID: "ses_1",
         directory: root,
         command: "sleep 30",
@@ -192,38 +196,45 @@ describe("a stop from the TUI is a person's stop", () => {
         monitorId: started.id,
       })
       expect(await waitFor(() => busy.manager.get("ses_1", started.id)?.status.kind === "stopped", 10_000)).toBe(true)
-      expect(busy.manager.get("ses_1", started.id)?.stoppedBy).toBe("person")
+      expect(busy.manager.get("ses_1", started.id)?.ending).toEqual({ reason: "stop", by: "person" })
     } finally {
       await idle.hooks.dispose?.()
       await busy.hooks.dispose?.()
     }
   }, 30_000)
 
-  test("a request addressed to another server leaves this server's monitor running", async () => {
+  test("a request addressed to another server leaves this server's monitor running; the same polls take one addressed to it", async () => {
     const root = tempDir()
     const env = { ...process.env, XDG_STATE_HOME: root }
-    const api = new FakeSessionApi(Date.now)
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
     const instance = createMonitorPlugin(
       { ...defaultMonitorConfig(), kill_grace_ms: 300 },
-      { api, directory: root, env },
+      { api, directory: root, env, scheduler },
     )
     try {
-      const started = await instance.manager.start({
+      const started = await startMonitor(instance.manager, {
         sessionID: "ses_1",
         directory: root,
         command: "sleep 30",
         label: "long",
       })
-      const path = writeStopRequest(projectStateDir(root, env), {
-        serverPid: process.pid + 1,
-        sessionID: "ses_1",
-        monitorId: started.id,
-      })
-      await new Promise((resolve) => setTimeout(resolve, 1_500))
-      expect(instance.manager.get("ses_1", started.id)?.status.kind).toBe("running")
-      expect(existsSync(path)).toBe(true)
+      const dir = projectStateDir(root, env)
+      const addressed = (serverPid: number) =>
+        writeStopRequest(dir, { serverPid, sessionID: "ses_1", monitorId: started.id }, scheduler.now())
+      const foreign = addressed(process.pid + 1)
+      // Five polls on the fake clock, run synchronously: nothing else (no fs.watch event) runs meanwhile.
+      scheduler.advance(5_000)
+      expect(instance.manager.get("ses_1", started.id)?.ending).toBeUndefined()
+      expect(existsSync(foreign)).toBe(true)
+      // The control: the watcher was polling all along, and takes a request that is this server's.
+      const own = addressed(process.pid)
+      scheduler.advance(1_000)
+      expect(instance.manager.get("ses_1", started.id)?.ending).toEqual({ reason: "stop", by: "person" })
+      expect(existsSync(own)).toBe(false)
+      expect(existsSync(foreign)).toBe(true)
     } finally {
-      await instance.hooks.dispose?.()
+      await drive(scheduler, instance.hooks.dispose?.())
     }
   }, 30_000)
 })

@@ -3,7 +3,8 @@ import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "n
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
-import { formatStatus } from "../src/status"
+import { formatStatus } from "../src/codec"
+import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
 import { uniqueMarker, waitFor } from "./support/processes"
 
@@ -47,7 +48,11 @@ describe("a process that survives the stop", () => {
       { onBatch: collector.onBatch, onEnded: collector.onEnded },
     )
     const marker = uniqueMarker("survivor")
-    const info = await m.start({ sessionID: "s1", directory: process.cwd(), command: `sleep 1000; : ${marker}` })
+    const info = await startMonitor(m, {
+      sessionID: "s1",
+      directory: process.cwd(),
+      command: `sleep 1000; : ${marker}`,
+    })
     const leader = m.snapshot(0).find((s) => s.info.id === info.id)?.pid as number
     expect(await waitFor(() => childOf(leader) !== undefined, 5_000)).toBe(true)
     const sleeper = childOf(leader) as number

@@ -6,7 +6,7 @@ import { type MonitorStateEntry, STATE_FORMAT, serverStateFileName } from "../sr
 import { type MessagePart, monitorsFromMessages } from "../src/tui/from-messages"
 import { readLocalState, withRemembered } from "../src/tui/local-state"
 import type { MonitorView } from "../src/tui/view"
-import { stateEntry } from "./support/state-entry"
+import { recorded, stateEntry } from "./support/state-entry"
 
 const roots: string[] = []
 afterEach(() => {
@@ -72,10 +72,7 @@ describe("reading the local state files", () => {
 
   test("a dead server's running monitor is shown lost, never running, and cannot be stopped", () => {
     const dir = tempDir()
-    writeServerFile(dir, 11, [
-      entry("mon_a"),
-      entry("mon_b", { statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 }),
-    ])
+    writeServerFile(dir, 11, [entry("mon_a"), entry("mon_b", { status: recorded("exited (code=0)"), endedAt: 2_000 })])
     const snap = readLocalState(dir, alive([]))
     expect(snap.liveServers).toEqual([])
     expect(snap.monitors.map((m) => [m.id, m.statusKind, m.serverPid])).toEqual([
@@ -101,7 +98,10 @@ describe("reading the local state files", () => {
 
 describe("remembering ended monitors the state file dropped", () => {
   const view = (id: string, statusKind: MonitorView["statusKind"]): MonitorView => ({
-    ...entry(id, { statusKind }),
+    ...entry(id),
+    statusKind,
+    status: statusKind,
+    stoppedBy: undefined,
     serverPid: 1,
   })
 
@@ -188,6 +188,25 @@ describe("the remote fallback: what the session's messages show", () => {
     expect(stopped[0]?.statusKind).toBe("stopped")
     const timedOut = monitorsFromMessages("s", [envelope(1, [], "timed out after 5 ms (signal=SIGTERM)", 5)], 9)
     expect(timedOut[0]?.statusKind).toBe("timed_out")
+  })
+
+  test("a lost monitor is shown lost, not failed (issue 24)", () => {
+    const plain = monitorsFromMessages("s", [envelope(1, [], "lost (the opencode server stopped while it ran)", 5)], 9)
+    expect(plain[0]?.statusKind).toBe("lost")
+    const survivor = monitorsFromMessages(
+      "s",
+      [
+        envelope(
+          1,
+          [],
+          "lost (the opencode server stopped while it ran; its process 4242 is still running and could not be stopped)",
+          5,
+        ),
+      ],
+      9,
+    )
+    expect(survivor[0]?.statusKind).toBe("lost")
+    expect(survivor[0]?.endedAt).toBe(5)
   })
 
   test("a session without monitors gives nothing", () => {

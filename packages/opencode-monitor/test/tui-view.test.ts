@@ -1,11 +1,10 @@
 import { describe, expect, test } from "bun:test"
-import type { MonitorStateEntry } from "../src/state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "../src/tui/text"
 import { detailRows, type MonitorView, REMOTE_NOTE, SIDEBAR_DEFAULTS, shortStatus, sidebarRows } from "../src/tui/view"
 
 const HOSTILE = "\x1b[31mred\x1b[0m\x1b]0;title\x07 \u202eevil\u202c tab\there\r\nnext\x00\x7f\u0085\u2028line\u200b"
 
-function monitor(overrides: Partial<MonitorStateEntry & { serverPid: number | undefined }> = {}): MonitorView {
+function monitor(overrides: Partial<MonitorView> = {}): MonitorView {
   return {
     id: "mon_00000001",
     sessionID: "ses_1",
@@ -103,7 +102,6 @@ describe("the sidebar", () => {
         "stopped by you",
       ],
       [{ statusKind: "lost", status: "lost (the opencode server stopped while it ran)" }, "lost"],
-      [{ statusKind: "failed", status: "failed" }, "failed"],
     ]
     for (const [overrides, expected] of cases) {
       const view = monitor({ ...ended, ...overrides })

@@ -19,8 +19,17 @@ export type BudgetDeps = {
   scheduler: Scheduler
   /** The next stage (the injector's enqueue); `wakeLimit` is the monitor's `wake_limit` (0 = none). */
   forward: (batch: OutputBatch, route: Route, label: string, wakeLimit: number) => void
-  /** The monitor may still cause a match wake (`wake_limit` not used up): the injector knows. */
-  matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
+}
+
+/** The monitor a batch is from, as the budget needs it. */
+export type BatchSource = {
+  label: string
+  /** It has a `match_pattern`: its matching lines are priority lines. */
+  hasPattern: boolean
+  /** Its `wake_limit` (0 without a `wake_pattern`), passed on to the injector. */
+  wakeLimit: number
+  /** It may still cause a match wake (`wake_limit` not used up; the router asks the injector). */
+  matchWakeLeft: boolean
 }
 
 /** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
@@ -89,9 +98,9 @@ export class ObservationBudget {
     private readonly deps: BudgetDeps,
   ) {}
 
-  /** `wakeLimit`: the monitor's `wake_limit` (0 without a `wake_pattern`), passed on to the injector. */
-  admit(batch: OutputBatch, routed: Route, label: string, hasPattern: boolean, wakeLimit = 0): void {
-    const wake = isWakeDelivery(batch, routed, this.deps.matchWakeLeft?.(batch.monitorId, wakeLimit) ?? false)
+  admit(batch: OutputBatch, routed: Route, source: BatchSource): void {
+    const { label, hasPattern, wakeLimit } = source
+    const wake = isWakeDelivery(batch, routed, source.matchWakeLeft)
     // A match past wake_limit is an observation; a subagent's root session gets none of it (the
     // child has its own route for those lines).
     if (routed.wake && !wake && routed.subagentSessionID !== undefined) return

@@ -1,9 +1,11 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "../config"
 import { MonitorError } from "../errors"
+import type { SimpleCommand } from "./bash-parser"
 import { directoryPatterns, permissionQuestions } from "./questions"
 
-export type AuthorizeRequest = { command: string; label: string }
+/** The command, its simple commands (parsed once, by the start request) and its label. */
+export type AuthorizeRequest = { command: string; commands: readonly SimpleCommand[]; label: string }
 
 /**
  * The user's permission rules decide, as they decide opencode's bash tool for the same string:
@@ -16,7 +18,7 @@ export async function authorizeCommand(
   config: MonitorConfig,
 ): Promise<void> {
   const { command, label } = request
-  const questions = await permissionQuestions(command, { directory: ctx.directory, worktree: ctx.worktree })
+  const questions = await permissionQuestions(request.commands, { directory: ctx.directory, worktree: ctx.worktree })
   if (typeof ctx.ask !== "function") return checkAllowedCommands(questions.programs, config)
   if (questions.externalDirectories.length > 0) {
     const patterns = directoryPatterns(questions.externalDirectories)

@@ -40,13 +40,13 @@ const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
 const MAX_NESTING = 4
 
 /**
- * The questions for one command string. The bash tool's own questions come first and unchanged;
+ * The questions for one command string, from its simple commands. The bash tool's own questions come first and unchanged;
  * where it cannot see what runs, commands hidden in `sh -c '…'`, `bash -c`, `eval '…'`, `xargs cmd`,
  * `find -exec cmd`, `sudo`/`doas`/`nice`/`timeout`/`setsid`/`stdbuf`/`ionice cmd`, and behind `NAME=value` or `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
  * further `bash` patterns (never as "always" entries): a deny rule for them still applies.
  */
 export async function permissionQuestions(
-  command: string,
+  commands: readonly SimpleCommand[],
   place: Place,
   isDirectory: (path: string) => boolean = (path) => statSync(path, { throwIfNoEntry: false })?.isDirectory() === true,
 ): Promise<PermissionQuestions> {
@@ -56,7 +56,7 @@ export async function permissionQuestions(
     always: new Set<string>(),
     programs: [] as string[],
   }
-  for (const simple of await parseSimpleCommands(command)) {
+  for (const simple of commands) {
     const name = simple.words[0]
     if (name !== undefined && PATH_COMMANDS.has(name)) {
       for (const dir of outsideDirectories(simple, place, isDirectory)) questions.dirs.add(dir)

@@ -1,5 +1,5 @@
 import type { Scheduler, TimerHandle } from "../scheduler"
-import type { MonitorStatus } from "../status"
+import type { MonitorStatus } from "../codec"
 import type { MonitorLine } from "./line"
 
 export type DropCounts = { matched: number; unmatched: number; bytes: number }

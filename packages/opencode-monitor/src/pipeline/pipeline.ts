@@ -1,10 +1,10 @@
 import type { MonitorConfig } from "../config"
-import { envelopeBytes, envelopeBytesBound } from "../delivery/envelope"
+import type { MonitorStatus } from "../codec"
 import type { Scheduler, TimerHandle } from "../scheduler"
-import type { MonitorStatus } from "../status"
 import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
 import { type LineFilter, RawWordMatcher } from "./filter"
 import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
+import { envelopeBytes, envelopeBytesBound } from "./render"
 import { LineSplitter } from "./line-splitter"
 import { MonitorRingBuffer } from "./ring-buffer"
 

@@ -1,6 +1,7 @@
 import { createHash } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
+import type { Ending, MonitorStatus, StopReason } from "../codec"
 
 /**
  * The small on-disk record of a server's monitors (SPEC §11, §12). The server part writes one file
@@ -8,15 +9,13 @@ import { join } from "node:path"
  * what runs, and a restarted server reads the files of dead servers to report monitors cut off by
  * the crash. Never the raw command: labels only. Everything here is bounded.
  */
-export const STATE_FORMAT = "opencode-monitor/state@1"
+export const STATE_FORMAT = "opencode-monitor/state@2"
 
 /** At most this many last lines per monitor, each at most LINE_TEXT_MAX characters. */
 export const STATE_LAST_LINES = 5
 export const STATE_LINE_TEXT_MAX = 512
 /** At most this many monitors per file (running first, then the newest ended ones). */
 export const STATE_MAX_MONITORS = 64
-
-export type StateStatusKind = "running" | "exited" | "signaled" | "timed_out" | "stopped" | "failed" | "lost"
 
 export type StateLine = { stream: "stdout" | "stderr"; seq: number; text: string }
 
@@ -26,11 +25,10 @@ export type MonitorStateEntry = {
   label: string
   startedAt: number
   endedAt: number | undefined
-  statusKind: StateStatusKind
-  /** The envelope's `Status:` text, e.g. `exited (code=3)`. */
-  status: string
-  /** Who stopped it, when it was stopped: "agent", "person", "session", "shutdown". */
-  stoppedBy: string | undefined
+  /** The status itself, not its text: a restarted server delivers exactly this (SPEC §12). */
+  status: MonitorStatus
+  /** How it came to its end, once decided (who stopped it, for a stop). */
+  ending: Ending | undefined
   /** The process group leader, and its start time (field 22 of /proc/<pid>/stat) to prove identity. */
   pid: number
   pidStartTime: string | undefined
@@ -114,15 +112,13 @@ export function parseStateFile(text: string): ParseResult {
   }
 }
 
-const STATUS_KINDS = new Set<string>(["running", "exited", "signaled", "timed_out", "stopped", "failed", "lost"])
-
 function parseEntry(entry: unknown): MonitorStateEntry | undefined {
   if (!isObject(entry)) return undefined
-  const { id, sessionID, label, startedAt, endedAt, statusKind, status, stoppedBy, pid, pidStartTime, linesSeen } =
-    entry
+  const { id, sessionID, label, startedAt, endedAt, pid, pidStartTime, linesSeen } = entry
   if (typeof id !== "string" || typeof sessionID !== "string" || typeof label !== "string") return undefined
-  if (!isInt(startedAt) || !isInt(pid) || !isInt(linesSeen) || typeof status !== "string") return undefined
-  if (typeof statusKind !== "string" || !STATUS_KINDS.has(statusKind)) return undefined
+  if (!isInt(startedAt) || !isInt(pid) || !isInt(linesSeen)) return undefined
+  const status = readStatus(entry.status)
+  if (!status) return undefined
   const lastLines: StateLine[] = []
   if (Array.isArray(entry.lastLines)) {
     for (const line of entry.lastLines.slice(-STATE_LAST_LINES)) {
@@ -137,15 +133,57 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     label,
     startedAt,
     endedAt: isInt(endedAt) ? endedAt : undefined,
-    statusKind: statusKind as StateStatusKind,
     status,
-    stoppedBy: typeof stoppedBy === "string" ? stoppedBy : undefined,
+    ending: readEnding(entry.ending),
     pid,
     pidStartTime: typeof pidStartTime === "string" ? pidStartTime : undefined,
     linesSeen,
     lastLines,
     ...(entry.wakePending === true ? { wakePending: true } : {}),
   }
+}
+
+/** A recorded status, field by field: a record is data a process could have written, not trusted. */
+function readStatus(raw: unknown): MonitorStatus | undefined {
+  if (!isObject(raw)) return undefined
+  const leftovers = {
+    ...(Array.isArray(raw.survivors) && raw.survivors.every(isInt) ? { survivors: raw.survivors.slice(0, 64) } : {}),
+    ...(raw.pipesHeld === true ? { pipesHeld: true } : {}),
+  }
+  const signal = (value: unknown) => (typeof value === "string" && /^[A-Z0-9]{1,16}$/.test(value) ? value : null)
+  switch (raw.kind) {
+    case "running":
+      return { kind: "running" }
+    case "exited":
+      return isInt(raw.code) ? { kind: "exited", code: raw.code, ...leftovers } : undefined
+    case "signaled":
+      return { kind: "signaled", signal: signal(raw.signal) ?? "unknown", ...leftovers }
+    case "timed_out":
+      return isInt(raw.afterMs)
+        ? { kind: "timed_out", afterMs: raw.afterMs, signal: signal(raw.signal), ...leftovers }
+        : undefined
+    case "stopped":
+      return {
+        kind: "stopped",
+        signal: signal(raw.signal),
+        ...(raw.byPerson === true ? { byPerson: true } : {}),
+        ...leftovers,
+      }
+    case "lost":
+      return { kind: "lost", survivorPid: isInt(raw.survivorPid) ? raw.survivorPid : undefined, ...leftovers }
+    default:
+      return undefined
+  }
+}
+
+const STOP_REASONS = new Set<string>(["agent", "person", "session", "shutdown"] satisfies StopReason[])
+
+function readEnding(raw: unknown): Ending | undefined {
+  if (!isObject(raw)) return undefined
+  if (raw.reason === "exit" || raw.reason === "deadline") return { reason: raw.reason }
+  if (raw.reason === "stop" && typeof raw.by === "string" && STOP_REASONS.has(raw.by))
+    return { reason: "stop", by: raw.by as StopReason }
+  return undefined
 }
 
 function isObject(value: unknown): value is Record<string, unknown> {

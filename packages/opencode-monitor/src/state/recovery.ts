@@ -6,7 +6,7 @@ import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
 import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
-import { formatStatus, type MonitorStatus } from "../status"
+import { formatStatus, parseEnvelopes } from "../codec"
 import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
@@ -66,7 +66,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
     claimedPaths.push(claimed.path)
     for (const entry of claimed.file.monitors) {
       // Ended with its notice delivered (or stopped on request): nothing is owed.
-      if (entry.statusKind !== "running" && !entry.wakePending) continue
+      if (entry.status.kind !== "running" && !entry.wakePending) continue
       if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
         // The ids land in an envelope header and a request path: a record is data, not trusted.
         deps.api.log("warn", "ignoring a malformed entry in a monitor state file", { file: claimed.path })
@@ -148,7 +148,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
   const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
   // An exit whose notice was still queued is reported as it ended; a running one was cut off.
-  const ended = entry.statusKind === "running" ? undefined : recordedStatus(entry)
+  const ended = entry.status.kind === "running" ? undefined : entry.status
   if (!ended) result.survivorPid = await stopSurvivor(deps, entry)
   if ((await deps.api.sessionExists(entry.sessionID)) === false) {
     deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
@@ -216,37 +216,13 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
   return entry.pid
 }
 
-/** The status a record says a monitor ended with, read back from its kind and text. */
-function recordedStatus(entry: MonitorStateEntry): MonitorStatus | undefined {
-  const text = entry.status
-  const code = /code=(-?\d+)/.exec(text)?.[1]
-  const signal = /signal=([A-Z0-9]+)/.exec(text)?.[1] ?? null
-  switch (entry.statusKind) {
-    case "exited":
-      return code === undefined ? undefined : { kind: "exited", code: Number(code) }
-    case "signaled":
-      return signal ? { kind: "signaled", signal } : undefined
-    case "timed_out": {
-      const afterMs = /after (\d+) ms/.exec(text)?.[1]
-      return afterMs === undefined ? undefined : { kind: "timed_out", afterMs: Number(afterMs), signal }
-    }
-    case "stopped":
-      return { kind: "stopped", signal }
-    default:
-      return undefined
-  }
-}
-
 /** This monitor's envelopes in a session history: their batch numbers and statuses. */
 function envelopesOf(history: readonly SessionMessage[], monitorId: string): { batch: number; status: string }[] {
-  const head = `monitor_id: ${monitorId}\nbatch: `
   const out: { batch: number; status: string }[] = []
   for (const message of history) {
     if (message.role !== "user" || !message.synthetic) continue
-    const at = message.text.indexOf(head)
-    if (at < 0) continue
-    const rest = message.text.slice(at + head.length)
-    out.push({ batch: Number.parseInt(rest, 10) || 0, status: /\nStatus: (.*)\n/.exec(rest)?.[1] ?? "running" })
+    for (const head of parseEnvelopes(message.text))
+      if (head.monitorId === monitorId) out.push({ batch: head.batch, status: head.statusText })
   }
   return out
 }

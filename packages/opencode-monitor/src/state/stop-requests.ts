@@ -11,6 +11,7 @@ import {
   writeFileSync,
 } from "node:fs"
 import { join } from "node:path"
+import type { Scheduler, TimerHandle } from "../scheduler"
 import { stopRequestDir } from "./format"
 
 /**
@@ -80,6 +81,8 @@ export type StopRequestHandler = {
   owns: (sessionID: string, monitorId: string) => boolean
   /** Stops a monitor `owns` accepted. */
   stop: (sessionID: string, monitorId: string) => void
+  /** The clock of `now` and of the watcher's poll (the poll is on it too, so tests never sleep). */
+  scheduler?: Scheduler
   now?: () => number
   onError?: (message: string) => void
 }
@@ -96,7 +99,7 @@ export function scanStopRequests(projectDir: string, handler: StopRequestHandler
   } catch {
     return 0
   }
-  const now = handler.now?.() ?? Date.now()
+  const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
   let stopped = 0
   for (const name of names) {
     const path = join(dir, name)
@@ -130,10 +133,20 @@ export function scanStopRequests(projectDir: string, handler: StopRequestHandler
  * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
  * it first) and scans on every change. Creates nothing. Returns the function that stops watching.
  */
-export function watchStopRequests(projectDir: string, handler: StopRequestHandler, pollMs = 1_000): () => void {
+export function watchStopRequests(
+  projectDir: string,
+  handler: StopRequestHandler & { scheduler: Scheduler },
+  pollMs = 1_000,
+): () => void {
+  const { scheduler } = handler
   const dir = stopRequestDir(projectDir)
   let watcher: FSWatcher | undefined
   let closed = false
+  let timer: TimerHandle | undefined
+  const poll = () => {
+    timer = scheduler.setTimeout(poll, pollMs)
+    scan()
+  }
   const scan = () => {
     if (closed) return
     if (!watcher) {
@@ -149,12 +162,10 @@ export function watchStopRequests(projectDir: string, handler: StopRequestHandle
     }
     scanStopRequests(projectDir, handler)
   }
-  const timer = setInterval(scan, pollMs)
-  timer.unref?.()
-  scan()
+  poll()
   return () => {
     closed = true
-    clearInterval(timer)
+    if (timer) scheduler.clearTimeout(timer)
     watcher?.close()
   }
 }

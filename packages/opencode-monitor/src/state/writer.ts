@@ -5,7 +5,6 @@ import type { LogLevel } from "../delivery/session-api"
 import type { MonitorInfo, MonitorSnapshot } from "../manager"
 import { processStartTime } from "../process/proc-stat"
 import type { Scheduler, TimerHandle } from "../scheduler"
-import { formatStatus } from "../status"
 import {
   type MonitorStateEntry,
   projectStateDir,
@@ -121,7 +120,7 @@ export class MonitorStateWriter {
       this.lastWriteAt = file.server.updatedAt
     }
     // Running monitors print, and exit notices get sent: look again soon. Ended ones only expire.
-    if (file.monitors.some((m) => m.statusKind === "running" || m.wakePending)) this.arm(STATE_POLL_MS)
+    if (file.monitors.some((m) => m.status.kind === "running" || m.wakePending)) this.arm(STATE_POLL_MS)
     else {
       const expiries = file.monitors.map((m) => (m.endedAt ?? 0) + STATE_ENDED_RETAIN_MS - file.server.updatedAt)
       if (expiries.length > 0) this.arm(Math.max(STATE_WRITE_MIN_INTERVAL_MS, Math.min(...expiries)))
@@ -140,7 +139,7 @@ export class MonitorStateWriter {
       this.entries.set(info.id, toEntry(info, pid, pidStartTime, lastLines))
     }
     for (const [id, entry] of this.entries) {
-      if (entry.statusKind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
+      if (entry.status.kind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
       else delete entry.wakePending
       // An exit notice still on its way is kept whatever its age: a restart must deliver it.
       if (entry.endedAt !== undefined && !entry.wakePending && now - entry.endedAt >= STATE_ENDED_RETAIN_MS) {
@@ -192,9 +191,8 @@ function toEntry(
     label: info.label,
     startedAt: info.startedAt,
     endedAt: info.endedAt,
-    statusKind: info.status.kind,
-    status: formatStatus(info.status),
-    stoppedBy: info.stoppedBy,
+    status: info.status,
+    ending: info.ending,
     pid,
     pidStartTime,
     linesSeen: info.counters.total,
@@ -208,7 +206,7 @@ function toEntry(
 
 /** Running monitors and undelivered exits first (oldest first), then the most recently ended ones, within the bound. */
 function bounded(entries: MonitorStateEntry[]): MonitorStateEntry[] {
-  const owed = (e: MonitorStateEntry) => e.statusKind === "running" || e.wakePending === true
+  const owed = (e: MonitorStateEntry) => e.status.kind === "running" || e.wakePending === true
   const running = entries.filter(owed).sort((a, b) => a.startedAt - b.startedAt)
   const ended = entries.filter((e) => !owed(e)).sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
   return [...running, ...ended].slice(0, STATE_MAX_MONITORS)

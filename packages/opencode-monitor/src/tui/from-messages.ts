@@ -1,4 +1,5 @@
-import { STATE_LAST_LINES, type StateLine, type StateStatusKind } from "../state/format"
+import { parseEnvelopes } from "../codec"
+import { STATE_LAST_LINES, type StateLine } from "../state/format"
 import type { MonitorView } from "./view"
 
 /**
@@ -16,9 +17,7 @@ export type MessagePart = {
 }
 
 const START_RESULT = /Started monitor (mon_[\w-]+) \(label: ([^)\n]*)\)/
-const HEAD = /^\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: \d+\ncommand_label: (.*)\n/
 const LINE = /^\[(stdout|stderr) seq=(\d+)\] (.*)$/
-const STATUS = /^Status: (.*)$/m
 
 export function monitorsFromMessages(sessionID: string, parts: readonly MessagePart[], now: number): MonitorView[] {
   const byId = new Map<string, MonitorView>()
@@ -52,9 +51,10 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
       continue
     }
     if (part.type !== "text" || typeof part.text !== "string") continue
-    const head = part.text.match(HEAD)
-    if (!head) continue
-    const view = entry(head[1] as string, head[2] as string, part.at ?? now)
+    // An envelope is a message of its own: a person quoting one mid-text is not one.
+    const head = parseEnvelopes(part.text)[0]
+    if (head?.at !== 0) continue
+    const view = entry(head.monitorId, head.label, part.at ?? now)
     const lines: StateLine[] = []
     for (const raw of part.text.split("\n")) {
       const line = raw.match(LINE)
@@ -63,21 +63,11 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
     const seqs = lines.map((l) => l.seq)
     view.linesSeen = Math.max(view.linesSeen, ...seqs)
     view.lastLines = [...view.lastLines, ...lines].slice(-STATE_LAST_LINES)
-    const status = part.text.match(STATUS)?.[1]
-    if (status) {
-      view.status = status
-      view.statusKind = statusKindOf(status)
+    if (head.status) {
+      view.status = head.statusText
+      view.statusKind = head.status.kind
       if (view.statusKind !== "running") view.endedAt ??= part.at ?? now
     }
   }
   return [...byId.values()]
-}
-
-export function statusKindOf(status: string): StateStatusKind {
-  if (status === "running") return "running"
-  if (status.startsWith("exited (code=")) return "exited"
-  if (status.startsWith("exited (signal=")) return "signaled"
-  if (status.startsWith("timed out")) return "timed_out"
-  if (status.startsWith("stopped")) return "stopped"
-  return "failed"
 }

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync } from "node:fs"
 import { join } from "node:path"
-import { parseStateFile } from "../state/format"
+import { formatStatus } from "../codec"
+import { type MonitorStateEntry, parseStateFile } from "../state/format"
 import type { MonitorView } from "./view"
 
 export type LocalSnapshot = {
@@ -50,8 +51,8 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
     const alive = safe(() => isAlive(server.pid, server.pidStartTime), false)
     if (alive) snapshot.liveServers.push(server.pid)
     for (const monitor of monitors) {
-      const view: MonitorView = { ...monitor, serverPid: alive ? server.pid : undefined }
-      if (!alive && monitor.statusKind === "running") {
+      const view = viewOf(monitor, alive ? server.pid : undefined)
+      if (!alive && monitor.status.kind === "running") {
         // Its server is gone and no live server took the record over: say so, never "running".
         view.statusKind = "lost"
         view.status = "lost (its opencode server ended)"
@@ -69,6 +70,17 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
     )
   }
   return snapshot
+}
+
+function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {
+  const { status, ending, wakePending: _owed, ...rest } = entry
+  return {
+    ...rest,
+    statusKind: status.kind,
+    status: formatStatus(status),
+    stoppedBy: ending?.reason === "stop" ? ending.by : undefined,
+    serverPid,
+  }
 }
 
 /**

@@ -1,8 +1,27 @@
-import type { MonitorStateEntry, StateLine } from "../state/format"
+import type { StatusKind } from "../codec"
+import type { StateLine } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
 /** A monitor as the TUI shows it; `serverPid` is set when it came from a local state file (stop works). */
-export type MonitorView = MonitorStateEntry & { serverPid: number | undefined }
+/** One monitor as the TUI shows it, from a state record or from the session's messages. */
+export type MonitorView = {
+  id: string
+  sessionID: string
+  label: string
+  startedAt: number
+  endedAt: number | undefined
+  statusKind: StatusKind
+  /** The status as the envelope writes it (formatStatus). */
+  status: string
+  /** Who stopped it, when someone did. */
+  stoppedBy: string | undefined
+  pid: number
+  pidStartTime: string | undefined
+  linesSeen: number
+  lastLines: StateLine[]
+  /** The live server a stop request goes to; undefined when none can take one. */
+  serverPid: number | undefined
+}
 
 export type Tone = "title" | "running" | "success" | "error" | "warning" | "muted" | "text"
 export type Row = { text: string; tone: Tone }

@@ -1,7 +1,7 @@
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
 import { MonitorLine } from "../../src/pipeline/line"
-import type { MonitorStatus } from "../../src/status"
+import type { MonitorStatus } from "../../src/codec"
 import { FakeScheduler } from "./fake-scheduler"
 import { FakeSessionApi, settle } from "./fake-session-api"
 

@@ -4,6 +4,7 @@
 // Prints one line `RETENTION_RESULT {json}`.
 import { defaultMonitorConfig } from "../../src/config"
 import { MonitorManager } from "../../src/manager"
+import { startMonitor } from "./start"
 
 const [sessions, perSession, ringLines, retainedMaxBytes, retainedMaxMonitors = 100] = process.argv
   .slice(2)
@@ -25,7 +26,7 @@ const rss = () => {
   return process.memoryUsage().rss
 }
 
-const warm = await manager.start({ sessionID: "warm", directory: process.cwd(), command: "echo warm" })
+const warm = await startMonitor(manager, { sessionID: "warm", directory: process.cwd(), command: "echo warm" })
 while (!ended.has(warm.id)) await Bun.sleep(10)
 await Bun.sleep(100)
 const baseline = rss()
@@ -37,7 +38,7 @@ for (let round = 0; round < perSession; round++) {
   for (let s = 0; s < sessions; s += 10) {
     const ids: string[] = []
     for (let k = s; k < Math.min(sessions, s + 10); k++) {
-      ids.push((await manager.start({ sessionID: `ses_${k}`, directory: process.cwd(), command })).id)
+      ids.push((await startMonitor(manager, { sessionID: `ses_${k}`, directory: process.cwd(), command })).id)
     }
     while (!ids.every((id) => ended.has(id))) await Bun.sleep(10)
     peakRetainedBytes = Math.max(peakRetainedBytes, manager.retained.bytes)

@@ -1,4 +1,12 @@
+import { type MonitorStatus, parseStatus } from "../../src/codec"
 import type { MonitorStateEntry } from "../../src/state/format"
+
+/** A recorded status, written as the envelope shows it. */
+export const recorded = (text: string): MonitorStatus => {
+  const status = parseStatus(text)
+  if (!status) throw new Error(`not a status: ${text}`)
+  return status
+}
 
 /** One state-file entry: a running monitor of ses_1 with two last lines (pid 999999999: no such process). */
 export function stateEntry(id: string, overrides: Partial<MonitorStateEntry> = {}): MonitorStateEntry {
@@ -8,9 +16,8 @@ export function stateEntry(id: string, overrides: Partial<MonitorStateEntry> = {
     label: `label-${id}`,
     startedAt: 1_000,
     endedAt: undefined,
-    statusKind: "running",
-    status: "running",
-    stoppedBy: undefined,
+    status: { kind: "running" },
+    ending: undefined,
     pid: 999_999_999,
     pidStartTime: "1",
     linesSeen: 2,

@@ -1,0 +1,150 @@
+/**
+ * The one codec of the texts the plugin writes and reads back: a monitor's status (the envelope's
+ * `Status:` line, tool results, toasts), how a monitor ended, and the head of an envelope. A leaf:
+ * the injector's history check, restart recovery, the TUI and the live harness all read through it.
+ */
+
+/** What a monitor could not clean up; said with its status instead of claiming a clean end. */
+export type Leftovers = {
+  /** Processes still running after the final SIGKILL, or that may not be signalled (EPERM). */
+  survivors?: number[]
+  /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
+  pipesHeld?: boolean
+}
+
+export type MonitorStatus =
+  | { kind: "running" }
+  | ({ kind: "exited"; code: number } & Leftovers)
+  | ({ kind: "signaled"; signal: string } & Leftovers)
+  | ({ kind: "timed_out"; afterMs: number; signal: string | null } & Leftovers)
+  | ({ kind: "stopped"; signal: string | null; byPerson?: true } & Leftovers)
+  /** The server that ran it stopped while it ran (reported by the next server, SPEC §12). */
+  | ({ kind: "lost"; survivorPid: number | undefined } & Leftovers)
+
+export type StatusKind = MonitorStatus["kind"]
+
+/** Who asked for a stop. "person": from the TUI; its exit notice is still delivered, as an observation. */
+export type StopReason = "agent" | "person" | "session" | "shutdown"
+
+/**
+ * How a run came to its end, decided once: the command exited by itself, its deadline
+ * (`timeout_ms`) stopped it, or someone stopped it (`by`).
+ */
+export type Ending = { reason: "exit" } | { reason: "deadline" } | { reason: "stop"; by: StopReason }
+
+export const ENVELOPE_START = "[OMO MONITOR OUTPUT]"
+export const ENVELOPE_END = "[END OMO MONITOR OUTPUT]"
+// The marker words with any whitespace between them (space, tab, NBSP, the U+2000 spaces…).
+const MARKER_WORDS = /OMO\s+MONITOR\s+OUTPUT/gi
+
+/** Process output can never spell an envelope marker. */
+export function neutralizeMarkers(text: string): string {
+  return text.replace(MARKER_WORDS, "OMO-MONITOR-OUTPUT")
+}
+
+const BY_PERSON = "stopped (by the person at the screen)"
+const LOST = "lost (the opencode server stopped while it ran"
+const SURVIVORS = "; still running after SIGKILL: pid "
+const PIPES_HELD =
+  "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
+
+/** The `Status:` text of an envelope, also used in tool results and toasts. */
+export function formatStatus(status: MonitorStatus): string {
+  if (status.kind === "running") return "running"
+  let text = formatEnd(status)
+  if (status.survivors?.length) {
+    text += `${SURVIVORS}${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
+  }
+  if (status.pipesHeld) text += PIPES_HELD
+  return text
+}
+
+function formatEnd(status: Exclude<MonitorStatus, { kind: "running" }>): string {
+  switch (status.kind) {
+    case "exited":
+      return `exited (code=${status.code})`
+    case "signaled":
+      return `exited (signal=${status.signal})`
+    case "timed_out":
+      return `timed out after ${status.afterMs} ms (signal=${status.signal ?? "none"})`
+    case "stopped":
+      return status.byPerson ? BY_PERSON : "stopped"
+    case "lost":
+      return status.survivorPid === undefined
+        ? `${LOST})`
+        : `${LOST}; its process ${status.survivorPid} is still running and could not be stopped)`
+  }
+}
+
+/**
+ * The status a `Status:` text says, the inverse of formatStatus; undefined for a text it never
+ * writes. (A stop's signal is not in its text: it reads back as null.)
+ */
+export function parseStatus(text: string): MonitorStatus | undefined {
+  const end = parseEnd(text)
+  if (!end || end.kind === "running") return end
+  const survivors = text.includes(SURVIVORS)
+    ? (/still running after SIGKILL: pid ([\d, ]+)/.exec(text)?.[1] ?? "").split(", ").map(Number)
+    : []
+  return {
+    ...end,
+    ...(survivors.length > 0 ? { survivors } : {}),
+    ...(text.endsWith(PIPES_HELD) ? { pipesHeld: true } : {}),
+  }
+}
+
+function parseEnd(text: string): MonitorStatus | undefined {
+  if (text === "running") return { kind: "running" }
+  let m = /^exited \(code=(-?\d+)\)/.exec(text)
+  if (m) return { kind: "exited", code: Number(m[1]) }
+  m = /^exited \(signal=([A-Za-z0-9]+)\)/.exec(text)
+  if (m) return { kind: "signaled", signal: m[1] as string }
+  m = /^timed out after (\d+) ms \(signal=([A-Za-z0-9]+)\)/.exec(text)
+  if (m) return { kind: "timed_out", afterMs: Number(m[1]), signal: m[2] === "none" ? null : (m[2] as string) }
+  if (text.startsWith(BY_PERSON)) return { kind: "stopped", signal: null, byPerson: true }
+  if (text.startsWith("stopped")) return { kind: "stopped", signal: null }
+  if (text.startsWith(LOST)) {
+    const pid = /; its process (\d+) is still running/.exec(text)?.[1]
+    return { kind: "lost", survivorPid: pid === undefined ? undefined : Number(pid) }
+  }
+  return undefined
+}
+
+/** The first lines of an envelope, after its start marker: who it is from and which batch. */
+export type EnvelopeHead = {
+  monitorId: string
+  batch: number
+  label: string
+  /** The `Status:` text as written, and what it says (undefined for a text the codec never writes). */
+  statusText: string
+  status: MonitorStatus | undefined
+  /** The `wake:` header of a match wake, when there is one. */
+  wake: string | undefined
+  /** Where the envelope starts in the text it was found in. */
+  at: number
+}
+
+/** The head lines formatMonitorBatch writes first. */
+export function formatEnvelopeHead(monitorId: string, batch: number, label: string): string[] {
+  return [ENVELOPE_START, `monitor_id: ${monitorId}`, `batch: ${batch}`, `command_label: ${label}`]
+}
+
+const HEAD = /\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\ncommand_label: (.*)\n/g
+
+/** Every envelope in a text, in order (an envelope quoted mid-text too: `at` tells where it starts). */
+export function parseEnvelopes(text: string): EnvelopeHead[] {
+  return [...text.matchAll(HEAD)].map((head) => {
+    const at = head.index ?? 0
+    const rest = text.slice(at)
+    const statusText = /\nStatus: (.*)\n/.exec(rest)?.[1] ?? "running"
+    return {
+      monitorId: head[1] as string,
+      batch: Number(head[2]),
+      label: head[3] as string,
+      statusText,
+      status: parseStatus(statusText),
+      wake: /\nstream_policy: untrusted_observation\n(wake: .*)\n/.exec(rest)?.[1],
+      at,
+    }
+  })
+}

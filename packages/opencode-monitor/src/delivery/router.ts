@@ -1,0 +1,145 @@
+import type { MonitorConfig } from "../config"
+import type { OutputBatch } from "../pipeline/batcher"
+import type { Scheduler } from "../scheduler"
+import { isRealUserTurn, ObservationBudget } from "./budget"
+import type { Identity } from "./gates"
+import { MonitorOutputInjector } from "./injector"
+import type { SessionApi } from "./session-api"
+import { routeBatch, type SessionSource, SessionSources } from "./session-source"
+
+/** The monitor a batch comes from, as delivery needs it. */
+export type BatchOrigin = {
+  sessionID: string
+  label: string
+  /** Has a `match_pattern`: its matching lines are priority lines for the budget. */
+  hasPattern: boolean
+  /** `wake_limit` (0 without a `wake_pattern`). */
+  wakeLimit: number
+}
+
+/**
+ * Where every batch goes (SPEC §5, §10, §14): routed by the owning session's source, through the
+ * observation budget, into the injector. The one path of a batch reads manager → router → budget
+ * → injector, with nothing calling back up. The router owns the session sources, the match-wake
+ * state it asks the injector for, and whether a monitor's exit notice is still owed. A further
+ * kind of wake (a silence wake, say) is one more route decided here, next to the match wake.
+ */
+export class DeliveryRouter {
+  readonly sources: SessionSources
+  readonly budget: ObservationBudget
+  readonly injector: MonitorOutputInjector
+
+  constructor(
+    private readonly config: MonitorConfig,
+    private readonly deps: { api: SessionApi; scheduler: Scheduler },
+  ) {
+    const { api, scheduler } = deps
+    this.sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
+    this.injector = new MonitorOutputInjector(
+      {
+        userMessageWindowMs: config.user_message_window_ms,
+        pendingRetryMs: config.pending_retry_ms,
+        postDispatchHoldMs: config.post_dispatch_hold_ms,
+        acceptedMessageSkewMs: config.accepted_message_skew_ms,
+        maxActiveDeferMs: config.max_active_defer_ms,
+        // At most two batches' worth of streaming output waits per monitor while a session is busy.
+        pendingMaxLines: 2 * config.batch_max_lines,
+        pendingMaxBytes: 2 * config.batch_max_bytes,
+        matchWake: {
+          minIntervalMs: config.wake_min_interval_ms,
+          perSessionPerMinute: config.max_match_wakes_per_minute,
+        },
+        // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
+        staleTurnsBefore: scheduler.now(),
+      },
+      {
+        api,
+        scheduler,
+        onGiveUp: (delivery) =>
+          api.toast(
+            "error",
+            "opencode-monitor: wake not delivered",
+            `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
+          ),
+      },
+    )
+    this.budget = new ObservationBudget(
+      {
+        bytesPerMinute: config.observation_bytes_per_minute,
+        burstBytes: config.observation_burst_bytes,
+        sessionBytes: config.observation_session_bytes,
+        summaryIntervalMs: config.observation_summary_interval_ms,
+      },
+      { scheduler, forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit) },
+    )
+  }
+
+  /** Routes one batch by its session's source, through the observation budget. */
+  route(batch: OutputBatch, origin: BatchOrigin): void {
+    const known = this.sources.cached(origin.sessionID)
+    // Streaming batches go to the owning session whatever its source; only the exit notice
+    // waits for a classification that failed at start.
+    if (known || batch.stillRunning) {
+      this.deliver(batch, origin, known ?? { kind: "primary" })
+      return
+    }
+    this.sources
+      .sourceOf(origin.sessionID)
+      .then((source) => this.deliver(batch, origin, source))
+      .catch((error) =>
+        this.deps.api.log("error", "routing a monitor's exit notice failed", {
+          monitorId: batch.monitorId,
+          error: String(error),
+        }),
+      )
+  }
+
+  private deliver(batch: OutputBatch, origin: BatchOrigin, source: SessionSource): void {
+    const matchWakeLeft = this.injector.matchWakeLeft(batch.monitorId, origin.wakeLimit)
+    for (const route of routeBatch(source, origin.sessionID, batch, this.config.subagent_wake))
+      this.budget.admit(batch, route, { ...origin, matchWakeLeft })
+  }
+
+  /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
+  exitNoticeOwed({ id, sessionID }: { id: string; sessionID: string }): boolean {
+    const source = this.sources.cached(sessionID)
+    const targets = source?.kind === "subagent" ? [sessionID, source.rootID] : [sessionID]
+    return targets.some((target) =>
+      this.injector.pending(target).some((d) => d.batch.monitorId === id && !d.batch.stillRunning),
+    )
+  }
+
+  /** A `session.idle` of this session: its queue is looked at again. */
+  onSessionIdle(sessionID: string): void {
+    this.injector.onSessionIdle(sessionID)
+  }
+
+  /**
+   * A message of a session (the `chat.message` hook). A person's resets the session's observation
+   * budget, and its agent and model are kept for every wake. Injected (synthetic) prompts, ours
+   * included, do neither.
+   */
+  onChatMessage(sessionID: string, parts: readonly { type: string; synthetic?: boolean }[], identity: Identity): void {
+    if (isRealUserTurn(parts)) this.budget.onUserTurn(sessionID)
+    const texts = parts.filter((p) => p.type === "text")
+    if (texts.length > 0 && texts.every((p) => p.synthetic === true)) return
+    this.injector.identities.remember(sessionID, identity)
+  }
+
+  /** The agent stopped the monitor: nothing more of it is delivered, and nobody is woken. */
+  forgetMonitor(monitorId: string): void {
+    this.budget.forgetMonitor(monitorId)
+    this.injector.forgetMonitor(monitorId)
+  }
+
+  forgetSession(sessionID: string): void {
+    this.injector.forgetSession(sessionID)
+    this.budget.forgetSession(sessionID)
+    this.sources.forget(sessionID)
+  }
+
+  dispose(): void {
+    this.budget.dispose()
+    this.injector.dispose()
+  }
+}

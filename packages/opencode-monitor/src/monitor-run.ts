@@ -1,0 +1,173 @@
+import type { Ending, MonitorStatus, StopReason } from "./codec"
+import type { MonitorPipeline } from "./pipeline/pipeline"
+import type { RingCounters } from "./pipeline/ring-buffer"
+import type { MonitoredProcess, ProcessExit } from "./process/process-group"
+import { readPipe } from "./process/read-pipe"
+import type { Scheduler } from "./scheduler"
+
+/** What callers may see of a monitor: never the raw command. */
+export type MonitorInfo = {
+  id: string
+  sessionID: string
+  label: string
+  pattern: string | undefined
+  /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
+  wakePattern: string | undefined
+  wakeLimit: number
+  startedAt: number
+  endedAt: number | undefined
+  timeoutMs: number
+  status: MonitorStatus
+  /** How the run came to its end, once that is decided (before the status is known). */
+  ending: Ending | undefined
+  counters: RingCounters
+}
+
+export type RunDeps = {
+  scheduler: Scheduler
+  killGraceMs: number
+  /** The supervision itself failed somewhere; the run still ends with a status. */
+  onError: (error: unknown) => void
+}
+
+// How long the pipes may stay open after the leader exited (a grandchild holding them) before
+// the rest of the group is terminated, and how long after that before they are closed.
+const DRAIN_WAIT_MS = 500
+const DRAIN_AFTER_TERMINATE_MS = 1_000
+
+/**
+ * The supervision of one process (SPEC §6): read its pipes into the pipeline, stop it at its
+ * deadline or on request, drain its output after the leader exits, and end it with one status.
+ * Every timer is on the injected Scheduler.
+ */
+export class MonitorRun {
+  /** Resolves once the run has ended: status set, terminal batch emitted (or not, after a quiet stop). */
+  readonly done: Promise<void>
+  /** A stop asked that nothing more of this monitor be delivered (every stop but a person's). */
+  private muted = false
+  private stopSignal: Promise<NodeJS.Signals | null> | undefined
+
+  constructor(
+    readonly info: MonitorInfo,
+    readonly pipeline: MonitorPipeline,
+    readonly process: MonitoredProcess,
+    private readonly deps: RunDeps,
+  ) {
+    this.done = this.supervise().catch((error) => deps.onError(error))
+  }
+
+  /** Batches still go out: no stop asked for quiet. */
+  get delivering(): boolean {
+    return !this.muted
+  }
+
+  /** Asks for a stop and waits for the end. A leader that already exited is not stopped: its exit stands. */
+  async stop(by: StopReason): Promise<void> {
+    // Nothing more goes to the agent after its own stop; a person's stop is news to it (SPEC §11).
+    this.muted = by !== "person"
+    const leaderGone = this.info.ending?.reason === "exit" || !pidExists(this.process.pid)
+    if (this.info.status.kind === "running" && this.stopSignal === undefined && !leaderGone) {
+      this.info.ending = { reason: "stop", by }
+      this.stopSignal = this.process.terminateGroup(this.deps.killGraceMs)
+    }
+    await this.done
+  }
+
+  /** For a signal handler that cannot wait: SIGTERM to the group now (its watchdog SIGKILLs later). */
+  terminateNow(): void {
+    if (this.info.status.kind !== "running") return
+    this.info.ending ??= { reason: "stop", by: "shutdown" }
+    this.process.signalGroupNow()
+  }
+
+  /** Runs the process from spawn to its end. */
+  private async supervise(): Promise<void> {
+    const { process: child, pipeline, info, deps } = this
+    const reading = Promise.all([
+      readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
+      readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
+    ]).catch((error) => deps.onError(error))
+    const deadline = deps.scheduler.setTimeout(() => {
+      if (this.stopSignal !== undefined) return
+      info.ending = { reason: "deadline" }
+      this.stopSignal = child.terminateGroup(deps.killGraceMs)
+    }, info.timeoutMs)
+
+    let exit: ProcessExit = { code: null, signal: null }
+    let sentSignal: NodeJS.Signals | null = null
+    let pipesHeld = false
+    try {
+      exit = await child.exited
+      info.ending ??= { reason: "exit" }
+      deps.scheduler.clearTimeout(deadline)
+      // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
+      // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
+      const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
+      sentSignal = this.stopSignal ? await this.stopSignal : null
+      if (!drained) await child.trackPipeHolders()
+      if (child.groupAlive()) await child.terminateGroup(deps.killGraceMs)
+      if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
+        pipesHeld = true
+        child.stdout.destroy()
+        child.stderr.destroy()
+      }
+    } catch (error) {
+      deps.onError(error)
+      if (child.groupAlive()) await child.terminateGroup(deps.killGraceMs).catch(() => null)
+    } finally {
+      deps.scheduler.clearTimeout(deadline)
+      child.release()
+    }
+    // Whatever failed above, the run ends with a status and (unless a stop asked for quiet) its terminal batch.
+    const survivors = child.survivors()
+    info.status = statusOf(info, exit, exit.signal ?? sentSignal, {
+      ...(survivors.length > 0 ? { survivors } : {}),
+      ...(pipesHeld ? { pipesHeld: true } : {}),
+    })
+    info.endedAt = deps.scheduler.now()
+    const { ending } = info
+    try {
+      // The agent (or the session's end) asked for the stop and needs no news of it; a person's
+      // stop is news to the agent, so its terminal batch goes out (routed without a wake).
+      if (ending?.reason === "stop" && ending.by !== "person") pipeline.close()
+      else pipeline.finish(info.status)
+    } catch (error) {
+      deps.onError(error)
+    }
+  }
+
+  /** True when `promise` settles within `ms` on the injected clock. */
+  private settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = this.deps.scheduler.setTimeout(() => resolve(false), ms)
+      promise.then(() => {
+        this.deps.scheduler.clearTimeout(timer)
+        resolve(true)
+      })
+    })
+  }
+}
+
+function statusOf(
+  info: MonitorInfo,
+  exit: ProcessExit,
+  signal: NodeJS.Signals | null,
+  leftovers: { survivors?: number[]; pipesHeld?: boolean },
+): MonitorStatus {
+  const { ending } = info
+  if (ending?.reason === "deadline") return { kind: "timed_out", afterMs: info.timeoutMs, signal, ...leftovers }
+  if (ending?.reason === "stop")
+    return { kind: "stopped", signal, ...(ending.by === "person" ? { byPerson: true } : {}), ...leftovers }
+  if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown", ...leftovers }
+  return { kind: "exited", code: exit.code, ...leftovers }
+}
+
+/** False once the process is reaped (its exit event may still be on its way). */
+function pidExists(pid: number): boolean {
+  try {
+    process.kill(pid, 0)
+    return true
+  } catch {
+    return false
+  }
+}

@@ -1,0 +1,58 @@
+import { neutralizeMarkers } from "../codec"
+import type { MonitorLine } from "./line"
+
+/** Visual rows one output line may yield; the rest is cut and counted in `dropped:`. */
+export const MAX_ROWS_PER_LINE = 16
+
+type RenderedLine = { rows: string[]; cutBytes: number }
+
+/**
+ * The envelope rows of one output line. The text is already free of control characters; every
+ * visual break it kept becomes its own prefixed row, so no content can stand alone as an envelope
+ * line. A run of empty rows collapses into one, and rows past MAX_ROWS_PER_LINE are cut (their
+ * UTF-8 bytes are returned as `cutBytes`), so one line cannot amplify into thousands of rows.
+ */
+export function renderLine(line: MonitorLine): RenderedLine {
+  const prefix = `[${line.stream} seq=${line.seq}] `
+  const suffix = line.truncated ? " [truncated]" : ""
+  const text = neutralizeMarkers(line.text)
+  if (!text.includes("\n")) return { rows: [prefix + text + suffix], cutBytes: 0 }
+  const rows: string[] = []
+  let cutBytes = 0
+  let previousEmpty = false
+  for (const piece of text.split("\n")) {
+    const empty = piece.trim() === ""
+    if (empty && previousEmpty) continue
+    previousEmpty = empty
+    if (rows.length < MAX_ROWS_PER_LINE) rows.push(prefix + piece + suffix)
+    else cutBytes += Buffer.byteLength(piece) + 1
+  }
+  return { rows, cutBytes }
+}
+
+/**
+ * UTF-8 bytes a line adds to an envelope (its rows, prefixes, suffixes and line breaks), what
+ * `batch_max_bytes` counts. Lines without a visual-break byte take a cheap upper bound.
+ */
+export function envelopeBytes(line: MonitorLine): number {
+  // Hot path (every matched line of a flood): no string is built unless the line may break.
+  if (!line.mayBreak)
+    return line.byteLength + line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
+  let total = 0
+  for (const row of renderLine(line).rows) total += Buffer.byteLength(row) + 1
+  return total
+}
+
+/**
+ * A cheap upper bound of `envelopeBytes`: exact for a line that cannot break; else every byte
+ * decoding to at most 3 (U+FFFD for an invalid byte) and every row carrying its prefix.
+ */
+export function envelopeBytesBound(line: MonitorLine): number {
+  const row = line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
+  return line.mayBreak ? 3 * line.byteLength + MAX_ROWS_PER_LINE * row : line.byteLength + row
+}
+
+function decimalDigits(n: number): number {
+  if (n < 1e6) return n < 10 ? 1 : n < 100 ? 2 : n < 1e3 ? 3 : n < 1e4 ? 4 : n < 1e5 ? 5 : 6
+  return n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : String(n).length
+}

@@ -1,0 +1,158 @@
+import type { MonitorConfig } from "./config"
+import type { ObservationBudget } from "./delivery/budget"
+import { latestUserIdentity } from "./delivery/gates"
+import type { MonitorOutputInjector } from "./delivery/injector"
+import { DeliveryRouter } from "./delivery/router"
+import type { SessionApi } from "./delivery/session-api"
+import { monitorHooks, type MonitorHooks } from "./hooks"
+import { MonitorManager } from "./manager"
+import { notifyEnded } from "./notify"
+import { resolveShell } from "./process/shell"
+import { stopGroupsOnShutdownSignal } from "./process/shutdown"
+import { realScheduler, type Scheduler } from "./scheduler"
+import { projectStateDir, STATE_LAST_LINES } from "./state/format"
+import { recoverLostMonitors } from "./state/recovery"
+import { watchStopRequests } from "./state/stop-requests"
+import { MonitorStateWriter } from "./state/writer"
+import { formatStatus } from "./codec"
+
+export type PluginDeps = {
+  api: SessionApi
+  scheduler?: Scheduler
+  env?: NodeJS.ProcessEnv
+  /**
+   * The plugin instance's project directory; without it no state record is kept and no stop
+   * request from the TUI part is taken.
+   */
+  directory?: string
+}
+
+export type MonitorPluginInstance = {
+  hooks: MonitorHooks
+  manager: MonitorManager
+  router: DeliveryRouter
+  budget: ObservationBudget
+  injector: MonitorOutputInjector
+}
+
+/** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
+export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): MonitorPluginInstance {
+  const { api } = deps
+  const scheduler = deps.scheduler ?? realScheduler
+  const router = new DeliveryRouter(config, { api, scheduler })
+  // The bash tool's shell: opencode.json's `shell` (from the `config` hook) or $SHELL, resolved once.
+  const shell = { configured: undefined as string | undefined, resolved: undefined as string | undefined }
+  const currentShell = () => (shell.resolved ??= resolveShell(shell.configured, { env: deps.env }))
+  let writer: MonitorStateWriter | undefined
+  const manager = new MonitorManager(config, {
+    scheduler,
+    env: deps.env,
+    shell: currentShell,
+    onStarted: () => writer?.changed(),
+    onBatch: (batch, monitor) =>
+      router.route(batch, {
+        sessionID: monitor.sessionID,
+        label: monitor.label,
+        hasPattern: monitor.pattern !== undefined,
+        wakeLimit: monitor.wakeLimit,
+      }),
+    onError: (monitorId, error) =>
+      api.log("error", "a monitor callback failed; other monitors are unaffected", { monitorId, error: String(error) }),
+    onEnded(monitor) {
+      api.log("info", "monitor ended", {
+        sessionID: monitor.sessionID,
+        monitorId: monitor.id,
+        status: formatStatus(monitor.status),
+        ending: monitor.ending,
+      })
+      notifyEnded(api, monitor)
+      writer?.changed()
+    },
+  })
+  writer = deps.directory
+    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, router })
+    : undefined
+  const stopOnSignal = stopGroupsOnShutdownSignal(manager)
+  const stopWatching = deps.directory
+    ? takeStopRequests({ ...deps, directory: deps.directory, scheduler, manager })
+    : () => {}
+  const hooks = monitorHooks({
+    config,
+    manager,
+    router,
+    log: (level, message, extra) => api.log(level, message, extra),
+    shell: currentShell,
+    setShell(configured) {
+      shell.configured = configured
+      shell.resolved = undefined
+    },
+    async dispose() {
+      stopOnSignal()
+      stopWatching()
+      router.dispose()
+      await manager.shutdown()
+      writer?.dispose()
+    },
+  })
+  return { hooks, manager, router, budget: router.budget, injector: router.injector }
+}
+
+type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: MonitorManager }
+
+/**
+ * The on-disk record of this server's monitors (SPEC §11, §12), and the report of the monitors a
+ * dead server of this project left behind, which runs once as the plugin loads.
+ */
+function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: DeliveryRouter }): MonitorStateWriter {
+  const { api, scheduler, manager, router } = deps
+  const writer = new MonitorStateWriter({
+    directory: deps.directory,
+    source: () => manager.snapshot(STATE_LAST_LINES),
+    scheduler,
+    log: (level, message, extra) => api.log(level, message, extra),
+    env: deps.env,
+    wakePending: (monitor) => router.exitNoticeOwed(monitor),
+  })
+  // Not awaited: the plugin must load at once; the notices go through the normal gates.
+  recoverLostMonitors({
+    directory: deps.directory,
+    env: deps.env,
+    api,
+    killGraceMs: config.kill_grace_ms,
+    async deliver(batch, label, sessionID, history) {
+      await router.sources.learn(sessionID, latestUserIdentity(history)?.agent)
+      router.route(batch, { sessionID, label, hasPattern: false, wakeLimit: 0 })
+    },
+    whenDelivered: (monitors) =>
+      waitFor(scheduler, config.pending_retry_ms, () => !monitors.some((m) => router.exitNoticeOwed(m))),
+  }).catch((error) => api.log("error", "restart recovery failed", { error: String(error) }))
+  return writer
+}
+
+/** A person's stop from the TUI (SPEC §11): the stop requests addressed to this instance's monitors. */
+function takeStopRequests(deps: Wiring): () => void {
+  const { api, manager } = deps
+  return watchStopRequests(projectStateDir(deps.directory, deps.env), {
+    serverPid: process.pid,
+    scheduler: deps.scheduler,
+    owns: (sessionID, monitorId) => manager.get(sessionID, monitorId) !== undefined,
+    stop(sessionID, monitorId) {
+      if (manager.get(sessionID, monitorId)?.status.kind !== "running") return
+      api.log("info", "monitor stop requested by the person at the screen", { sessionID, monitorId })
+      manager
+        .stop(sessionID, monitorId, "person")
+        .catch((error) =>
+          api.log("error", "stopping a monitor for the person failed", { sessionID, monitorId, error: String(error) }),
+        )
+    },
+    onError: (message) => api.log("warn", `opencode-monitor: ${message}`, {}),
+  })
+}
+
+/** Resolves once `done()` holds, checking every `everyMs` on the injected clock. */
+function waitFor(scheduler: Scheduler, everyMs: number, done: () => boolean): Promise<void> {
+  return new Promise((resolve) => {
+    const check = () => (done() ? resolve() : scheduler.setTimeout(check, everyMs))
+    check()
+  })
+}

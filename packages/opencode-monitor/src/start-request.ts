@@ -1,0 +1,126 @@
+import type { ToolContext } from "@opencode-ai/plugin"
+import { z } from "zod"
+import type { MonitorConfig } from "./config"
+import { sanitizeLabel } from "./delivery/envelope"
+import { MonitorError } from "./errors"
+import { parseSimpleCommands, type SimpleCommand } from "./permission/bash-parser"
+import { programName, programWord } from "./process/program-word"
+
+/**
+ * One `monitor_start` call, parsed once (issue 24): its arguments against the one schema that
+ * holds every default and bound, and its command into simple commands, program word and default
+ * label. The permission check, the manager and the envelope label all read this one result.
+ * A new argument is added here: to the schema, to StartRequest and to parseStartRequest.
+ */
+
+/** The most match wakes one monitor may ask for (`wake_limit`), and what it gets without asking. */
+export const WAKE_LIMIT_MAX = 20
+const WAKE_LIMIT_DEFAULT = 1
+
+/** The arguments of monitor_start, as opencode shows them to the model. */
+export function startArgs(config: MonitorConfig, shell: string) {
+  const max = config.max_runtime_ms
+  return {
+    command: z
+      .string()
+      .describe(`Shell command, run as \`${shell} -c <command>\` in the session's directory, like the bash tool`),
+    label: z
+      .string()
+      .optional()
+      .describe("Short name shown in envelopes, lists and toasts (default: the program name)"),
+    match_pattern: z
+      .string()
+      .optional()
+      .describe("RE2 regular expression; only matching lines are delivered (default: every line)"),
+    wake_pattern: z
+      .string()
+      .optional()
+      .describe(
+        "RE2 regular expression; a matching line wakes you while the command runs, e.g. 'ready on|listening on' or 'FAIL|Error'. Independent of match_pattern",
+      ),
+    wake_limit: z
+      .number()
+      .int()
+      .min(1)
+      .max(WAKE_LIMIT_MAX)
+      .optional()
+      .describe(
+        `How many times matches may wake you (default ${WAKE_LIMIT_DEFAULT}: tell me once; max ${WAKE_LIMIT_MAX}); later matches arrive as observations`,
+      ),
+    timeout_ms: z
+      .number()
+      .int()
+      .min(1)
+      .max(max)
+      .optional()
+      .describe(`Stop the command after this many ms (default and max: ${max})`),
+  }
+}
+
+export type StartArgs = z.infer<z.ZodObject<ReturnType<typeof startArgs>>>
+
+/** A start the manager can run: every default applied, every bound checked, the command parsed. */
+export type StartRequest = {
+  sessionID: string
+  directory: string
+  /** The command as it runs (trimmed), never shown: labels only. */
+  command: string
+  /** Its simple commands, as opencode's bash tool sees them. */
+  commands: readonly SimpleCommand[]
+  /** The program word of the first simple command (what must exist on PATH). */
+  program: string | undefined
+  /** Sanitized: the only label the monitor, its envelopes and its permission question use. */
+  label: string
+  matchPattern: string | undefined
+  wakePattern: string | undefined
+  /** Match wakes the monitor may cause: 0 without a `wake_pattern`. */
+  wakeLimit: number
+  timeoutMs: number
+}
+
+/** Parses a call's arguments (as the tool got them) into a StartRequest; MonitorError on a bad one. */
+export async function parseStartRequest(
+  args: Partial<Record<keyof StartArgs, unknown>>,
+  ctx: Pick<ToolContext, "sessionID" | "directory">,
+  config: MonitorConfig,
+): Promise<StartRequest> {
+  const parsed = z.object(startArgs(config, "sh")).safeParse(args)
+  if (!parsed.success) throw new MonitorError("invalid_argument", describeIssue(parsed.error.issues[0], args, config))
+  const { data } = parsed
+  const command = data.command.trim()
+  if (command === "") throw new MonitorError("invalid_argument", "command is empty; pass the shell command to run.")
+  if (data.wake_limit !== undefined && !data.wake_pattern) {
+    throw new MonitorError(
+      "invalid_argument",
+      "wake_limit needs a wake_pattern: pass the regex of the line that should wake you.",
+    )
+  }
+  const commands = await parseSimpleCommands(command)
+  const argv = commands[0]?.argv ?? []
+  const wakePattern = data.wake_pattern || undefined
+  return {
+    sessionID: ctx.sessionID,
+    directory: ctx.directory,
+    command,
+    commands,
+    program: commands[0] && programWord(argv),
+    label: sanitizeLabel(data.label ?? programName(argv)),
+    matchPattern: data.match_pattern || undefined,
+    wakePattern,
+    wakeLimit: wakePattern ? (data.wake_limit ?? WAKE_LIMIT_DEFAULT) : 0,
+    timeoutMs: data.timeout_ms ?? config.max_runtime_ms,
+  }
+}
+
+function describeIssue(
+  issue: z.core.$ZodIssue | undefined,
+  args: Partial<Record<string, unknown>>,
+  config: MonitorConfig,
+): string {
+  const key = String(issue?.path[0] ?? "arguments")
+  const got = JSON.stringify(args[key])
+  if (key === "timeout_ms")
+    return `timeout_ms must be an integer from 1 to ${config.max_runtime_ms} (max_runtime_ms); got ${got}.`
+  if (key === "wake_limit") return `wake_limit must be an integer from 1 to ${WAKE_LIMIT_MAX}; got ${got}.`
+  return `${key}: ${issue?.message ?? "invalid"} (got ${got}).`
+}

@@ -1,0 +1,23 @@
+import type { MonitorManager } from "../manager"
+import { tool } from "../tool-definition"
+import { describeMonitor } from "./describe"
+
+const z = tool.schema
+
+const DESCRIPTION = "List this session's monitors: id, label, status, start time and line counters."
+
+const args = {
+  include_exited: z.boolean().default(false).describe("Also list monitors that already ended (default false)"),
+}
+
+export function monitorList(deps: { manager: MonitorManager }) {
+  return tool({
+    description: DESCRIPTION,
+    args,
+    async execute(raw, ctx) {
+      const { include_exited } = z.object(args).parse(raw)
+      const monitors = deps.manager.list(ctx.sessionID, include_exited)
+      return JSON.stringify({ monitors: monitors.map(describeMonitor) })
+    },
+  })
+}
