@@ -56,6 +56,11 @@ export class MonitorBatcher {
       takeDropped?: () => DropCounts
       measure?: (line: MonitorLine) => number
       bound?: (line: MonitorLine) => number
+      /**
+       * When a batch's first line came (default `scheduler.now()`): the pipeline reads the clock once
+       * per chunk, not once per batch of a flood.
+       */
+      lineTime?: () => number
     },
   ) {
     this.measure = deps.measure ?? ((line) => line.byteLength)
@@ -74,7 +79,7 @@ export class MonitorBatcher {
       if (this.bytes + size > this.limits.maxBytes) this.flushNow()
     }
     if (this.lines.length === 0) {
-      this.batchStartedAt = this.deps.scheduler.now()
+      this.batchStartedAt = this.deps.lineTime?.() ?? this.deps.scheduler.now()
       this.armTimer(this.limits.intervalMs)
     }
     this.lines.push(line)

@@ -59,7 +59,6 @@ export class BreakFinder {
  */
 export class MonitorLine {
   private cachedText: string | undefined = undefined
-  private cachedBytes: Uint8Array | undefined = undefined
   /** Matched `wake_pattern`: the batch carrying this line may wake the session (SPEC §10). */
   wake = false
 
@@ -83,8 +82,7 @@ export class MonitorLine {
   }
 
   get bytes(): Uint8Array {
-    if (this.cachedBytes === undefined) this.cachedBytes = this.block.subarray(this.start, this.end)
-    return this.cachedBytes
+    return this.start === 0 && this.end === this.block.length ? this.block : this.block.subarray(this.start, this.end)
   }
 
   /** False when the line has no byte that could become a visual break: it is one envelope row. */
@@ -107,7 +105,6 @@ export class MonitorLine {
     this.block = copy
     this.start -= shift
     this.end -= shift
-    this.cachedBytes = undefined
   }
 
   /** Frees the decoded text (an ended monitor keeps only bytes); it is decoded again on use. */

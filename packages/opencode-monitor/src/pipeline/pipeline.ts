@@ -51,11 +51,19 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     pendingDrops.bytes = 0
     return taken
   }
+  // The time of the chunk (or end of stream) whose lines are being split.
+  let clock = 0
   const batcher = new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes, bound: envelopeBytesBound },
+    {
+      scheduler: options.scheduler,
+      takeDropped,
+      measure: envelopeBytes,
+      bound: envelopeBytesBound,
+      lineTime: () => clock,
+    },
   )
   let seq = 0
   let finished = false
@@ -146,6 +154,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     push(stream, chunk) {
       if (finished) return
       lastOutputAt = options.scheduler.now()
+      clock = lastOutputAt
       block = chunk
       blockHasBreaks = breaks.startBlock(chunk)
       blockFirstSeq = seq + 1
@@ -156,10 +165,13 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       releaseBlock(chunk)
     },
     endStream(stream) {
-      if (!finished) splitters[stream].end()
+      if (finished) return
+      clock = options.scheduler.now()
+      splitters[stream].end()
     },
     finish(status) {
       if (finished) return
+      clock = options.scheduler.now()
       splitters.stdout.end()
       splitters.stderr.end()
       finished = true

@@ -47,11 +47,12 @@ export class MonitorRingBuffer {
     if (line.matched) counters.matched++
     else counters.unmatched++
     counters.lastSeq = line.seq
-    const index = (this.head + this.size) % this.capacity
+    let index = this.head + this.size
+    if (index >= this.capacity) index -= this.capacity
     const evicted = this.size === this.capacity ? this.slots[index] : undefined
     this.slots[index] = line
     if (evicted) {
-      this.head = (this.head + 1) % this.capacity
+      this.head = this.head + 1 === this.capacity ? 0 : this.head + 1
       if (evicted.matched) counters.droppedMatched++
       else counters.droppedUnmatched++
       counters.bytesDropped += evicted.byteLength
