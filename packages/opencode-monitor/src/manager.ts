@@ -36,6 +36,8 @@ export type ManagerDeps = {
   newId?: () => string
   /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
   shell?: () => string
+  /** The monitor may still cause a match wake (`wake_limit` not used up); past it a match is a plain line. */
+  matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
 }
 
 type Monitor = { info: MonitorInfo; run: MonitorRun; done: Promise<void> }
@@ -113,6 +115,7 @@ export class MonitorManager {
       config: this.config,
       filter: filters.match,
       wakeFilter: filters.wake,
+      matchWakeLeft: () => this.deps.matchWakeLeft?.(id, request.wakeLimit) ?? true,
       scheduler: this.scheduler,
       // Batches only flow once the process runs, after `run` exists.
       onBatch: (batch) => {

@@ -48,6 +48,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     scheduler,
     env: deps.env,
     shell: currentShell,
+    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
     onStarted: () => writer?.changed(),
     onBatch: (batch, monitor) =>
       router.route(batch, {

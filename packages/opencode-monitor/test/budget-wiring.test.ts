@@ -94,6 +94,33 @@ describe("the observation budget in the plugin", () => {
     rmSync(gate, { recursive: true, force: true })
   }, 30_000)
 
+  test("past wake_limit a match is a plain line: a line matching every 20 ms gives 3 wakes, a few observations and the exit on time", async () => {
+    // Before the fix every match past the limit was flushed as its own batch: 63 prompts, the exit 7 s late.
+    const { api, instance, start } = plugin({ wake_min_interval_ms: 1_000, max_match_wakes_per_minute: 60 })
+    await start("i=0; while [ $i -lt 400 ]; do echo READY $i; i=$((i+1)); sleep 0.02; done; sleep 1", {
+      wake_pattern: "READY",
+      wake_limit: 3,
+    })
+    expect(await waitFor(() => instance.manager.list("ses_a", true)[0]?.status.kind === "exited", 60_000)).toBe(true)
+    const exitedAt = Date.now()
+    expect(await waitFor(() => api.sent.some((p) => p.text.includes("Status: exited")), 10_000)).toBe(true)
+    const exit = api.sent.find((p) => p.text.includes("Status: exited"))
+    const wakes = api.sent.filter((p) => !p.noReply).map((p) => p.text.match(/^wake: .*\((\d) of 3\)/m)?.[1] ?? "exit")
+    expect(wakes).toEqual(["1", "2", "3", "exit"])
+    // 400 lines over 8 s or more: past the limit they come at flush_interval_ms, one batch a second.
+    expect(api.sent.length).toBeLessThanOrEqual(4 + 15)
+    expect((exit?.at ?? Number.POSITIVE_INFINITY) - exitedAt).toBeLessThan(4_000)
+  }, 90_000)
+
+  test("a match wake is counted in the session's budget, with the bytes it sent", async () => {
+    const { api, instance, start } = plugin({ observation_bytes_per_minute: 0 })
+    await start("echo booting; echo ready on 3000; sleep 30", { wake_pattern: "ready on" })
+    expect(await waitFor(() => api.sent.some((p) => !p.noReply), 10_000)).toBe(true)
+    const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
+    expect(wake).toContain("wake: line matched wake_pattern (1 of 1)")
+    expect(instance.budget.spent("ses_a")).toBe(Buffer.byteLength(wake))
+  }, 30_000)
+
   test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {
     const { instance, start, chat, api } = plugin()
     await start("seq 1 200")

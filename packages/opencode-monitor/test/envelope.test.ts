@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { ENVELOPE_END, ENVELOPE_START } from "../src/codec"
 import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
-import type { OutputBatch } from "../src/pipeline/batcher"
+import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
 import { fallbackStripAnsi, MonitorLine, type MonitorStream } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { MAX_ROWS_PER_LINE } from "../src/pipeline/render"
@@ -25,6 +25,26 @@ function batch(overrides: Partial<OutputBatch> = {}): OutputBatch {
 }
 
 describe("formatMonitorBatch", () => {
+  test("a summary's line is cut to a few hundred bytes at a character, marked, and the cut counted", () => {
+    const long = `ERROR ${"é".repeat(4_000)}`
+    const lines = [mk(9, "stderr", long)]
+    const note = { kind: "summary" as const, lines: 5, bytes: 100, sinceSequence: 3 }
+    const running = { stillRunning: true, status: { kind: "running" as const }, lines }
+    const text = formatMonitorBatch({ batch: batch({ ...running, dropped: NO_DROPS, budget: note }), label: "x" })
+    const row = text.split("\n").find((r) => r.startsWith("[stderr seq=9] ")) ?? ""
+    const kept = row.slice("[stderr seq=9] ".length, -" [truncated]".length)
+    expect(row).toEndWith("é [truncated]")
+    expect(Buffer.byteLength(kept)).toBeLessThanOrEqual(300)
+    expect(Buffer.byteLength(kept)).toBeGreaterThanOrEqual(100)
+    expect(kept).not.toContain("\ufffd")
+    expect(text).toContain(
+      `dropped: 0 matched, 0 unmatched (${Buffer.byteLength(long) - Buffer.byteLength(kept)} bytes)`,
+    )
+    // Any other envelope shows the line whole.
+    const held = formatMonitorBatch({ batch: batch({ ...running, budget: { ...note, kind: "held" } }), label: "x" })
+    expect(held).toContain(`[stderr seq=9] ${long}\n`)
+  })
+
   test("writes the exact envelope of SPEC §3", () => {
     expect(formatMonitorBatch({ batch: batch(), label: "qa-build" })).toBe(
       [

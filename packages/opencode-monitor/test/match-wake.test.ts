@@ -1,9 +1,11 @@
 import { describe, expect, test } from "bun:test"
+import { ContextLedger } from "../src/delivery/context-ledger"
 import type { InjectorOptions } from "../src/delivery/injector"
 import { MatchWakePolicy } from "../src/delivery/match-wake"
 import type { Route } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter } from "../src/pipeline/filter"
+import { MonitorLine } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { settle } from "./support/fake-session-api"
@@ -12,15 +14,20 @@ import { setupInjector, testBatch } from "./support/injector-setup"
 const S = "ses_parent"
 const enc = new TextEncoder()
 
+/** One match wake is at most one batch: batch_max_lines and batch_max_bytes at their defaults. */
+const WAKE_BOUNDS = { maxLines: 50, maxBytes: 16_384 }
 const batch = testBatch
 const match = (seq: number, opts: Parameters<typeof batch>[1] = {}) => batch(seq, { wakeAt: [0], ...opts })
 
-function setup(options: Partial<InjectorOptions> = {}) {
-  const base = setupInjector({
-    maxActiveDeferMs: 60_000,
-    matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6 },
-    ...options,
-  })
+function setup(options: Partial<InjectorOptions> = {}, ledger?: ContextLedger) {
+  const base = setupInjector(
+    {
+      maxActiveDeferMs: 60_000,
+      matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, ...WAKE_BOUNDS },
+      ...options,
+    },
+    ledger,
+  )
   const { api, injector } = base
   // As routeBatch routes a primary session's batches: a wake route for a match or the exit.
   const send = (b: OutputBatch, wakeLimit = 1, route?: Route) =>
@@ -170,7 +177,9 @@ describe("match wake: interval, limit and session cap", () => {
   })
 
   test("wake_limit 3 with a match every 400 ms for 20 s: three wakes, spaced by the interval, every line delivered once", async () => {
-    const { api, send, advance, wakes } = setup({ matchWake: { minIntervalMs: 5_000, perSessionPerMinute: 6 } })
+    const { api, send, advance, wakes } = setup({
+      matchWake: { minIntervalMs: 5_000, perSessionPerMinute: 6, ...WAKE_BOUNDS },
+    })
     for (let seq = 1; seq <= 50; seq++) {
       send(match(seq), 3)
       await advance(400)
@@ -186,7 +195,9 @@ describe("match wake: interval, limit and session cap", () => {
   })
 
   test("the per-session cap holds a third monitor's wake until the minute is over", async () => {
-    const { send, advance, wakes } = setup({ matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 2 } })
+    const { send, advance, wakes } = setup({
+      matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 2, ...WAKE_BOUNDS },
+    })
     send(match(1, { monitorId: "mon_a" }))
     await advance(1_000)
     send(match(1, { monitorId: "mon_b" }))
@@ -223,12 +234,12 @@ describe("match wake: interval, limit and session cap", () => {
   })
 
   test("a flood of matches while busy stays bounded, keeps the first match, and counts the rest in dropped:", async () => {
-    const { api, injector, send, wakes } = setup({ pendingMaxLines: 100 })
+    const { api, injector, send, wakes } = setup()
     api.busy[S] = "busy"
     for (let seq = 1; seq <= 1_000; seq++) send(batch(seq, { lines: 50, wakeAt: [0] }))
     await settle()
     expect(injector.pending(S)).toHaveLength(1)
-    expect(injector.pending(S)[0]?.batch.lines.length).toBeLessThanOrEqual(100)
+    expect(injector.pending(S)[0]?.batch.lines.length).toBeLessThanOrEqual(WAKE_BOUNDS.maxLines)
     delete api.busy[S]
     injector.onSessionIdle(S)
     await settle()
@@ -236,6 +247,64 @@ describe("match wake: interval, limit and session cap", () => {
     expect(text).toContain("[stdout seq=100] FAIL 1.0")
     const shown = [...text.matchAll(/\[stdout seq=\d+\]/g)].length
     expect(text).toContain(`dropped: ${50_000 - shown} matched, 0 unmatched (`)
+  })
+
+  test("a match wake assembled while busy stays within batch_max_bytes, counted as the envelope's rows", async () => {
+    // Lines of 17 visual rows each (\v breaks), 147 bytes but ~420 as rows: 100 of them were 1 600
+    // rows, 41 KB before the fix.
+    const { api, injector, send, wakes } = setup()
+    api.busy[S] = "busy"
+    const rowsLine = (seq: number, wake: boolean) => {
+      const line = new MonitorLine(seq, "stdout", enc.encode(`ERR${"\vxxxxxxxx".repeat(16)}`), false, true)
+      line.wake = wake
+      return line
+    }
+    for (let seq = 1; seq <= 40; seq++) {
+      const lines = Array.from({ length: 50 }, (_, i) => rowsLine(seq * 100 + i, true))
+      send({ ...batch(seq), lines })
+    }
+    await settle()
+    delete api.busy[S]
+    injector.onSessionIdle(S)
+    await settle()
+    const text = wakes()[0]?.text ?? ""
+    const rows = text.split("\n").filter((row) => row.startsWith("[stdout seq="))
+    expect(rows.reduce((n, row) => n + Buffer.byteLength(row) + 1, 0)).toBeLessThanOrEqual(WAKE_BOUNDS.maxBytes)
+    expect(Buffer.byteLength(text)).toBeLessThanOrEqual(WAKE_BOUNDS.maxBytes + 1_024)
+    expect(text).toContain("[stdout seq=100] ERR")
+  })
+
+  test("the ceiling counts from the wake's own queue time, not from the observations it absorbed", async () => {
+    const { api, send, advance, wakes, scheduler } = setup({ maxActiveDeferMs: 5_000 })
+    api.busy[S] = "busy"
+    for (let seq = 1; seq <= 12; seq++) {
+      send(batch(seq))
+      await advance(500)
+    }
+    send(match(13))
+    const queuedAt = scheduler.now()
+    await advance(4_900)
+    expect(wakes()).toHaveLength(0) // before the fix: forced at once, it inherited 6 s of waiting
+    await advance(200)
+    expect(wakes()).toHaveLength(1)
+    expect((wakes()[0]?.at ?? 0) - queuedAt).toBeGreaterThanOrEqual(5_000)
+    expect(wakes()[0]?.text).toContain("[stdout seq=100] line 1.0")
+  })
+
+  test("a match wake is charged to the session's context with the bytes it sent; observations are the budget's", async () => {
+    const ledger = new ContextLedger()
+    const { api, send, advance } = setup({}, ledger)
+    send(batch(1))
+    await advance(1_000)
+    expect(ledger.spent(S)).toBe(0)
+    send(match(2, { lines: 3, wakeAt: [1] }))
+    await advance(1_000)
+    const wake = api.sent.find((p) => !p.noReply)
+    expect(wake?.text).toContain("wake: line matched wake_pattern (1 of 1)")
+    expect(ledger.spent(S)).toBe(Buffer.byteLength(wake?.text ?? "x"))
+    send(batch(3, { terminal: { kind: "exited", code: 0 } }))
+    await advance(1_000)
+    expect(ledger.spent(S)).toBe(Buffer.byteLength(wake?.text ?? "x"))
   })
 
   test("without match-wake options a match is an observation", async () => {
@@ -249,7 +318,7 @@ describe("match wake: interval, limit and session cap", () => {
 describe("MatchWakePolicy: state is per monitor and per session, and goes with them", () => {
   test("a monitor's count goes when it ends or its session is deleted", () => {
     const scheduler = new FakeScheduler()
-    const policy = new MatchWakePolicy({ minIntervalMs: 1_000, perSessionPerMinute: 6 }, scheduler)
+    const policy = new MatchWakePolicy({ minIntervalMs: 1_000, perSessionPerMinute: 6, ...WAKE_BOUNDS }, scheduler)
     expect(policy.decide(S, match(1, { monitorId: "mon_a" }), 1).kind).toBe("wake")
     expect(policy.decide(S, match(1, { monitorId: "mon_b" }), 1).kind).toBe("wake")
     expect([policy.exhausted("mon_a", 1), policy.exhausted("mon_b", 1)]).toEqual([true, true])
@@ -282,7 +351,7 @@ describe("match wake: session sources", () => {
 })
 
 describe("pipeline: wake_pattern", () => {
-  async function pipeline(matchPattern: string | undefined) {
+  async function pipeline(matchPattern: string | undefined, matchWakeLeft?: () => boolean) {
     const scheduler = new FakeScheduler()
     const batches: OutputBatch[] = []
     const p = createMonitorPipeline({
@@ -296,6 +365,7 @@ describe("pipeline: wake_pattern", () => {
       },
       filter: await compileLineFilter(matchPattern, 512),
       wakeFilter: await compileLineFilter("ready on", 512, "wake_pattern"),
+      ...(matchWakeLeft ? { matchWakeLeft } : {}),
       scheduler,
       onBatch: (b) => batches.push(b),
     })
@@ -326,6 +396,31 @@ describe("pipeline: wake_pattern", () => {
     p.push("stdout", enc.encode("a\nb\nc\n")) // pushes all three out of the 3-line ring
     p.finish({ kind: "exited", code: 0 })
     expect(batches.at(-1)?.dropped).toEqual({ matched: 0, unmatched: 1, bytes: 5 })
+  })
+
+  test("past wake_limit a matching line is a plain line: not flushed early, filtered by match_pattern like any", async () => {
+    let left = true
+    const { scheduler, batches, p } = await pipeline("ERROR|ready", () => left)
+    p.push("stdout", enc.encode("ready on :3000\n"))
+    scheduler.advance(0)
+    expect(batches.map((b) => b.lines.map((l) => l.wake))).toEqual([[true]])
+    left = false // the injector recorded the last match wake this monitor may cause
+    p.push("stdout", enc.encode("ready on :3001\nready on :3002\n"))
+    scheduler.advance(0)
+    expect(batches).toHaveLength(1) // no batch of its own on the next tick
+    scheduler.advance(1_000)
+    expect(batches.map((b) => b.lines.map((l) => [l.text, l.wake]))).toEqual([
+      [["ready on :3000", true]],
+      [
+        ["ready on :3001", false],
+        ["ready on :3002", false],
+      ],
+    ])
+    // Without match_pattern's consent it is not delivered either.
+    const filtered = await pipeline("ERROR", () => false)
+    filtered.p.push("stdout", enc.encode("ready on :3000\n"))
+    filtered.scheduler.advance(1_000)
+    expect(filtered.batches).toHaveLength(0)
   })
 
   test("an invalid wake_pattern is refused naming wake_pattern", async () => {

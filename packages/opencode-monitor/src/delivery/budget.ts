@@ -1,6 +1,7 @@
 import { type BudgetNote, type DropCounts, isTerminalBatch, NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
+import { ContextLedger } from "./context-ledger"
 import { formatMonitorBatch } from "./envelope"
 import type { Route } from "./session-source"
 
@@ -11,12 +12,17 @@ export type BudgetOptions = {
   burstBytes: number
   /** Observations into one session between two real user turns, all monitors together. */
   sessionBytes: number
-  /** Past the budget, at most one summary envelope per monitor this often, only while output flows. */
+  /**
+   * Past a monitor's bucket, at most one summary envelope per monitor this often, only while output
+   * flows; past the session's total, one per monitor until a person writes again.
+   */
   summaryIntervalMs: number
 }
 
 export type BudgetDeps = {
   scheduler: Scheduler
+  /** Each session's bytes since its last real user turn, shared with the injector (it charges match wakes). */
+  ledger?: ContextLedger
   /** The next stage (the injector's enqueue); `wakeLimit` is the monitor's `wake_limit` (0 = none). */
   forward: (batch: OutputBatch, route: Route, label: string, wakeLimit: number) => void
 }
@@ -38,8 +44,6 @@ export const STARTUP_LINES = 20
 export const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PENDING_PRIORITY_MAX = 20
-/** Priority lines a summary envelope shows besides the last line. */
-const SUMMARY_PRIORITY_LINES = 5
 // Estimate of an envelope's fixed text (header, status, dropped and budget lines) and of one
 // line's `[stream seq=N] ` prefix, used to choose lines; what is charged is the real text's size.
 const ENVELOPE_OVERHEAD_BYTES = 480
@@ -73,6 +77,8 @@ type Stream = {
   held: { lines: number; bytes: number; firstSeq: number; dropped: DropCounts }
   lastHeld: { batch: OutputBatch; line: MonitorLine | undefined } | undefined
   pendingPriority: MonitorLine[]
+  /** Sent its one summary that did not fit the session's total: silent until a person writes. */
+  summarizedPastBudget: boolean
   /** Where held-back observations go: never a wake route. */
   route: Route
   label: string
@@ -87,16 +93,21 @@ type Stream = {
  * per minute, with a burst), each session a total between two real user turns. When a batch does
  * not fit, its most informative lines go first (startup, error-looking, matching, the latest); the
  * rest is counted in `dropped:` and the envelope says how to read it with `monitor_output`. Past
- * the budget a monitor gets at most one summary envelope per interval, and only while it prints.
+ * its bucket a monitor gets at most one short summary envelope per interval, and only while it
+ * prints. Observations and summaries are charged to the session's total here, match wakes by
+ * the injector as sent (the ledger is shared); past that total each monitor gets one summary
+ * until a person writes again.
  */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
-  private readonly sessionSpent = new Map<string, number>()
+  private readonly ledger: ContextLedger
 
   constructor(
     private readonly options: BudgetOptions,
     private readonly deps: BudgetDeps,
-  ) {}
+  ) {
+    this.ledger = deps.ledger ?? new ContextLedger()
+  }
 
   admit(batch: OutputBatch, routed: Route, source: BatchSource): void {
     const { label, hasPattern, wakeLimit } = source
@@ -107,7 +118,8 @@ export class ObservationBudget {
     const route = routed.wake && !wake ? { ...routed, wake: false } : routed
     const stream = this.stream(batch.monitorId, route, label, hasPattern, wakeLimit)
     if (wake) {
-      this.send(stream, batch, batch.lines, { charge: false, route })
+      // Never held back. A match wake is charged by the injector when it is sent, as it went out.
+      this.send(stream, this.compose(stream, batch, batch.lines), { charge: false, route })
       if (isTerminalBatch(batch)) this.forgetStream(stream)
     } else if (this.options.bytesPerMinute === 0) {
       this.hold(stream, batch, [])
@@ -125,22 +137,23 @@ export class ObservationBudget {
     const pending = stream.pendingPriority
     const candidates = pending.length > 0 ? [...pending, ...batch.lines] : batch.lines
     if (estimate(candidates) <= available) {
-      this.send(stream, batch, candidates, { charge: true })
+      this.send(stream, this.compose(stream, batch, candidates), { charge: true })
       return
     }
     // Each new line is looked at once; held priority lines were found when they were held.
     const fresh = batch.lines.filter((line) => this.isPriority(stream, line))
     const priority = pending.length > 0 ? [...pending, ...fresh] : fresh
     const chosen = this.choose(priority, batch.lines[batch.lines.length - 1], available)
-    if (chosen) this.send(stream, batch, chosen, { charge: true })
+    if (chosen) this.send(stream, this.compose(stream, batch, chosen), { charge: true })
     else this.hold(stream, batch, priority)
   }
 
-  /** A person wrote in the session: its total and its monitors' buckets start afresh. */
+  /** A person wrote in the session: its total, its monitors' buckets and summaries start afresh. */
   onUserTurn(sessionID: string): void {
-    this.sessionSpent.delete(sessionID)
+    this.ledger.reset(sessionID)
     for (const stream of this.streams.values()) {
       if (stream.sessionID !== sessionID) continue
+      stream.summarizedPastBudget = false
       stream.tokens = this.options.burstBytes
       stream.refilledAt = this.deps.scheduler.now()
     }
@@ -151,13 +164,13 @@ export class ObservationBudget {
   }
 
   forgetSession(sessionID: string): void {
-    this.sessionSpent.delete(sessionID)
+    this.ledger.reset(sessionID)
     for (const stream of this.streams.values()) if (stream.sessionID === sessionID) this.forgetStream(stream)
   }
 
   dispose(): void {
     for (const stream of this.streams.values()) this.forgetStream(stream)
-    this.sessionSpent.clear()
+    this.ledger.clear()
   }
 
   /** Monitor-and-session pairs with state; a monitor's is deleted when it ends. */
@@ -165,9 +178,9 @@ export class ObservationBudget {
     return this.streams.size
   }
 
-  /** Bytes charged to a session since its last real user turn. */
+  /** Bytes charged to a session since its last real user turn (match wakes included). */
   spent(sessionID: string): number {
-    return this.sessionSpent.get(sessionID) ?? 0
+    return this.ledger.spent(sessionID)
   }
 
   private stream(monitorId: string, route: Route, label: string, hasPattern: boolean, wakeLimit: number): Stream {
@@ -185,6 +198,7 @@ export class ObservationBudget {
         held: emptyHeld(),
         lastHeld: undefined,
         pendingPriority: [],
+        summarizedPastBudget: false,
         route,
         label,
         hasPattern,
@@ -206,7 +220,11 @@ export class ObservationBudget {
     const gained = ((now - stream.refilledAt) * this.options.bytesPerMinute) / 60_000
     stream.tokens = Math.min(this.options.burstBytes, stream.tokens + gained)
     stream.refilledAt = now
-    return Math.min(stream.tokens, this.options.sessionBytes - this.spent(stream.sessionID))
+    return Math.min(stream.tokens, this.sessionLeft(stream.sessionID))
+  }
+
+  private sessionLeft(sessionID: string): number {
+    return this.options.sessionBytes - this.spent(sessionID)
   }
 
   private isPriority(stream: Stream, line: MonitorLine): boolean {
@@ -237,30 +255,21 @@ export class ObservationBudget {
   }
 
   /**
-   * Forwards `shown` (lines of `batch`, or held earlier), counting everything held back since the
-   * last envelope in `dropped:`, with a note saying how to read it.
+   * The envelope's batch for `shown` (lines of `batch`, or held earlier), counting everything held
+   * back since the last envelope in `dropped:`, with a note saying how to read it. Changes nothing.
    */
-  private send(
-    stream: Stream,
-    batch: OutputBatch,
-    shown: MonitorLine[],
-    how: { charge: boolean; summary?: boolean; route?: Route },
-  ) {
+  private compose(stream: Stream, batch: OutputBatch, shown: MonitorLine[], summary = false): OutputBatch {
+    const held = { ...stream.held }
     const fresh = new Set(batch.lines)
     const visible = new Set(shown)
-    for (const line of batch.lines) if (!visible.has(line)) this.countHeld(stream, line)
-    for (const line of shown) if (!fresh.has(line)) this.uncountHeld(stream, line)
-    const { held } = stream
+    for (const line of batch.lines) if (!visible.has(line)) countHeld(held, line)
+    for (const line of shown) if (!fresh.has(line)) uncountHeld(held, line)
+    // A summary always says so: its line is cut by the envelope even when it is the only one held.
     const budget: BudgetNote | undefined =
-      held.lines > 0
-        ? {
-            kind: how.summary ? "summary" : "held",
-            lines: held.lines,
-            bytes: held.bytes,
-            sinceSequence: held.firstSeq - 1,
-          }
+      held.lines > 0 || summary
+        ? { kind: summary ? "summary" : "held", lines: held.lines, bytes: held.bytes, sinceSequence: held.firstSeq - 1 }
         : undefined
-    const out: OutputBatch = {
+    return {
       ...batch,
       lines: shown,
       dropped: addDrops(addDrops(held.dropped, batch.dropped), {
@@ -270,10 +279,19 @@ export class ObservationBudget {
       }),
       ...(budget ? { budget } : {}),
     }
+  }
+
+  /** The size of the envelope's text, what is charged. */
+  private cost(stream: Stream, out: OutputBatch): number {
+    return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.label }))
+  }
+
+  /** Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now. */
+  private send(stream: Stream, out: OutputBatch, how: { charge: boolean; route?: Route }) {
     if (how.charge) {
-      const cost = Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.label }))
+      const cost = this.cost(stream, out)
       stream.tokens -= cost
-      this.sessionSpent.set(stream.sessionID, this.spent(stream.sessionID) + cost)
+      this.ledger.charge(stream.sessionID, cost)
     }
     stream.held = emptyHeld()
     stream.lastHeld = undefined
@@ -285,39 +303,31 @@ export class ObservationBudget {
 
   /** Holds a whole batch back; its priority lines wait (bounded) for room in a later envelope. */
   private hold(stream: Stream, batch: OutputBatch, pendingPriority: MonitorLine[]): void {
-    for (const line of batch.lines) this.countHeld(stream, line)
+    for (const line of batch.lines) countHeld(stream.held, line)
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
     stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
     stream.pendingPriority = pendingPriority.slice(-PENDING_PRIORITY_MAX)
     if (this.options.bytesPerMinute > 0) this.arm(stream)
   }
 
-  private countHeld(stream: Stream, line: MonitorLine): void {
-    const { held } = stream
-    if (held.lines === 0 || line.seq < held.firstSeq) held.firstSeq = line.seq
-    held.lines++
-    held.bytes += line.byteLength
-  }
-
-  private uncountHeld(stream: Stream, line: MonitorLine): void {
-    stream.held.lines--
-    stream.held.bytes -= line.byteLength
-  }
-
   /**
    * One timer per holding stream, at the earliest of: the bucket having room for the oldest held
    * priority line (so an error printed just before a silence still arrives), and the summary being
-   * due. Never armed for a silent stream: only holding a batch arms it.
+   * due (never again once its summary past the session's total went). Never armed for a silent
+   * stream: only holding a batch arms it.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()
-    let at = stream.lastEnvelopeAt + this.options.summaryIntervalMs
+    let at = stream.summarizedPastBudget
+      ? Number.POSITIVE_INFINITY
+      : stream.lastEnvelopeAt + this.options.summaryIntervalMs
     const first = stream.pendingPriority[0]
     if (first) {
       const need = estimate([first])
-      const sessionLeft = this.options.sessionBytes - this.spent(stream.sessionID)
-      if (need <= sessionLeft) at = Math.min(at, now + ((need - stream.tokens) * 60_000) / this.options.bytesPerMinute)
+      if (need <= this.sessionLeft(stream.sessionID))
+        at = Math.min(at, now + ((need - stream.tokens) * 60_000) / this.options.bytesPerMinute)
     }
+    if (at === Number.POSITIVE_INFINITY) return
     at = Math.max(now + 1, Math.ceil(at))
     if (stream.timer && stream.timer.at <= at) return
     this.clearTimer(stream)
@@ -333,23 +343,21 @@ export class ObservationBudget {
     if (!last || stream.held.lines === 0) return
     const available = this.room(stream)
     const chosen = this.choose(stream.pendingPriority, last.line, available)
+    // An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key.
+    const held = { ...last.batch, lines: [], dropped: NO_DROPS }
     if (chosen) {
-      this.sendHeld(stream, chosen, false)
+      this.send(stream, this.compose(stream, held, chosen), { charge: true })
     } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
-      // Past the budget: one summary with a few held priority lines and the last line.
-      const shown = stream.pendingPriority.slice(0, SUMMARY_PRIORITY_LINES)
-      if (last.line && !shown.includes(last.line)) shown.push(last.line)
-      this.sendHeld(stream, shown, true)
+      // Past the budget: one short summary, the counts and the last line (cut by the envelope).
+      const summary = this.compose(stream, held, last.line ? [last.line] : [], true)
+      const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
+      // Past the session's total: one summary per monitor, then silence until a person writes.
+      if (pastTotal && stream.summarizedPastBudget) return
+      stream.summarizedPastBudget ||= pastTotal
+      this.send(stream, summary, { charge: true })
     } else {
       this.arm(stream)
     }
-  }
-
-  /** An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key. */
-  private sendHeld(stream: Stream, shown: MonitorLine[], summary: boolean): void {
-    const last = stream.lastHeld
-    if (!last) return
-    this.send(stream, { ...last.batch, lines: [], dropped: NO_DROPS }, shown, { charge: true, summary })
   }
 
   private clearTimer(stream: Stream): void {
@@ -367,6 +375,17 @@ function estimate(lines: readonly MonitorLine[]): number {
   let bytes = ENVELOPE_OVERHEAD_BYTES
   for (const line of lines) bytes += line.byteLength + LINE_PREFIX_BYTES
   return bytes
+}
+
+function countHeld(held: Stream["held"], line: MonitorLine): void {
+  if (held.lines === 0 || line.seq < held.firstSeq) held.firstSeq = line.seq
+  held.lines++
+  held.bytes += line.byteLength
+}
+
+function uncountHeld(held: Stream["held"], line: MonitorLine): void {
+  held.lines--
+  held.bytes -= line.byteLength
 }
 
 function emptyHeld(): Stream["held"] {

@@ -22,6 +22,16 @@ export type Verdict = "found" | "absent" | "unknown"
 export type SendOutcome = "sent" | "failed" | "gone"
 export type FailureOutcome = { retryInMs: number } | { giveUp: true }
 
+/** The envelope a delivery sends (the same text on every attempt). */
+export function envelopeText(delivery: Delivery): string {
+  return formatMonitorBatch({
+    batch: { ...delivery.batch, dropped: delivery.dropped },
+    label: delivery.label,
+    subagentSessionID: delivery.subagentSessionID,
+    wake: delivery.matchWake,
+  })
+}
+
 /**
  * How one delivery is sent, checked and retried: send once; after an ambiguous failure check the
  * history before anything else and never send blind; back off on failures, never faster than
@@ -36,12 +46,7 @@ export class DeliveryPolicy {
 
   async send(delivery: Delivery, identity: Identity): Promise<{ outcome: SendOutcome; kind?: string }> {
     delivery.attempts++
-    const text = formatMonitorBatch({
-      batch: { ...delivery.batch, dropped: delivery.dropped },
-      label: delivery.label,
-      subagentSessionID: delivery.subagentSessionID,
-      wake: delivery.matchWake,
-    })
+    const text = envelopeText(delivery)
     try {
       await this.api.prompt(delivery.sessionID, {
         noReply: !delivery.wake,

@@ -1,7 +1,8 @@
 import type { OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { coalesceWaiting } from "./coalesce"
-import { DeliveryPolicy, errorText } from "./delivery-policy"
+import type { ContextLedger } from "./context-ledger"
+import { DeliveryPolicy, envelopeText, errorText } from "./delivery-policy"
 import { evaluateGates } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
@@ -35,6 +36,8 @@ export type InjectorDeps = {
   identities?: SessionIdentities
   /** A wake could not be delivered within the give-up bound. */
   onGiveUp?: (delivery: Delivery) => void
+  /** Each session's context bytes, shared with the observation budget: a match wake is charged when it lands. */
+  ledger?: ContextLedger
 }
 
 export const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
@@ -105,7 +108,8 @@ export class MonitorOutputInjector {
       notBefore: 0,
     }
     const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, bounds) // issue 18
+    const wakeBounds = this.options.matchWake ?? bounds
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, wakeBounds) // issue 18
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
@@ -338,6 +342,8 @@ export class MonitorOutputInjector {
 
   private settle(queue: SessionQueue, delivery: Delivery, message: string, reason: string): void {
     queue.remove(delivery)
+    // A match wake is never held back by the budget, but what it put into the session is counted.
+    if (delivery.matchWake) this.deps.ledger?.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
     // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
     if (delivery.batch.stillRunning) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetMonitorKeys(delivery)

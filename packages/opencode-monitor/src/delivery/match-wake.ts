@@ -1,6 +1,7 @@
 import type { DropCounts, OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
+import { envelopeBytes } from "../pipeline/render"
 
 /**
  * Wake on a matching line (SPEC §10). The injector asks this policy, at send time and with the
@@ -13,6 +14,10 @@ export type MatchWakeOptions = {
   minIntervalMs: number
   /** Match wakes one session may get in any minute, all monitors together. */
   perSessionPerMinute: number
+  /** One match wake, however many batches it absorbed, is at most one batch (`batch_max_lines`). */
+  maxLines: number
+  /** …and `batch_max_bytes`, counted as the envelope counts its rows. */
+  maxBytes: number
 }
 
 /** Why an envelope wakes: the `wake:` header line. */
@@ -105,7 +110,8 @@ const isCandidate = (d: MatchWakeDelivery) => d.wake && d.batch.stillRunning
  * has a candidate waiting, absorbs that monitor's waiting running batches, so matches coalesce
  * into the next wake with every line in order. A terminal batch absorbs a waiting candidate: the
  * exit wake carries its lines. Past `wake_limit` a match is a plain observation, and a subagent's
- * root session gets none of it.
+ * root session gets none of it. The ceiling counts from the wake's own queue time: the oldest wake
+ * absorbed, never an observation that waited longer.
  */
 export function queueMatchWake<D extends MatchWakeDelivery>(
   queue: readonly D[],
@@ -129,7 +135,7 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     const merged = mergePending(older, delivery, bounds)
     delivery.batch = merged.batch
     delivery.dropped = merged.dropped
-    delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
+    if (older.wake) delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
     if (batch.stillRunning) delivery.wake ||= older.wake
   }
@@ -167,7 +173,7 @@ export function settleMatchWake(
  * Two waiting batches of one monitor become one: the newer batch (its key and number) carries
  * the older lines first. Over the bounds, lines give way oldest first among those that did not
  * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
- * What gives way is counted in `dropped:` and stays readable with `monitor_output`.
+ * Bytes are the envelope's (rows, prefixes), as `batch_max_bytes` counts them. What gives way is counted in `dropped:` and stays readable with `monitor_output`.
  */
 export function mergePending(
   older: PendingBatch,
@@ -175,8 +181,9 @@ export function mergePending(
   bounds: { maxLines: number; maxBytes: number },
 ): PendingBatch {
   const all = [...older.batch.lines, ...newer.batch.lines]
+  const sizes = all.map(envelopeBytes)
   let bytes = 0
-  for (const line of all) bytes += line.byteLength
+  for (const size of sizes) bytes += size
   const dropped = {
     matched: older.dropped.matched + newer.dropped.matched,
     unmatched: older.dropped.unmatched + newer.dropped.unmatched,
@@ -188,7 +195,7 @@ export function mergePending(
     const line = all[index] as MonitorLine
     keep[index] = false
     kept--
-    bytes -= line.byteLength
+    bytes -= sizes[index] as number
     dropped.matched++
     dropped.bytes += line.byteLength
   }

@@ -2,6 +2,7 @@ import type { MonitorConfig } from "../config"
 import type { OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { isRealUserTurn, ObservationBudget } from "./budget"
+import { ContextLedger } from "./context-ledger"
 import type { Identity } from "./gates"
 import { MonitorOutputInjector } from "./injector"
 import type { SessionApi } from "./session-api"
@@ -34,6 +35,8 @@ export class DeliveryRouter {
     private readonly deps: { api: SessionApi; scheduler: Scheduler },
   ) {
     const { api, scheduler } = deps
+    // Each session's context bytes since its last real user turn: the budget and the injector both charge it.
+    const ledger = new ContextLedger()
     this.sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
     this.injector = new MonitorOutputInjector(
       {
@@ -48,6 +51,8 @@ export class DeliveryRouter {
         matchWake: {
           minIntervalMs: config.wake_min_interval_ms,
           perSessionPerMinute: config.max_match_wakes_per_minute,
+          maxLines: config.batch_max_lines,
+          maxBytes: config.batch_max_bytes,
         },
         // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
         staleTurnsBefore: scheduler.now(),
@@ -55,6 +60,7 @@ export class DeliveryRouter {
       {
         api,
         scheduler,
+        ledger,
         onGiveUp: (delivery) =>
           api.toast(
             "error",
@@ -70,7 +76,11 @@ export class DeliveryRouter {
         sessionBytes: config.observation_session_bytes,
         summaryIntervalMs: config.observation_summary_interval_ms,
       },
-      { scheduler, forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit) },
+      {
+        scheduler,
+        ledger,
+        forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit),
+      },
     )
   }
 
@@ -95,9 +105,14 @@ export class DeliveryRouter {
   }
 
   private deliver(batch: OutputBatch, origin: BatchOrigin, source: SessionSource): void {
-    const matchWakeLeft = this.injector.matchWakeLeft(batch.monitorId, origin.wakeLimit)
+    const matchWakeLeft = this.matchWakeLeft(batch.monitorId, origin.wakeLimit)
     for (const route of routeBatch(source, origin.sessionID, batch, this.config.subagent_wake))
       this.budget.admit(batch, route, { ...origin, matchWakeLeft })
+  }
+
+  /** The monitor may still cause a match wake (`wake_limit` not used up); past it its matches are plain lines. */
+  matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
+    return this.injector.matchWakeLeft(monitorId, wakeLimit)
   }
 
   /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */

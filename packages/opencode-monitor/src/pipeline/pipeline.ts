@@ -17,6 +17,8 @@ export type PipelineOptions = {
   filter: LineFilter | undefined
   /** `wake_pattern`: a matching line is delivered (filtered in or not) and flushed promptly. */
   wakeFilter?: LineFilter | undefined
+  /** False once the monitor's `wake_limit` is used up: a match is then a plain line, batched as any. */
+  matchWakeLeft?: () => boolean
   scheduler: Scheduler
   onBatch: (batch: OutputBatch) => void
 }
@@ -39,6 +41,7 @@ export type MonitorPipeline = {
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
+  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   // Drops not yet reported in a batch: over-long line remainders and unmatched lines that left
   // the ring (matched lines leaving the ring were already handed to the batcher).
@@ -93,7 +96,8 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     const lineBreaks = !inBlock ? 0 : blockHasBreaks && breaks.has(start, end) ? 2 : 1
     const line = new MonitorLine(++seq, stream, bytes, truncated, true, start, end, lineBreaks)
     if (filter) line.matched = (inBlock ? matcher?.test(start, end) : undefined) ?? filter(line.text)
-    if (wakeFilter) line.wake = (inBlock ? wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text)
+    if (wakeFilter)
+      line.wake = wakeLeft() && ((inBlock ? wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text))
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       pendingDrops.unmatched++

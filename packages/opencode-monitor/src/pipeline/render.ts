@@ -11,14 +11,22 @@ type RenderedLine = { rows: string[]; cutBytes: number }
  * visual break it kept becomes its own prefixed row, so no content can stand alone as an envelope
  * line. A run of empty rows collapses into one, and rows past MAX_ROWS_PER_LINE are cut (their
  * UTF-8 bytes are returned as `cutBytes`), so one line cannot amplify into thousands of rows.
+ * With `maxBytes` (a summary's line) the text is first cut to that many bytes, marked `[truncated]`.
  */
-export function renderLine(line: MonitorLine): RenderedLine {
+export function renderLine(line: MonitorLine, maxBytes?: number): RenderedLine {
   const prefix = `[${line.stream} seq=${line.seq}] `
-  const suffix = line.truncated ? " [truncated]" : ""
-  const text = neutralizeMarkers(line.text)
-  if (!text.includes("\n")) return { rows: [prefix + text + suffix], cutBytes: 0 }
-  const rows: string[] = []
+  let text = neutralizeMarkers(line.text)
   let cutBytes = 0
+  let truncated = line.truncated
+  if (maxBytes !== undefined && Buffer.byteLength(text) > maxBytes) {
+    const kept = cutToBytes(text, maxBytes)
+    cutBytes = Buffer.byteLength(text) - Buffer.byteLength(kept)
+    text = kept
+    truncated = true
+  }
+  const suffix = truncated ? " [truncated]" : ""
+  if (!text.includes("\n")) return { rows: [prefix + text + suffix], cutBytes }
+  const rows: string[] = []
   let previousEmpty = false
   for (const piece of text.split("\n")) {
     const empty = piece.trim() === ""
@@ -50,6 +58,15 @@ export function envelopeBytes(line: MonitorLine): number {
 export function envelopeBytesBound(line: MonitorLine): number {
   const row = line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
   return line.mayBreak ? 3 * line.byteLength + MAX_ROWS_PER_LINE * row : line.byteLength + row
+}
+
+/** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */
+function cutToBytes(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text)
+  let end = maxBytes
+  // Back off continuation bytes (10xxxxxx): the cut never splits a character.
+  while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end--
+  return bytes.subarray(0, end).toString()
 }
 
 function decimalDigits(n: number): number {

@@ -1,3 +1,4 @@
+import type { ContextLedger } from "../../src/delivery/context-ledger"
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
 import { MonitorLine } from "../../src/pipeline/line"
@@ -6,7 +7,7 @@ import { FakeScheduler } from "./fake-scheduler"
 import { FakeSessionApi, settle } from "./fake-session-api"
 
 /** A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings. */
-export function setupInjector(options: Partial<InjectorOptions> = {}) {
+export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: ContextLedger) {
   const scheduler = new FakeScheduler()
   const api = new FakeSessionApi(() => scheduler.now())
   scheduler.advance(1_000_000) // message times far from zero
@@ -21,7 +22,7 @@ export function setupInjector(options: Partial<InjectorOptions> = {}) {
       pendingMaxBytes: 32_768,
       ...options,
     },
-    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key) },
+    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ...(ledger ? { ledger } : {}) },
   )
   const advance = async (ms: number) => {
     // Step in small slices so async sends settle between timer firings, as on a real loop.
