@@ -446,8 +446,8 @@ export const MUTATIONS: Mutation[] = [
     id: "wake-limit-still-flushes",
     what: "past wake_limit a matching line still marks its batch as a wake and flushes it on its own",
     file: "src/pipeline/pipeline.ts",
-    find: "line.wake = wakeLeft() && wakeFilter(line.text)",
-    replace: "line.wake = wakeFilter(line.text)",
+    find: "line.wake = wakeLeft() && ((inBlock ? wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text))",
+    replace: "line.wake = (inBlock ? wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text)",
     tests: ["match-wake.test.ts", "budget-wiring.test.ts"],
   },
   {
