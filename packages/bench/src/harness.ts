@@ -34,6 +34,7 @@ async function startMonitor(manager: InstanceType<typeof MonitorManager>, fields
     label: fields.label,
     match_pattern: fields.matchPattern,
     wake_pattern: fields.wakePattern,
+    wake_on_silence_ms: fields.silenceMs,
   }
   return manager.start(await startRequest.parseStartRequest(args, fields, manager.config))
 }
@@ -131,6 +132,8 @@ export async function runMonitors(
   options: {
     matchPattern?: string
     wakePattern?: string
+    /** `wake_on_silence_ms` of every monitor. */
+    silenceMs?: number
     stopAfterMs?: number
     config?: MonitorConfig
     /** Sum the bytes of delivered lines (costs time in onBatch). */
@@ -181,6 +184,7 @@ export async function runMonitors(
       label: "bench",
       ...(options.matchPattern === undefined ? {} : { matchPattern: options.matchPattern }),
       ...(options.wakePattern === undefined ? {} : { wakePattern: options.wakePattern }),
+      ...(options.silenceMs === undefined ? {} : { silenceMs: options.silenceMs }),
     })
     traces.set(info.id, { info, batches: 0, batchTimes: [], startedAt, endedAt: Number.NaN, deliveredBytes: 0 })
     ends.push(
@@ -245,7 +249,13 @@ async function serverPath(config: MonitorConfig): Promise<(batch: OutputBatch, m
 /** A single monitor run summarised like a drain. */
 export async function monitorOnce(
   command: string,
-  options: { matchPattern?: string; wakePattern?: string; serverPath?: boolean; stopAfterMs?: number } = {},
+  options: {
+    matchPattern?: string
+    wakePattern?: string
+    silenceMs?: number
+    serverPath?: boolean
+    stopAfterMs?: number
+  } = {},
 ): Promise<RunResult> {
   const run = await runMonitors([command], options)
   const trace = run.monitors[0] as MonitorTrace

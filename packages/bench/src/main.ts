@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,load,wake,state,budget`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,load,wake,state,budget,silence`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -13,6 +13,7 @@ import { benchMemory } from "./memory.ts"
 import { benchPermission } from "./permission.ts"
 import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
+import { benchSilence } from "./silence.ts"
 import { markdownTable, type Row } from "./report.ts"
 import { STALL_INTERVAL_MS } from "./stall-meter.ts"
 import { benchState } from "./state.ts"
@@ -31,6 +32,7 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   wake: benchWake,
   state: benchState,
   budget: benchBudget,
+  silence: benchSilence,
 }
 
 async function main(): Promise<void> {

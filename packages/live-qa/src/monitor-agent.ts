@@ -77,9 +77,15 @@ export function matchReport(envelope: { monitorId: string; label: string; wake?:
   return `REPORT: monitor ${envelope.label} (${envelope.monitorId}) is still running and matched: ${envelope.wakeLine ?? "?"} (${envelope.wake ?? "no wake header"}).`
 }
 
-/** The agent's answer to one envelope that woke it: a match report or an exit report. */
+/** What the agent says when a running command woke it for its silence (`wake_on_silence_ms`). */
+export function silenceReport(envelope: { monitorId: string; label: string; wake?: string }): string {
+  return `SILENT: monitor ${envelope.label} (${envelope.monitorId}) is still running but printed nothing (${envelope.wake ?? "no wake header"}).`
+}
+
+/** The agent's answer to one envelope that woke it: a silence, match or exit report. */
 export function wakeReport(envelope: EnvelopeHead): string {
-  return envelope.status === "running" ? matchReport(envelope) : exitReport(envelope)
+  if (envelope.status !== "running") return exitReport(envelope)
+  return envelope.wake?.startsWith("wake: no output") ? silenceReport(envelope) : matchReport(envelope)
 }
 
 export interface MonitorAgentOptions {

@@ -6,10 +6,14 @@
 
 /** What a monitor could not clean up; said with its status instead of claiming a clean end. */
 export type Leftovers = {
+  /** Still running after the leader exited (an escaped daemon, a group member): stopped by the monitor. */
+  leftBehind?: { pid: number; name: string }[]
   /** Processes still running after the final SIGKILL, or that may not be signalled (EPERM). */
   survivors?: number[]
   /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
   pipesHeld?: boolean
+  /** Not observed by this server: what a previous server's state record says (restart recovery, SPEC §12). */
+  recorded?: true
 }
 
 export type MonitorStatus =
@@ -19,7 +23,12 @@ export type MonitorStatus =
   | ({ kind: "timed_out"; afterMs: number; signal: string | null } & Leftovers)
   | ({ kind: "stopped"; signal: string | null; byPerson?: true } & Leftovers)
   /** The server that ran it stopped while it ran (reported by the next server, SPEC §12). */
-  | ({ kind: "lost"; survivorPid: number | undefined } & Leftovers)
+  | ({
+      kind: "lost"
+      survivorPid: number | undefined
+      /** The record names a leader that still runs but does not prove it is this monitor's: not signalled. */
+      unverified?: { pid: number; reason: string }
+    } & Leftovers)
 
 export type StatusKind = MonitorStatus["kind"]
 
@@ -45,6 +54,9 @@ export function neutralizeMarkers(text: string): string {
 const BY_PERSON = "stopped (by the person at the screen)"
 const LOST = "lost (the opencode server stopped while it ran"
 const SURVIVORS = "; still running after SIGKILL: pid "
+const LEFT_BEHIND = "; stopped what it left running: "
+const RECORDED = ", as the previous opencode server recorded it (not observed by this server)"
+const UNVERIFIED = "; its record names process "
 const PIPES_HELD =
   "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
 
@@ -52,6 +64,10 @@ const PIPES_HELD =
 export function formatStatus(status: MonitorStatus): string {
   if (status.kind === "running") return "running"
   let text = formatEnd(status)
+  if (status.leftBehind?.length) {
+    text += `${LEFT_BEHIND}${status.leftBehind.map((p) => `pid ${p.pid} (${p.name})`).join(", ")}`
+  }
+  if (status.recorded) text += RECORDED
   if (status.survivors?.length) {
     text += `${SURVIVORS}${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
   }
@@ -70,6 +86,9 @@ function formatEnd(status: Exclude<MonitorStatus, { kind: "running" }>): string 
     case "stopped":
       return status.byPerson ? BY_PERSON : "stopped"
     case "lost":
+      if (status.unverified) {
+        return `${LOST}${UNVERIFIED}${status.unverified.pid} as still running, unverified: ${status.unverified.reason}, so it was not signalled)`
+      }
       return status.survivorPid === undefined
         ? `${LOST})`
         : `${LOST}; its process ${status.survivorPid} is still running and could not be stopped)`
@@ -86,8 +105,15 @@ export function parseStatus(text: string): MonitorStatus | undefined {
   const survivors = text.includes(SURVIVORS)
     ? (/still running after SIGKILL: pid ([\d, ]+)/.exec(text)?.[1] ?? "").split(", ").map(Number)
     : []
+  const leftBehind = [
+    ...(/; stopped what it left running: ((?:pid \d+ \([^)]*\)(?:, )?)+)/.exec(text)?.[1] ?? "").matchAll(
+      /pid (\d+) \(([^)]*)\)/g,
+    ),
+  ].map((m) => ({ pid: Number(m[1]), name: m[2] as string }))
   return {
     ...end,
+    ...(leftBehind.length > 0 ? { leftBehind } : {}),
+    ...(text.includes(RECORDED) ? { recorded: true as const } : {}),
     ...(survivors.length > 0 ? { survivors } : {}),
     ...(text.endsWith(PIPES_HELD) ? { pipesHeld: true } : {}),
   }
@@ -105,7 +131,14 @@ function parseEnd(text: string): MonitorStatus | undefined {
   if (text.startsWith("stopped")) return { kind: "stopped", signal: null }
   if (text.startsWith(LOST)) {
     const pid = /; its process (\d+) is still running/.exec(text)?.[1]
-    return { kind: "lost", survivorPid: pid === undefined ? undefined : Number(pid) }
+    const claim = /; its record names process (\d+) as still running, unverified: (.*), so it was not signalled\)/.exec(
+      text,
+    )
+    return {
+      kind: "lost",
+      survivorPid: pid === undefined ? undefined : Number(pid),
+      ...(claim ? { unverified: { pid: Number(claim[1]), reason: claim[2] as string } } : {}),
+    }
   }
   return undefined
 }

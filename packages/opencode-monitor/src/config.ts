@@ -7,10 +7,20 @@ const int = (min: number, max?: number) => {
   return max === undefined ? base : base.max(max)
 }
 
+/** The longest deadline anything may ask for: `max_runtime_ms` and `timeout_ms` (7 days). */
+export const MAX_TIMEOUT_MS = 604_800_000
+/** `wake_on_silence_ms` bounds (SPEC §15): a second to a day. */
+export const SILENCE_MS_MIN = 1_000
+export const SILENCE_MS_MAX = 86_400_000
+
 export const MonitorConfigSchema = z
   .object({
     max_monitors_per_session: int(1, 16).default(3),
-    max_runtime_ms: int(1_000, 86_400_000).default(1_800_000),
+    // 0 = no deadline (SPEC §15): a dev server or a watcher lives as long as the session needs it.
+    // A set value caps every timeout_ms and is the deadline of a monitor started without one.
+    max_runtime_ms: int(0, MAX_TIMEOUT_MS)
+      .refine((v) => v === 0 || v >= 1_000, { message: "must be 0 (no deadline) or >= 1000" })
+      .default(0),
     batch_max_lines: int(1).default(50),
     batch_max_bytes: int(1_024).default(16_384),
     flush_interval_ms: int(250).default(1_000),

@@ -4,6 +4,7 @@ import type { DeliveryRouter } from "./delivery/router"
 import type { SessionApi } from "./delivery/session-api"
 import type { MonitorManager } from "./manager"
 import { createMonitorTools } from "./tools"
+import { deadlineText } from "./tools/describe"
 
 export type MonitorHooks = Hooks
 
@@ -67,9 +68,12 @@ export function monitorHooks(parts: HookParts): Hooks {
       output.context.push(
         [
           "Background monitors (opencode-monitor) still running in this session:",
-          ...running.map((m) => `- ${m.id} (${m.label}), started ${new Date(m.startedAt).toISOString()}`),
+          ...running.map(
+            (m) =>
+              `- ${m.id} (${m.label}), started ${new Date(m.startedAt).toISOString()}, deadline: ${deadlineText(m)}`,
+          ),
           "Their output keeps arriving as [OMO MONITOR OUTPUT] observations and you are woken when each one exits.",
-          "Stop one with monitor_stop {monitor_id}; read retained lines with monitor_output.",
+          "Stop one with monitor_stop {monitor_id}, restart one with monitor_restart {monitor_id}; read retained lines with monitor_output.",
         ].join("\n"),
       )
     },

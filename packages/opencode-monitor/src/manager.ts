@@ -20,6 +20,8 @@ export type MonitorSnapshot = {
   info: MonitorInfo
   /** The process group leader. */
   pid: number
+  /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
+  tokenHash?: string
   /** The last retained lines, oldest first. */
   lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
 }
@@ -40,7 +42,8 @@ export type ManagerDeps = {
   matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
 }
 
-type Monitor = { info: MonitorInfo; run: MonitorRun; done: Promise<void> }
+/** `request`: what started it, the raw command included: kept in memory for monitor_restart, never shown or written. */
+type Monitor = { info: MonitorInfo; run: MonitorRun; done: Promise<void>; request: StartRequest }
 
 // Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
@@ -85,10 +88,38 @@ export class MonitorManager {
     }
   }
 
-  private reserve(sessionID: string): string {
+  /**
+   * monitor_restart (SPEC §15): stops the monitor (a stop the agent asked for) and waits until its
+   * group and tracked escapees are gone, then starts the same request as a new monitor. A running
+   * monitor hands its slot over (the new id is reserved first, beyond the cap, so no other start
+   * can take the slot meanwhile); an ended one needs a free slot like any start.
+   */
+  async restart(
+    sessionID: string,
+    monitorId: string,
+  ): Promise<{ previous: MonitorInfo; started: MonitorInfo } | undefined> {
+    const old = this.find(sessionID, monitorId)
+    if (!old) return undefined
+    const id = this.reserve(sessionID, old.info.status.kind === "running")
+    try {
+      const previous = (await this.stop(sessionID, monitorId, "agent")) ?? old.info
+      const started = await this.startReserved(id, old.request)
+      return { previous, started }
+    } finally {
+      this.reserved.delete(id)
+    }
+  }
+
+  /** The request a monitor of this session was started with (memory only), for a restart. */
+  requestOf(sessionID: string, monitorId: string): StartRequest | undefined {
+    return this.find(sessionID, monitorId)?.request
+  }
+
+  /** `replacing`: a restart takes over the slot of a running monitor, so the cap is not checked. */
+  private reserve(sessionID: string, replacing = false): string {
     const running = this.running(sessionID)
     const starting = [...this.reserved.values()].filter((s) => s === sessionID).length
-    if (running.length + starting >= this.config.max_monitors_per_session) {
+    if (!replacing && running.length + starting >= this.config.max_monitors_per_session) {
       const names = running.map((m) => `${m.info.id} (${m.info.label})`)
       if (starting > 0) names.push(`${starting} still starting`)
       throw new MonitorError(
@@ -115,6 +146,7 @@ export class MonitorManager {
       config: this.config,
       filter: filters.match,
       wakeFilter: filters.wake,
+      silenceMs: request.silenceMs,
       matchWakeLeft: () => this.deps.matchWakeLeft?.(id, request.wakeLimit) ?? true,
       scheduler: this.scheduler,
       // Batches only flow once the process runs, after `run` exists.
@@ -129,6 +161,7 @@ export class MonitorManager {
       pattern: request.matchPattern,
       wakePattern: filters.wake ? request.wakePattern : undefined,
       wakeLimit: filters.wake ? request.wakeLimit : 0,
+      silenceMs: request.silenceMs,
       startedAt: this.scheduler.now(),
       endedAt: undefined,
       timeoutMs: request.timeoutMs,
@@ -141,7 +174,7 @@ export class MonitorManager {
       killGraceMs: this.config.kill_grace_ms,
       onError: (error) => this.report(id, error),
     })
-    const monitor: Monitor = { info, run, done: run.done.then(() => this.ended(monitor)) }
+    const monitor: Monitor = { info, run, done: run.done.then(() => this.ended(monitor)), request }
     this.monitors.set(id, monitor)
     this.guard(id, () => this.deps.onStarted?.(info))
     return info
@@ -163,7 +196,7 @@ export class MonitorManager {
     const env = this.deps.env ?? process.env
     const shell = this.deps.shell?.() ?? "sh"
     const missing = findMissingProgram(request.program, shell, request.directory, env.PATH)
-    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command: ${missing}.`)
+    if (missing) throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`)
     try {
       return await spawnInGroup({
         command: request.command,
@@ -174,7 +207,7 @@ export class MonitorManager {
       })
     } catch (error) {
       if (error instanceof SpawnError)
-        throw new MonitorError("spawn_failed", `Cannot start the command: ${error.message}.`)
+        throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${error.message}.`)
       throw error
     }
   }
@@ -233,6 +266,7 @@ export class MonitorManager {
     return [...this.monitors.values()].map(({ info, run }) => ({
       info,
       pid: run.process.pid,
+      tokenHash: run.process.tokenHash,
       lastLines: run.pipeline.ring.query({
         sinceSequence: Math.max(0, info.counters.lastSeq - lastLines),
         limit: lastLines,

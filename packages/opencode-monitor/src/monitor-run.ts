@@ -1,4 +1,4 @@
-import type { Ending, MonitorStatus, StopReason } from "./codec"
+import type { Ending, Leftovers, MonitorStatus, StopReason } from "./codec"
 import type { MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
 import type { MonitoredProcess, ProcessExit } from "./process/process-group"
@@ -14,9 +14,12 @@ export type MonitorInfo = {
   /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
   wakePattern: string | undefined
   wakeLimit: number
+  /** `wake_on_silence_ms` (SPEC §15); undefined: no silence wake. */
+  silenceMs?: number
   startedAt: number
   endedAt: number | undefined
-  timeoutMs: number
+  /** The deadline after start (`timeout_ms`, or a set `max_runtime_ms`); undefined: none (SPEC §15). */
+  timeoutMs: number | undefined
   status: MonitorStatus
   /** How the run came to its end, once that is decided (before the status is known). */
   ending: Ending | undefined
@@ -87,25 +90,33 @@ export class MonitorRun {
       readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
       readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
     ]).catch((error) => deps.onError(error))
-    const deadline = deps.scheduler.setTimeout(() => {
-      if (this.stopSignal !== undefined) return
-      info.ending = { reason: "deadline" }
-      this.stopSignal = child.terminateGroup(deps.killGraceMs)
-    }, info.timeoutMs)
+    // No timer at all without a deadline: a dev server lives as long as the session needs it.
+    const deadline =
+      info.timeoutMs === undefined
+        ? undefined
+        : deps.scheduler.setTimeout(() => {
+            if (this.stopSignal !== undefined) return
+            info.ending = { reason: "deadline" }
+            this.stopSignal = child.terminateGroup(deps.killGraceMs)
+          }, info.timeoutMs)
 
     let exit: ProcessExit = { code: null, signal: null }
     let sentSignal: NodeJS.Signals | null = null
     let pipesHeld = false
+    let leftBehind: { pid: number; name: string }[] = []
     try {
       exit = await child.exited
       info.ending ??= { reason: "exit" }
-      deps.scheduler.clearTimeout(deadline)
+      pipeline.processEnded()
+      if (deadline) deps.scheduler.clearTimeout(deadline)
       // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
       // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
       const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = this.stopSignal ? await this.stopSignal : null
-      if (!drained) await child.trackPipeHolders()
-      if (child.groupAlive()) await child.terminateGroup(deps.killGraceMs)
+      // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
+      // token: searched once more, stopped, and named in the status before it says how it ended.
+      leftBehind = await child.leftBehind(!drained)
+      if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup(deps.killGraceMs)
       if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
         pipesHeld = true
         child.stdout.destroy()
@@ -115,12 +126,13 @@ export class MonitorRun {
       deps.onError(error)
       if (child.groupAlive()) await child.terminateGroup(deps.killGraceMs).catch(() => null)
     } finally {
-      deps.scheduler.clearTimeout(deadline)
+      if (deadline) deps.scheduler.clearTimeout(deadline)
       child.release()
     }
     // Whatever failed above, the run ends with a status and (unless a stop asked for quiet) its terminal batch.
     const survivors = child.survivors()
     info.status = statusOf(info, exit, exit.signal ?? sentSignal, {
+      ...(leftBehind.length > 0 ? { leftBehind } : {}),
       ...(survivors.length > 0 ? { survivors } : {}),
       ...(pipesHeld ? { pipesHeld: true } : {}),
     })
@@ -152,10 +164,10 @@ function statusOf(
   info: MonitorInfo,
   exit: ProcessExit,
   signal: NodeJS.Signals | null,
-  leftovers: { survivors?: number[]; pipesHeld?: boolean },
+  leftovers: Leftovers,
 ): MonitorStatus {
   const { ending } = info
-  if (ending?.reason === "deadline") return { kind: "timed_out", afterMs: info.timeoutMs, signal, ...leftovers }
+  if (ending?.reason === "deadline") return { kind: "timed_out", afterMs: info.timeoutMs ?? 0, signal, ...leftovers }
   if (ending?.reason === "stop")
     return { kind: "stopped", signal, ...(ending.by === "person" ? { byPerson: true } : {}), ...leftovers }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown", ...leftovers }

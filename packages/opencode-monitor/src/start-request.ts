@@ -1,6 +1,6 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 import { z } from "zod"
-import type { MonitorConfig } from "./config"
+import { MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
 import { sanitizeLabel } from "./delivery/envelope"
 import { MonitorError } from "./errors"
 import { parseSimpleCommands, type SimpleCommand } from "./permission/bash-parser"
@@ -19,7 +19,9 @@ const WAKE_LIMIT_DEFAULT = 1
 
 /** The arguments of monitor_start, as opencode shows them to the model. */
 export function startArgs(config: MonitorConfig, shell: string) {
-  const max = config.max_runtime_ms
+  // A set max_runtime_ms caps timeout_ms; without it (0) a monitor has no deadline unless asked.
+  const cap = config.max_runtime_ms
+  const max = cap > 0 ? cap : MAX_TIMEOUT_MS
   return {
     command: z
       .string()
@@ -47,13 +49,26 @@ export function startArgs(config: MonitorConfig, shell: string) {
       .describe(
         `How many times matches may wake you (default ${WAKE_LIMIT_DEFAULT}: tell me once; max ${WAKE_LIMIT_MAX}); later matches arrive as observations`,
       ),
+    wake_on_silence_ms: z
+      .number()
+      .int()
+      .min(SILENCE_MS_MIN)
+      .max(SILENCE_MS_MAX)
+      .optional()
+      .describe(
+        `Wake me once when the command prints nothing (stdout and stderr) for this many ms while it runs, e.g. 60000 for a test run that may hang (${SILENCE_MS_MIN}-${SILENCE_MS_MAX}); again only after it printed something since`,
+      ),
     timeout_ms: z
       .number()
       .int()
       .min(1)
       .max(max)
       .optional()
-      .describe(`Stop the command after this many ms (default and max: ${max})`),
+      .describe(
+        cap > 0
+          ? `Stop the command after this many ms (default and max: ${cap}, max_runtime_ms)`
+          : `Stop the command after this many ms: pass it for a job that should end (build, tests), none for a server or a watcher (default: no deadline; max ${MAX_TIMEOUT_MS})`,
+      ),
   }
 }
 
@@ -75,7 +90,10 @@ export type StartRequest = {
   wakePattern: string | undefined
   /** Match wakes the monitor may cause: 0 without a `wake_pattern`. */
   wakeLimit: number
-  timeoutMs: number
+  /** `wake_on_silence_ms` (SPEC §15); undefined: no silence wake. */
+  silenceMs: number | undefined
+  /** The deadline (`timeout_ms`, else a set `max_runtime_ms`); undefined: none (SPEC §15). */
+  timeoutMs: number | undefined
 }
 
 /** Parses a call's arguments (as the tool got them) into a StartRequest; MonitorError on a bad one. */
@@ -108,7 +126,8 @@ export async function parseStartRequest(
     matchPattern: data.match_pattern || undefined,
     wakePattern,
     wakeLimit: wakePattern ? (data.wake_limit ?? WAKE_LIMIT_DEFAULT) : 0,
-    timeoutMs: data.timeout_ms ?? config.max_runtime_ms,
+    silenceMs: data.wake_on_silence_ms,
+    timeoutMs: data.timeout_ms ?? (config.max_runtime_ms > 0 ? config.max_runtime_ms : undefined),
   }
 }
 
@@ -120,7 +139,11 @@ function describeIssue(
   const key = String(issue?.path[0] ?? "arguments")
   const got = JSON.stringify(args[key])
   if (key === "timeout_ms")
-    return `timeout_ms must be an integer from 1 to ${config.max_runtime_ms} (max_runtime_ms); got ${got}.`
+    return config.max_runtime_ms > 0
+      ? `timeout_ms must be an integer from 1 to ${config.max_runtime_ms} (max_runtime_ms); got ${got}.`
+      : `timeout_ms must be an integer from 1 to ${MAX_TIMEOUT_MS} (7 days); got ${got}.`
+  if (key === "wake_on_silence_ms")
+    return `wake_on_silence_ms must be an integer from ${SILENCE_MS_MIN} to ${SILENCE_MS_MAX}; got ${got}.`
   if (key === "wake_limit") return `wake_limit must be an integer from 1 to ${WAKE_LIMIT_MAX}; got ${got}.`
   return `${key}: ${issue?.message ?? "invalid"} (got ${got}).`
 }

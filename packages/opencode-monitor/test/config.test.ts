@@ -7,7 +7,7 @@ describe("plugin options", () => {
   test("defaults are those of SPEC §7", () => {
     expect(defaultMonitorConfig()).toEqual({
       max_monitors_per_session: 3,
-      max_runtime_ms: 1_800_000,
+      max_runtime_ms: 0,
       batch_max_lines: 50,
       batch_max_bytes: 16_384,
       flush_interval_ms: 1_000,
@@ -38,7 +38,8 @@ describe("plugin options", () => {
   test.each([
     [{ max_monitors_per_session: 0 }, "max_monitors_per_session must be >= 1 (got 0)"],
     [{ max_monitors_per_session: 17 }, "max_monitors_per_session must be <= 16 (got 17)"],
-    [{ max_runtime_ms: 999 }, "max_runtime_ms must be >= 1000 (got 999)"],
+    [{ max_runtime_ms: 999 }, "max_runtime_ms must be 0 (no deadline) or >= 1000 (got 999)"],
+    [{ max_runtime_ms: 604_800_001 }, "max_runtime_ms must be <= 604800000 (got 604800001)"],
     [{ batch_max_bytes: 1000 }, "batch_max_bytes must be >= 1024 (got 1000)"],
     [{ flush_interval_ms: 10 }, "flush_interval_ms must be >= 250 (got 10)"],
     [{ ring_max_lines: 100_001 }, "ring_max_lines must be <= 100000 (got 100001)"],
@@ -70,7 +71,7 @@ describe("plugin options", () => {
     const readme = readFileSync(join(import.meta.dir, "../../../README.md"), "utf8")
     const section = readme.slice(readme.indexOf("## Options"), readme.indexOf("\n## ", readme.indexOf("## Options")))
     const rows = new Map<string, { def: string; bounds: string }>()
-    for (const match of section.matchAll(/^\| `([a-z_]+)` \| `([^`]*)` \| ([^|]+) \|/gm)) {
+    for (const match of section.matchAll(/^\| `([a-z_]+)` \| `([^`]*)`[^|]* \| ([^|]+) \|/gm)) {
       rows.set(match[1] as string, { def: match[2] as string, bounds: (match[3] as string).trim() })
     }
     const defaults = defaultMonitorConfig() as Record<string, unknown>
@@ -88,6 +89,7 @@ function boundsOf(key: string): string | undefined {
   const shape = MonitorConfigSchema.shape as Record<string, { def: { innerType?: unknown } }>
   const inner = (shape[key]?.def.innerType ?? shape[key]) as { minValue?: number | null; maxValue?: number | null }
   if (key === "max_active_defer_ms") return "0 (no ceiling) or >= 1000"
+  if (key === "max_runtime_ms") return `0 (no deadline) or 1000 to ${inner.maxValue}`
   const min = inner.minValue
   const max = inner.maxValue
   if (typeof min !== "number") return undefined

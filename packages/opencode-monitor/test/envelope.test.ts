@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { ENVELOPE_END, ENVELOPE_START } from "../src/codec"
+import { ENVELOPE_END, ENVELOPE_START, formatStatus, type MonitorStatus, parseStatus } from "../src/codec"
 import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
 import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
 import { fallbackStripAnsi, MonitorLine, type MonitorStream } from "../src/pipeline/line"
@@ -264,5 +264,30 @@ describe("envelope size", () => {
     expect(envelopes.length).toBeGreaterThan(1)
     for (const envelope of envelopes)
       expect(Buffer.byteLength(envelope)).toBeLessThanOrEqual(1024 + Buffer.byteLength(header) + 64)
+  })
+})
+
+describe("the status codec reads back what restart recovery and an escape search write (turn 3)", () => {
+  test("left behind, recorded by a previous server, and an unverified claim round-trip", () => {
+    const statuses: MonitorStatus[] = [
+      {
+        kind: "exited",
+        code: 0,
+        leftBehind: [
+          { pid: 4242, name: "sleep" },
+          { pid: 4243, name: "python3" },
+        ],
+      },
+      { kind: "exited", code: 3, recorded: true },
+      { kind: "stopped", signal: null, byPerson: true, recorded: true },
+      { kind: "lost", survivorPid: undefined, unverified: { pid: 1, reason: "pid 1 is never signalled" } },
+    ]
+    expect(statuses.map(formatStatus)).toEqual([
+      "exited (code=0); stopped what it left running: pid 4242 (sleep), pid 4243 (python3)",
+      "exited (code=3), as the previous opencode server recorded it (not observed by this server)",
+      "stopped (by the person at the screen), as the previous opencode server recorded it (not observed by this server)",
+      "lost (the opencode server stopped while it ran; its record names process 1 as still running, unverified: pid 1 is never signalled, so it was not signalled)",
+    ])
+    expect(statuses.map((s) => parseStatus(formatStatus(s)))).toEqual(statuses)
   })
 })

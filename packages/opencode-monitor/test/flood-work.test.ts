@@ -226,23 +226,4 @@ describe("line work only where a line is read (issue 28)", () => {
     expect(kept.map((line) => line.text)).toEqual(["first line", "second line"])
     for (const line of kept) expect(line.bytes.buffer.byteLength).toBeLessThan(64)
   })
-
-  test("the time of the last output is kept per chunk, without any timer", () => {
-    const scheduler = new FakeScheduler()
-    const pipeline = createMonitorPipeline({
-      monitorId: "mon_t",
-      config: defaultMonitorConfig(),
-      filter: undefined,
-      scheduler,
-      onBatch: () => {},
-    })
-    expect(pipeline.lastOutputAt).toBe(0)
-    scheduler.advance(1500)
-    pipeline.push("stderr", enc.encode("partial line, no newline yet"))
-    expect(pipeline.lastOutputAt).toBe(scheduler.now())
-    expect([pipeline.ring.counters.lastSeq, scheduler.pendingTimers]).toEqual([0, 0])
-    scheduler.advance(10)
-    pipeline.push("stdout", enc.encode("a\nb\n"))
-    expect([pipeline.lastOutputAt, pipeline.ring.counters.lastSeq]).toEqual([scheduler.now(), 2])
-  })
 })

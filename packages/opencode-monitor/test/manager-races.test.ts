@@ -85,7 +85,10 @@ describe("MonitorManager under concurrency", () => {
     // A zombie shows as "[sh] <defunct>": give the server a moment to reap it.
     await Bun.sleep(100)
     const stopped = await m.stop("ses_r", info.id, "agent")
-    expect(stopped?.status).toEqual({ kind: "exited", code: 3 })
+    // The background `sleep 3` it left behind was stopped by the monitor, and is named.
+    const { leftBehind, ...status } = (stopped?.status ?? {}) as { leftBehind?: { name: string }[] }
+    expect(status).toEqual({ kind: "exited", code: 3 })
+    expect(leftBehind?.map((p) => p.name)).toEqual(["sleep"])
     expect(stopped?.ending).toEqual({ reason: "exit" })
   })
 

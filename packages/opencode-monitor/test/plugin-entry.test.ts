@@ -25,12 +25,13 @@ describe("the plugin module", () => {
     expect(typeof plugin.server).toBe("function")
   })
 
-  test("valid options register the four tools and the lifecycle hooks", async () => {
+  test("valid options register the five tools and the lifecycle hooks", async () => {
     const { client, calls } = recordingClient()
     const hooks = await plugin.server(input(client), { max_monitors_per_session: 2 })
     expect(Object.keys(hooks.tool ?? {}).sort()).toEqual([
       "monitor_list",
       "monitor_output",
+      "monitor_restart",
       "monitor_start",
       "monitor_stop",
     ])

@@ -76,7 +76,10 @@ describe("a monitored process", () => {
     const { m, collector } = manager()
     const info = await start(m, `sh -c 'sleep 1000 # ${marker}' & echo leader-done; exit 0`)
     const ended = await collector.whenEnded(info.id)
-    expect(ended.status).toEqual({ kind: "exited", code: 0 })
+    // What it left running was stopped, and the status says so.
+    const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
+    expect(status).toEqual({ kind: "exited", code: 0 })
+    expect(leftBehind?.map((p) => p.name).sort()).toEqual(["sh", "sleep"])
     expect(collector.linesOf(info.id)).toEqual(["leader-done"])
     expect(liveProcesses(marker)).toEqual([])
   })
@@ -84,12 +87,54 @@ describe("a monitored process", () => {
   test("a command that cannot start says why", async () => {
     const { m } = manager()
     await expect(start(m, "definitely-not-a-program-xyz --flag")).rejects.toThrow(
-      "Cannot start the command: definitely-not-a-program-xyz: command not found on PATH.",
+      "Cannot start the command (definitely-not-a-program-xyz): definitely-not-a-program-xyz: command not found on PATH.",
     )
     await expect(startMonitor(m, { sessionID: "s1", directory: "/no/such/dir", command: "echo hi" })).rejects.toThrow(
       /cannot start sh in \/no\/such\/dir/,
     )
     await expect(start(m, "./not-here.sh")).rejects.toThrow(/not-here.sh does not exist or is not executable/)
+  })
+
+  test("raw spawn failures are named errors with the label: a file as directory, a command too long, a NUL byte", async () => {
+    const { m } = manager()
+    const failure = async (request: { command: string; directory?: string }) => {
+      try {
+        await startMonitor(m, {
+          sessionID: "s1",
+          directory: request.directory ?? process.cwd(),
+          label: "job",
+          command: request.command,
+        })
+      } catch (error) {
+        return {
+          name: (error as Error).name,
+          code: (error as { code?: string }).code,
+          message: (error as Error).message,
+        }
+      }
+      return undefined
+    }
+    expect(await failure({ command: "echo hi", directory: "/etc/hostname" })).toEqual({
+      name: "MonitorError",
+      code: "spawn_failed",
+      message: expect.stringMatching(
+        /^Cannot start the command \(job\): cannot start sh in \/etc\/hostname: it is not a directory/,
+      ),
+    })
+    expect(await failure({ command: `echo ${"x".repeat(3_000_000)}` })).toEqual({
+      name: "MonitorError",
+      code: "spawn_failed",
+      message: expect.stringMatching(
+        /^Cannot start the command \(job\): the command and environment are longer than the system allows/,
+      ),
+    })
+    expect(await failure({ command: "echo a\u0000b" })).toEqual({
+      name: "MonitorError",
+      code: "spawn_failed",
+      message:
+        "Cannot start the command (job): the command contains a NUL byte, which no shell can receive; remove it.",
+    })
+    expect(m.list("s1", true)).toEqual([])
   })
 
   test("a SIGKILL of the host process leaves no monitored process running within kill_grace_ms + 2 s", async () => {
@@ -173,7 +218,9 @@ describe("end of process", () => {
     const began = Date.now()
     const info = await start(m, `sleep 1000 & # ${marker}\necho tail-line; exit 4`)
     const ended = await collector.whenEnded(info.id)
-    expect(ended.status).toEqual({ kind: "exited", code: 4 })
+    const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
+    expect(status).toEqual({ kind: "exited", code: 4 })
+    expect(leftBehind?.map((p) => p.name)).toEqual(["sleep"])
     expect(collector.linesOf(info.id)).toEqual(["tail-line"])
     expect(Date.now() - began).toBeLessThan(5_000)
     expect(liveProcesses(marker)).toEqual([])

@@ -8,9 +8,10 @@ import { formatMonitorBatch } from "../src/delivery/envelope"
 import { createMonitorPlugin } from "../src/plugin"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { processStartTime, readProcStat } from "../src/process/proc-stat"
-import { liveGroupMembers } from "../src/process/process-group"
+import { hashToken, liveGroupMembers, TOKEN_VARIABLE } from "../src/process/process-group"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
+import { proveLeader } from "../src/state/recovery-proof"
 import { formatStatus } from "../src/codec"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
@@ -51,8 +52,13 @@ function setup() {
   const api = new FakeSessionApi(() => 10_000)
   const delivered: { batch: OutputBatch; label: string; sessionID: string }[] = []
   const live = new Set<string>()
-  const put = (name: string, content: ServerStateFile | string) =>
+  /** Writes a record; its monitors were really started in their sessions (the history shows it). */
+  const put = (name: string, content: ServerStateFile | string) => {
     writeFileSync(join(dir, name), typeof content === "string" ? content : JSON.stringify(content))
+    if (typeof content !== "string") for (const m of content.monitors) started(m.sessionID, m.id)
+  }
+  const started = (sessionID: string, ...ids: string[]) =>
+    api.addMessage(sessionID, { role: "assistant", startedMonitors: ids })
   const deps = (self: { pid: number; pidStartTime: string } = { pid: 1, pidStartTime: "1" }): RecoveryDeps => ({
     directory: DIRECTORY,
     env,
@@ -60,13 +66,14 @@ function setup() {
     killGraceMs: 300,
     self,
     mayStillRun: (pid, start) => live.has(`${pid}:${start}`),
-    isSameLiveProcess: () => false,
+    // Nothing the tests name runs, unless a test passes real facts.
+    facts: { stat: () => undefined, token: () => undefined, self: () => ({ pid: 1, pgrp: 1 }) },
     async deliver(batch, label, sessionID) {
       delivered.push({ batch, label, sessionID })
     },
   })
   const files = () => readdirSync(dir).sort()
-  return { dir, env, api, delivered, live, put, deps, files }
+  return { dir, env, api, delivered, live, put, started, deps, files }
 }
 
 describe("restart recovery", () => {
@@ -116,10 +123,12 @@ describe("restart recovery", () => {
       ]),
     )
     await recoverLostMonitors(deps())
-    expect(delivered.map((d) => [d.batch.monitorId, formatStatus(d.batch.status)])).toEqual([
-      ["mon_code", "exited (code=3)"],
-      ["mon_sig", "exited (signal=SIGSEGV)"],
-      ["mon_cap", "timed out after 3000 ms (signal=SIGTERM)"],
+    // What the record claims is shown as its claim: never as an exit this server saw.
+    const claim = ", as the previous opencode server recorded it (not observed by this server)"
+    expect(delivered.map((d) => [d.batch.monitorId, formatStatus(d.batch.status).replace(claim, " ✓")])).toEqual([
+      ["mon_code", "exited (code=3) ✓"],
+      ["mon_sig", "exited (signal=SIGSEGV) ✓"],
+      ["mon_cap", "timed out after 3000 ms (signal=SIGTERM) ✓"],
     ])
   })
 
@@ -173,8 +182,10 @@ describe("restart recovery", () => {
   })
 
   test("stale entries: an entry missing fields is dropped, a gone session is skipped, a delivered exit is not repeated", async () => {
-    const { put, deps, delivered, api } = setup()
+    const { put, started, deps, delivered, api } = setup()
     const broken = { ...entry("mon_broken"), pid: "12" }
+    started("ses_gone", "mon_gone")
+    started("ses_1", "mon_told", "mon_new")
     put(
       "server-700-5.json",
       JSON.stringify({
@@ -297,33 +308,39 @@ describe("restart recovery", () => {
 })
 
 describe("a lost monitor's process", () => {
-  function sleeper(command = "sleep 30"): { pid: number; startTime: string } {
-    const child = spawn("sh", ["-c", command], { detached: true, stdio: "ignore" })
+  /** A process group like a monitor's: `sh` leads its own session and group and carries a token. */
+  function sleeper(command = "sleep 30", token?: string): { pid: number; startTime: string; tokenHash?: string } {
+    const env = token ? { ...process.env, [TOKEN_VARIABLE]: token } : process.env
+    const child = spawn("sh", ["-c", command], { detached: true, stdio: "ignore", env })
     child.unref()
     const pid = child.pid as number
     spawned.push(pid)
-    return { pid, startTime: processStartTime(pid) as string }
+    return { pid, startTime: processStartTime(pid) as string, ...(token ? { tokenHash: hashToken(token) } : {}) }
   }
   const alive = (pid: number) => {
     const stat = readProcStat(pid)
     return stat !== undefined && stat.state !== "Z"
   }
 
-  test("is stopped when pid and start time prove it is the recorded one; a reused pid is never signalled", async () => {
+  test("is stopped when it proves it is the recorded one; a reused pid is never signalled", async () => {
     const { put, deps, delivered } = setup()
     // A leader that dies of SIGTERM, with a child in its group that ignores it: the whole group is ended.
-    const survivor = sleeper("(trap '' TERM; sleep 30) & wait")
-    const stranger = sleeper()
+    const survivor = sleeper("(trap '' TERM; sleep 30) & wait", "a1b2c3")
+    const stranger = sleeper("sleep 30", "d4e5f6")
     expect(survivor.startTime).toBeDefined()
     put(
       "server-500-5.json",
       stateFile(500, [
-        entry("mon_survivor", { pid: survivor.pid, pidStartTime: survivor.startTime }),
+        entry("mon_survivor", { pid: survivor.pid, pidStartTime: survivor.startTime, tokenHash: survivor.tokenHash }),
         // Same pid, other start time: the pid now belongs to an unrelated process.
-        entry("mon_reused", { pid: stranger.pid, pidStartTime: `${Number(stranger.startTime) - 1}` }),
+        entry("mon_reused", {
+          pid: stranger.pid,
+          pidStartTime: `${Number(stranger.startTime) - 1}`,
+          tokenHash: stranger.tokenHash,
+        }),
       ]),
     )
-    const { isSameLiveProcess: _real, ...withRealChecks } = deps()
+    const { facts: _fake, ...withRealChecks } = deps()
     const result = await recoverLostMonitors(withRealChecks)
     expect(result.map((r) => [r.id, r.outcome, r.survivorPid])).toEqual([
       ["mon_survivor", "reported", undefined],
@@ -337,6 +354,76 @@ describe("a lost monitor's process", () => {
       "lost (the opencode server stopped while it ran)",
     ])
   }, 15_000)
+
+  test("a forged record naming an unrelated process by its world-readable start time signals nothing (repro recover-forge)", async () => {
+    const { put, deps, delivered } = setup()
+    // The user's editor, a database, a tmux session: its own group, no monitor token.
+    const victim = sleeper("sleep 30")
+    // A monitor's leader of another record: the right shape and a token, but not the recorded one.
+    const other = sleeper("sleep 30", "0badc0de")
+    // A process with the right token that does not lead its group (a member, not the leader).
+    const pidFile = join(mkdtempSync(join(tmpdir(), "omo-member-")), "pid")
+    const group = sleeper(`sleep 30 & echo $! > ${pidFile}; wait`, "feedface")
+    for (let i = 0; i < 100 && !existsSync(pidFile); i++) await Bun.sleep(10)
+    await Bun.sleep(20)
+    const member = { pid: Number(readFileSync(pidFile, "utf8")), tokenHash: group.tokenHash }
+    put(
+      "server-500-5.json",
+      stateFile(500, [
+        entry("mon_victim", { pid: victim.pid, pidStartTime: victim.startTime, tokenHash: hashToken("guess") }),
+        entry("mon_nohash", { pid: other.pid, pidStartTime: other.startTime }),
+        entry("mon_other", { pid: other.pid, pidStartTime: other.startTime, tokenHash: hashToken("not-it") }),
+        entry("mon_member", {
+          pid: member.pid,
+          pidStartTime: processStartTime(member.pid),
+          tokenHash: member.tokenHash,
+        }),
+        entry("mon_self", { pid: process.pid, pidStartTime: processStartTime(process.pid) }),
+      ]),
+    )
+    const { facts: _fake, ...withRealChecks } = deps()
+    await recoverLostMonitors(withRealChecks)
+    await Bun.sleep(400) // longer than killGraceMs: a SIGTERM sent would have ended them
+    expect([alive(victim.pid), alive(other.pid), alive(member.pid), alive(group.pid)]).toEqual([true, true, true, true])
+    expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
+      `lost (the opencode server stopped while it ran; its record names process ${victim.pid} as still running, unverified: it carries no monitor token, so it was not signalled)`,
+      `lost (the opencode server stopped while it ran; its record names process ${other.pid} as still running, unverified: the record keeps no token hash, so it was not signalled)`,
+      `lost (the opencode server stopped while it ran; its record names process ${other.pid} as still running, unverified: it carries another monitor's token, so it was not signalled)`,
+      `lost (the opencode server stopped while it ran; its record names process ${member.pid} as still running, unverified: it does not lead its own session and process group, so it was not signalled)`,
+      `lost (the opencode server stopped while it ran; its record names process ${process.pid} as still running, unverified: it is this server, so it was not signalled)`,
+    ])
+  }, 15_000)
+
+  test("the proof refuses pid ≤ 1, this server and its group before reading anything about them", () => {
+    const read: number[] = []
+    const facts = {
+      stat: (pid: number) => {
+        read.push(pid)
+        return { state: "S", pgrp: pid, sid: pid, start: "7" }
+      },
+      token: (pid: number) => {
+        read.push(pid)
+        return "t"
+      },
+      self: () => ({ pid: 4242, pgrp: 4200 }),
+    }
+    const claim = (pid: number) => proveLeader({ pid, pidStartTime: "7", tokenHash: hashToken("t") }, facts)
+    expect([claim(1), claim(0), claim(-1), claim(4242), claim(4200)].map((p) => p.kind)).toEqual([
+      "unverified",
+      "unverified",
+      "unverified",
+      "unverified",
+      "unverified",
+    ])
+    expect(read).toEqual([])
+    expect(claim(77)).toEqual({ kind: "proven" })
+    expect(
+      proveLeader(
+        { pid: 77, pidStartTime: "7", tokenHash: hashToken("t") },
+        { ...facts, stat: () => ({ state: "S", pgrp: 70, sid: 77, start: "7" }) },
+      ),
+    ).toEqual({ kind: "unverified", reason: "it does not lead its own session and process group" })
+  })
 
   test("one that could not be stopped is named in the notice", () => {
     expect(formatStatus({ kind: "lost", survivorPid: 4321 })).toBe(
@@ -358,7 +445,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     scheduler.advance(1_000_000)
     const api = new FakeSessionApi(() => scheduler.now())
     api.addMessage("ses_1", { role: "user", text: "watch it", agent: "build" })
-    api.addMessage("ses_1", { role: "assistant", text: "ok" })
+    api.addMessage("ses_1", { role: "assistant", text: "ok", startedMonitors: ["mon_person"] })
     scheduler.advance(10_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
     for (let i = 0; i < 20 && api.sent.length === 0; i++) {
@@ -385,7 +472,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     scheduler.advance(1_000_000)
     const api = new FakeSessionApi(() => scheduler.now())
     api.addMessage("ses_1", { role: "user", text: "plan it", agent: "plan", model: { providerID: "p", modelID: "m" } })
-    api.addMessage("ses_1", { role: "assistant", text: "ok" })
+    api.addMessage("ses_1", { role: "assistant", text: "ok", startedMonitors: ["mon_lost"] })
     scheduler.advance(10_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
     for (let i = 0; i < 20 && api.sent.length === 0; i++) {

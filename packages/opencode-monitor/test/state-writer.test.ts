@@ -1,5 +1,17 @@
 import { afterEach, describe, expect, test } from "bun:test"
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
@@ -95,6 +107,30 @@ function setup() {
 const line = (seq: number, text: string) => ({ stream: "stdout" as const, seq, text })
 
 describe("MonitorStateWriter", () => {
+  test("0700 folder, 0600 file, and a symlink planted at the temp name or the file's name is never written through", () => {
+    const { writer, scheduler, monitors, read, dir } = setup()
+    mkdirSync(dir, { recursive: true, mode: 0o755 })
+    chmodSync(dir, 0o755)
+    const victim = join(roots[0] as string, "victim.txt")
+    writeFileSync(victim, "keep me")
+    // The name a writer with a fixed temp name would open, and the record's own name.
+    symlinkSync(victim, `${writer.path}.tmp`)
+    monitors.push({ info: info("mon_a"), pid: 100, lastLines: [] })
+    writer.changed()
+    scheduler.advance(0)
+    expect(read()?.monitors.map((m) => m.id)).toEqual(["mon_a"])
+    expect(readFileSync(victim, "utf8")).toBe("keep me")
+    expect((statSync(dir).mode & 0o777).toString(8)).toBe("700")
+    expect((statSync(writer.path).mode & 0o777).toString(8)).toBe("600")
+    rmSync(writer.path)
+    symlinkSync(victim, writer.path)
+    monitors.push({ info: info("mon_b"), pid: 101, lastLines: [] })
+    writer.changed()
+    scheduler.advance(STATE_WRITE_MIN_INTERVAL_MS)
+    expect(readFileSync(victim, "utf8")).toBe("keep me")
+    expect(lstatSync(writer.path).isFile()).toBe(true)
+  })
+
   test("a start is on disk at once, in this server's own file under the project's state folder", () => {
     const { writer, scheduler, monitors, read, dir } = setup()
     monitors.push({ info: info("mon_a"), pid: 100, lastLines: [] })
@@ -116,6 +152,7 @@ describe("MonitorStateWriter", () => {
         pidStartTime: "start-of-100",
         linesSeen: 0,
         lastLines: [],
+        deadlineAt: 1_000,
       },
     ])
     // Atomic: only the final file is left, never a temp file.

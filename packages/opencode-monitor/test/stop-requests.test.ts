@@ -1,5 +1,17 @@
 import { afterEach, describe, expect, test } from "bun:test"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, utimesSync, writeFileSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+import {
+  chmodSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  utimesSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
@@ -12,6 +24,7 @@ import {
   watchStopRequests,
   writeStopRequest,
 } from "../src/state/stop-requests"
+import { SkipLog } from "../src/state/safe-file"
 import { realScheduler } from "../src/scheduler"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { drive } from "./support/drive"
@@ -29,6 +42,10 @@ function tempDir(): string {
   roots.push(dir)
   return dir
 }
+
+/** The skip log a watcher keeps across its scans. */
+const skips = (handler: { onError?: (m: string) => void }) =>
+  new SkipLog((message, extra) => handler.onError?.(`${message}: ${extra.path} (${extra.reason})`))
 
 function recorder(serverPid: number, owned: string[] = [], now = () => 1_000_000) {
   const calls: string[] = []
@@ -94,26 +111,85 @@ describe("stop requests between the TUI part and the server part", () => {
     expect(readdirSync(stopRequestDir(dir))).toEqual([])
   })
 
-  test("unreadable requests are dropped, stale ones of a vanished server too, a temp file in progress stays", () => {
+  test("unparsable requests are ignored, and removed only once old; stale ones of a vanished server go, a temp file in progress stays", () => {
     const dir = tempDir()
     const folder = stopRequestDir(dir)
-    mkdirSync(folder, { recursive: true })
-    writeFileSync(join(folder, "stop-7-bad.json"), "{ not json")
-    writeFileSync(join(folder, "stop-7-other.json"), JSON.stringify({ format: "something/else", serverPid: 7 }))
-    writeFileSync(join(folder, "stop-9-x.json.tmp"), "{")
-    writeStopRequest(dir, { serverPid: 9, sessionID: "s", monitorId: "mon_old" }, 1_000_000 - STOP_REQUEST_STALE_MS - 1)
-    writeStopRequest(dir, { serverPid: 9, sessionID: "s", monitorId: "mon_new" }, 1_000_000)
-    const seven = recorder(7, [])
-    expect(() => scanStopRequests(dir, seven.handler)).not.toThrow()
-    expect(seven.calls).toEqual([])
+    writeStopRequest(
+      dir,
+      { serverPid: 9, sessionID: "s", monitorId: "mon_old" },
+      Date.now() - STOP_REQUEST_STALE_MS - 1,
+    )
+    writeStopRequest(dir, { serverPid: 9, sessionID: "s", monitorId: "mon_new" }, Date.now())
+    for (const [name, text] of [
+      ["stop-7-bad.json", "{ not json"],
+      ["stop-7-other.json", JSON.stringify({ format: "something/else", serverPid: 7 })],
+      ["stop-9-x.json.tmp", "{"],
+    ] as const)
+      writeFileSync(join(folder, name), text, { mode: 0o600 })
+    const errors: string[] = []
+    const seven = { ...recorder(7, [], () => Date.now()).handler, onError: (m: string) => errors.push(m) }
+    expect(() => scanStopRequests(dir, seven)).not.toThrow()
     const left = readdirSync(folder).sort()
-    expect(left).toHaveLength(2)
-    expect(left.some((name) => name.endsWith(".json.tmp"))).toBe(true)
-    // A temp file abandoned long ago goes too.
+    expect(left).toHaveLength(4)
+    expect(left).toContain("stop-7-bad.json")
+    expect(left).toContain("stop-7-other.json")
+    expect(errors.filter((e) => e.includes("not a stop request"))).toHaveLength(2)
+    // Long after: the plugin's own folder, old unparsable regular files of the user's, and the abandoned temp file go.
     const old = (Date.now() - STOP_REQUEST_STALE_MS * 2) / 1000
-    utimesSync(join(folder, "stop-9-x.json.tmp"), old, old)
+    for (const name of ["stop-7-bad.json", "stop-7-other.json", "stop-9-x.json.tmp"])
+      utimesSync(join(folder, name), old, old)
     scanStopRequests(dir, recorder(7, [], () => Date.now()).handler)
-    expect(readdirSync(folder).some((name) => name.endsWith(".tmp"))).toBe(false)
+    expect(readdirSync(folder)).toHaveLength(1)
+  })
+
+  test("a symlinked stop-requests folder is never followed: nothing in its target is read or deleted (repro T3)", () => {
+    const dir = tempDir()
+    mkdirSync(dir, { recursive: true, mode: 0o700 })
+    const target = tempDir()
+    for (const name of ["package.json", "tsconfig.json", "data.json"])
+      writeFileSync(join(target, name), "{}", { mode: 0o600 })
+    const old = (Date.now() - STOP_REQUEST_STALE_MS * 2) / 1000
+    for (const name of ["package.json", "tsconfig.json", "data.json"]) utimesSync(join(target, name), old, old)
+    symlinkSync(target, stopRequestDir(dir))
+    const errors: string[] = []
+    const handler = { ...recorder(7, [], () => Date.now()).handler, onError: (m: string) => errors.push(m) }
+    const log = skips(handler)
+    for (let i = 0; i < 3; i++) scanStopRequests(dir, handler, log)
+    expect(readdirSync(target).sort()).toEqual(["data.json", "package.json", "tsconfig.json"])
+    expect(errors).toHaveLength(1)
+    expect(errors[0]).toContain("is a symbolic link, not a folder")
+  })
+
+  test("a request someone else could write is refused: a 0644 file, a 0755 folder, a FIFO, a symlink, a huge file (repro T2)", () => {
+    const dir = tempDir()
+    const folder = stopRequestDir(dir)
+    const body = (monitorId: string) =>
+      JSON.stringify({
+        format: "opencode-monitor/stop@1",
+        serverPid: 7,
+        sessionID: "ses_1",
+        monitorId,
+        requestedAt: Date.now(),
+      })
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_real" })
+    expect((statSync(folder).mode & 0o777).toString(8)).toBe("700")
+    writeFileSync(join(folder, "stop-wide.json"), body("mon_wide"), { mode: 0o644 })
+    spawnSync("mkfifo", [join(folder, "stop-fifo.json")])
+    writeFileSync(join(dir, "elsewhere.json"), body("mon_link"), { mode: 0o600 })
+    symlinkSync(join(dir, "elsewhere.json"), join(folder, "stop-link.json"))
+    // A valid request of the future, 64 KB of padding: never read, whatever its date.
+    writeFileSync(join(folder, "stop-huge.json"), `${body("mon_huge")}${" ".repeat(64 * 1024)}`, { mode: 0o600 })
+    const all = ["mon_real", "mon_wide", "mon_fifo", "mon_link", "mon_huge"]
+    const seven = recorder(7, all, () => Date.now())
+    // A FIFO with no writer would block a plain read forever: the test would time out.
+    expect(scanStopRequests(dir, seven.handler)).toBe(1)
+    expect(seven.calls).toEqual(["ses_1/mon_real"])
+    expect(readdirSync(folder).sort()).toEqual(["stop-fifo.json", "stop-huge.json", "stop-link.json", "stop-wide.json"])
+    expect(existsSync(join(dir, "elsewhere.json"))).toBe(true)
+    // The folder itself open to others: nothing in it is taken.
+    writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_real" })
+    chmodSync(folder, 0o755)
+    expect(scanStopRequests(dir, recorder(7, all, () => Date.now()).handler)).toBe(0)
   })
 
   test("no folder: nothing to do, nothing created", () => {

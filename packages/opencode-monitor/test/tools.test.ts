@@ -27,9 +27,15 @@ function plugin(overrides: Partial<MonitorConfig> = {}) {
 }
 
 describe("monitor tools through the plugin's hooks", () => {
-  test("the four tools are registered with descriptions that teach the contract", () => {
+  test("the five tools are registered with descriptions that teach the contract", () => {
     const { tools } = plugin()
-    expect(Object.keys(tools).sort()).toEqual(["monitor_list", "monitor_output", "monitor_start", "monitor_stop"])
+    expect(Object.keys(tools).sort()).toEqual([
+      "monitor_list",
+      "monitor_output",
+      "monitor_restart",
+      "monitor_start",
+      "monitor_stop",
+    ])
     expect(tools.monitor_start?.description).toContain("Do not poll, sleep")
     expect(tools.monitor_start?.description).toContain("woken with its exit status")
     expect(tools.monitor_start?.description).toContain(

@@ -1,8 +1,9 @@
 import { afterEach, describe, expect, test } from "bun:test"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from "node:fs"
+import { spawnSync } from "node:child_process"
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { type MonitorStateEntry, STATE_FORMAT, serverStateFileName } from "../src/state/format"
+import { type MonitorStateEntry, STATE_FILE_MAX_BYTES, STATE_FORMAT, serverStateFileName } from "../src/state/format"
 import { type MessagePart, monitorsFromMessages } from "../src/tui/from-messages"
 import { readLocalState, withRemembered } from "../src/tui/local-state"
 import type { MonitorView } from "../src/tui/view"
@@ -56,6 +57,41 @@ describe("reading the local state files", () => {
       "3 unreadable monitor state files skipped",
       "1 state file from another opencode-monitor version skipped: update both parts to the same version",
     ])
+  })
+
+  test("a FIFO, a symlink, a file others may write and an oversized file are skipped untrusted, never followed or blocked on", () => {
+    const dir = tempDir()
+    writeServerFile(dir, 11, [entry("mon_a")])
+    const elsewhere = join(tempDir(), "real.json")
+    writeFileSync(
+      elsewhere,
+      JSON.stringify({
+        format: STATE_FORMAT,
+        server: { pid: 12, pidStartTime: "1", directory: "/p", updatedAt: 1 },
+        monitors: [entry("mon_link")],
+      }),
+    )
+    symlinkSync(elsewhere, join(dir, "server-12-1.json"))
+    // No writer: a blocking read would never return.
+    expect(spawnSync("mkfifo", [join(dir, "server-13-1.json")]).status).toBe(0)
+    writeServerFile(dir, 14, [entry("mon_wide")])
+    chmodSync(join(dir, serverStateFileName(14, "1")), 0o666)
+    writeFileSync(join(dir, "server-15-1.json"), " ".repeat(STATE_FILE_MAX_BYTES + 1))
+    const snap = readLocalState(dir, alive([11, 12, 14]))
+    expect(snap.monitors.map((m) => m.id)).toEqual(["mon_a"])
+    expect(snap.notes).toEqual([
+      "4 untrusted files in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)",
+    ])
+  })
+
+  test("a state folder that is a symlink is not read", () => {
+    const real = tempDir()
+    writeServerFile(real, 11, [entry("mon_a")])
+    const link = join(tempDir(), "link")
+    symlinkSync(real, link)
+    const snap = readLocalState(link, alive([11]))
+    expect(snap.monitors).toEqual([])
+    expect(snap.notes).toEqual([`monitor state folder not read: ${link}: is a symbolic link, not a folder`])
   })
 
   test("a file that vanishes between listing and reading is skipped; a throwing liveness check counts as dead", () => {

@@ -213,4 +213,13 @@ describe("the monitor detail", () => {
     expect(texts).toContain("Lines seen: 3")
     expect(texts.slice(-3)).toEqual(["[stdout seq=1] one", "[stderr seq=2] two bold", "[stdout seq=3] three"])
   })
+
+  test("the detail view of a running monitor shows its deadline, or that it has none (SPEC §15)", () => {
+    const none = detailRows(monitor(), 9_000, 80).map((r) => r.text)
+    expect(none).toContain("Deadline: none (runs until it exits or is stopped)")
+    const bounded = detailRows(monitor({ deadlineAt: 61_000 }), 9_000, 80).map((r) => r.text)
+    expect(bounded).toContain("Deadline: 1970-01-01T00:01:01.000Z")
+    const ended = detailRows(monitor({ statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 }), 9_000, 80)
+    expect(ended.map((r) => r.text).some((t) => t.startsWith("Deadline:"))).toBe(false)
+  })
 })

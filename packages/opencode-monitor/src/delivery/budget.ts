@@ -111,7 +111,9 @@ export class ObservationBudget {
 
   admit(batch: OutputBatch, routed: Route, source: BatchSource): void {
     const { label, hasPattern, wakeLimit } = source
-    const wake = isWakeDelivery(batch, routed, source.matchWakeLeft)
+    // A silence wake is not counted against wake_limit: it may wake whatever matches did.
+    const wakeLeft = batch.silence !== undefined || source.matchWakeLeft
+    const wake = isWakeDelivery(batch, routed, wakeLeft)
     // A match past wake_limit is an observation; a subagent's root session gets none of it (the
     // child has its own route for those lines).
     if (routed.wake && !wake && routed.subagentSessionID !== undefined) return

@@ -6,7 +6,14 @@ import { DeliveryPolicy, envelopeText, errorText } from "./delivery-policy"
 import { evaluateGates } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
-import { type MatchWakeOptions, MatchWakePolicy, queueMatchWake, settleMatchWake } from "./match-wake"
+import {
+  isSilenceReason,
+  type MatchWakeOptions,
+  MatchWakePolicy,
+  queueMatchWake,
+  settleMatchWake,
+  type WakeReason,
+} from "./match-wake"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
@@ -391,6 +398,11 @@ function logFields(delivery: Delivery, force: boolean): Record<string, unknown> 
     source: delivery.key,
     shouldReply: delivery.wake,
     forceActiveDispatch: force,
-    ...(delivery.matchWake ? { matchWake: `${delivery.matchWake.ordinal}/${delivery.matchWake.limit}` } : {}),
+    ...(delivery.matchWake ? { matchWake: wakeLogText(delivery.matchWake) } : {}),
   }
+}
+
+/** `1/3` for the first of three match wakes, `silence` for a silence wake (SPEC §15). */
+function wakeLogText(reason: WakeReason): string {
+  return isSilenceReason(reason) ? "silence" : `${reason.ordinal}/${reason.limit}`
 }

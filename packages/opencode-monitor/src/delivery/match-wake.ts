@@ -20,8 +20,15 @@ export type MatchWakeOptions = {
   maxBytes: number
 }
 
-/** Why an envelope wakes: the `wake:` header line. */
-export type WakeReason = { ordinal: number; limit: number; seqs: number[] }
+/**
+ * Why an envelope wakes: the `wake:` header line. A match (the nth of `wake_limit`, at these seqs),
+ * or a silence (`wake_on_silence_ms`, SPEC §15: no output for `silentMs`, last line `lastSeq`).
+ */
+export type WakeReason = MatchReason | SilenceReason
+export type MatchReason = { ordinal: number; limit: number; seqs: number[] }
+export type SilenceReason = { silentMs: number; lastSeq: number }
+
+export const isSilenceReason = (reason: WakeReason): reason is SilenceReason => "silentMs" in reason
 
 export type MatchWakeDecision =
   | { kind: "wake"; reason: WakeReason }
@@ -47,10 +54,13 @@ export class MatchWakePolicy {
   /**
    * Decides for a batch whose session may be woken right now. A "wake" is recorded at once (the
    * delivery keeps it across send retries), so two batches can never both take the same slot.
+   * A silence wake shares the interval and the session's cap with match wakes, but not
+   * `wake_limit`: one silence wakes once, however many matches woke before.
    */
   decide(sessionID: string, batch: OutputBatch, limit: number): MatchWakeDecision {
     const monitorId = batch.monitorId
-    if (this.exhausted(monitorId, limit)) return { kind: "observe" }
+    const match = carriesMatch(batch) && !this.exhausted(monitorId, limit)
+    if (!match && !batch.silence) return { kind: "observe" }
     const now = this.scheduler.now()
     const monitor = this.monitors.get(monitorId)
     if (monitor && now - monitor.lastAt < this.options.minIntervalMs) {
@@ -61,9 +71,13 @@ export class MatchWakePolicy {
     if (recent.length >= this.options.perSessionPerMinute) {
       return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
     }
+    recent.push(now)
+    if (!match && batch.silence) {
+      this.monitors.set(monitorId, { count: monitor?.count ?? 0, lastAt: now, sessionID })
+      return { kind: "wake", reason: { silentMs: batch.silence.silentMs, lastSeq: batch.silence.lastSeq } }
+    }
     const count = (monitor?.count ?? 0) + 1
     this.monitors.set(monitorId, { count, lastAt: now, sessionID })
-    recent.push(now)
     return { kind: "wake", reason: { ordinal: count, limit, seqs: wakeSeqs(batch.lines) } }
   }
 
@@ -80,7 +94,11 @@ export class MatchWakePolicy {
   }
 }
 
-export const carriesWake = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+/** A batch carrying a `wake_pattern` match. */
+export const carriesMatch = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+
+/** A running batch that asks to wake: it carries a match, or it is a silence wake. */
+export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
 
 export function wakeSeqs(lines: readonly MonitorLine[]): number[] {
   return lines.filter((line) => line.wake).map((line) => line.seq)
@@ -120,7 +138,8 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
   bounds: { maxLines: number; maxBytes: number },
 ): D[] | undefined {
   const { batch } = delivery
-  if (isCandidate(delivery) && (!policy || policy.exhausted(batch.monitorId, delivery.wakeLimit))) {
+  const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
+  if (isCandidate(delivery) && exhausted) {
     if (delivery.subagentSessionID !== undefined) return [...queue]
     delivery.wake = false
   }
@@ -203,5 +222,7 @@ export function mergePending(
   for (let i = 0; i < all.length && over(); i++) if (!all[i]?.wake) giveWay(i)
   for (let i = all.length - 1; i >= 0 && over(); i--) if (keep[i]) giveWay(i)
   const lines = kept === all.length ? all : all.filter((_, i) => keep[i])
-  return { batch: { ...newer.batch, lines }, dropped }
+  // A silence wake waiting in the older batch stays one when output came after it.
+  const silence = newer.batch.silence ?? older.batch.silence
+  return { batch: { ...newer.batch, lines, ...(silence ? { silence } : {}) }, dropped }
 }

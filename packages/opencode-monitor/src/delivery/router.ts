@@ -65,7 +65,7 @@ export class DeliveryRouter {
           api.toast(
             "error",
             "opencode-monitor: wake not delivered",
-            `${delivery.label} (${delivery.batch.monitorId}) ${delivery.batch.stillRunning ? "printed a wake_pattern line" : "ended"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
+            `${delivery.label} (${delivery.batch.monitorId}) ${!delivery.batch.stillRunning ? "ended" : delivery.batch.silence ? "went silent" : "printed a wake_pattern line"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
           ),
       },
     )

@@ -19,6 +19,8 @@ export type SessionMessage = {
   agent: string | undefined
   model: ModelRef | undefined
   text: string
+  /** Assistant only: the monitor ids its completed `monitor_start` calls returned (restart recovery's proof). */
+  startedMonitors?: string[]
 }
 
 export type PromptRequest = {
@@ -148,7 +150,19 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     agent: info.mode,
     model: { providerID: info.providerID, modelID: info.modelID },
     text: texts.map((p) => p.text).join("\n"),
+    startedMonitors: startedMonitors(parts),
   }
+}
+
+/** Ids from this plugin's own `monitor_start` results: tool metadata, which no output text can forge. */
+function startedMonitors(parts: Part[]): string[] {
+  const ids: string[] = []
+  for (const part of parts) {
+    if (part.type !== "tool" || part.tool !== "monitor_start" || part.state.status !== "completed") continue
+    const id = (part.state.metadata as { monitorId?: unknown } | undefined)?.monitorId
+    if (typeof id === "string") ids.push(id)
+  }
+  return ids
 }
 
 /** A failed read: `gone` when the session does not exist (404), a plain error otherwise. */

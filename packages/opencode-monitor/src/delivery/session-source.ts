@@ -112,7 +112,8 @@ export type Route = { sessionID: string; wake: boolean; subagentSessionID?: stri
  * observations only, never woken. Streaming batches go to the owning session whatever its source.
  * A match wake may still turn into an observation (MatchWakePolicy, past `wake_limit`). A person's
  * stop from the TUI is news for the agent that started the monitor, not a reason to wake anyone:
- * it goes to the owning session as an observation.
+ * it goes to the owning session as an observation. A silence wake (SPEC §15) is routed like a
+ * match wake, except that where it may wake nobody it goes nowhere: it carries no new line.
  */
 export function routeBatch(
   source: SessionSource,
@@ -125,6 +126,12 @@ export function routeBatch(
     return [{ sessionID: ownerSessionID, wake: false }]
   const wake = terminal || carriesWake(batch)
   if (source.kind === "primary") return [{ sessionID: ownerSessionID, wake }]
+  // A silence wake brings no new line: where nobody may be woken for it, nothing goes.
+  if (batch.silence && !terminal) {
+    return source.kind === "subagent" && subagentWake === "parent"
+      ? [{ sessionID: source.rootID, wake: true, subagentSessionID: ownerSessionID }]
+      : []
+  }
   const own: Route = { sessionID: ownerSessionID, wake: false }
   if (source.kind === "subagent" && wake && subagentWake === "parent") {
     const root: Route = { sessionID: source.rootID, wake: true, subagentSessionID: ownerSessionID }

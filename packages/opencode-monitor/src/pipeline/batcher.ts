@@ -15,7 +15,15 @@ export type OutputBatch = {
   dropped: DropCounts
   /** Set by the observation budget (delivery/budget.ts) when it held lines back; the envelope says so. */
   budget?: BudgetNote
+  /** A silence wake (`wake_on_silence_ms`, SPEC §15): a running batch of no new lines. */
+  silence?: SilenceNote
 }
+
+/**
+ * Why a silence wake was made: no output for `silentMs`, the last line was `lastSeq`, and the last
+ * retained lines to show with it (already seen lines, so never counted as new output).
+ */
+export type SilenceNote = { silentMs: number; lastSeq: number; lines: MonitorLine[] }
 
 /** Lines held back by the observation budget since the previous envelope (`since_sequence` reads them). */
 export type BudgetNote = { kind: "held" | "summary"; lines: number; bytes: number; sinceSequence: number }
@@ -137,6 +145,22 @@ export class MonitorBatcher {
       stillRunning: !terminal,
       status: options.status ?? { kind: "running" },
       dropped: this.deps.takeDropped?.() ?? NO_DROPS,
+    })
+  }
+
+  /** A silence wake as a batch of its own (its own batchSeq), after any buffered lines. */
+  emitSilence(silence: SilenceNote): void {
+    if (this.closed) return
+    this.flushNow()
+    this.batchSeq += 1
+    this.onBatch({
+      monitorId: this.monitorId,
+      batchSeq: this.batchSeq,
+      lines: [],
+      stillRunning: true,
+      status: { kind: "running" },
+      dropped: this.deps.takeDropped?.() ?? NO_DROPS,
+      silence,
     })
   }
 

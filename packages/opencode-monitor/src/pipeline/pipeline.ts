@@ -7,6 +7,7 @@ import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { envelopeBytes, envelopeBytesBound } from "./render"
 import { LineSplitter } from "./line-splitter"
 import { MonitorRingBuffer } from "./ring-buffer"
+import { SilenceWatch } from "./silence-watch"
 
 export type PipelineOptions = {
   monitorId: string
@@ -17,6 +18,8 @@ export type PipelineOptions = {
   filter: LineFilter | undefined
   /** `wake_pattern`: a matching line is delivered (filtered in or not) and flushed promptly. */
   wakeFilter?: LineFilter | undefined
+  /** `wake_on_silence_ms`: a silence this long while the process runs emits one silence wake. */
+  silenceMs?: number
   /** False once the monitor's `wake_limit` is used up: a match is then a plain line, batched as any. */
   matchWakeLeft?: () => boolean
   scheduler: Scheduler
@@ -30,13 +33,16 @@ export type MonitorPipeline = {
   push(stream: MonitorStream, chunk: Uint8Array): void
   /** The pipe reached EOF: a last line without a trailing newline is emitted. */
   endStream(stream: MonitorStream): void
+  /** The process ended: no silence wake any more (the exit is the news). */
+  processEnded(): void
   /** Emits the one terminal batch, even when the buffer was already drained. */
   finish(status: MonitorStatus): void
   /** Stops emitting batches (the ring keeps what it holds). */
   close(): void
-  /** `scheduler.now()` when the process last printed anything (0: nothing yet); set once per chunk. */
-  readonly lastOutputAt: number
 }
+
+/** How many of the last retained lines a silence wake shows. */
+const SILENCE_LINES = 10
 
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
@@ -110,6 +116,18 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     ring.countDroppedBytes(bytes)
     pendingDrops.bytes += bytes
   }
+  // Lines shown with a silence wake: the last retained ones, within one batch's bounds.
+  const silence =
+    options.silenceMs === undefined
+      ? undefined
+      : new SilenceWatch(options.silenceMs, options.scheduler, () => {
+          const lines = ring.query({ sinceSequence: Math.max(0, seq - SILENCE_LINES), limit: SILENCE_LINES })
+          let bytes = 0
+          let from = lines.length
+          while (from > 0 && bytes + (lines[from - 1] as MonitorLine).byteLength <= config.batch_max_bytes)
+            bytes += (lines[--from] as MonitorLine).byteLength
+          batcher.emitSilence({ silentMs: options.silenceMs as number, lastSeq: seq, lines: lines.slice(from) })
+        })
   const splitters: Record<MonitorStream, LineSplitter> = {
     stdout: new LineSplitter(
       config.line_max_bytes,
@@ -150,15 +168,14 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       return true
     })
   }
-  let lastOutputAt = 0
 
   return {
     ring,
     batcher,
     push(stream, chunk) {
       if (finished) return
-      lastOutputAt = options.scheduler.now()
-      clock = lastOutputAt
+      silence?.output()
+      clock = options.scheduler.now()
       block = chunk
       blockHasBreaks = breaks.startBlock(chunk)
       blockFirstSeq = seq + 1
@@ -173,7 +190,11 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       clock = options.scheduler.now()
       splitters[stream].end()
     },
+    processEnded() {
+      silence?.stop()
+    },
     finish(status) {
+      silence?.stop()
       if (finished) return
       clock = options.scheduler.now()
       splitters.stdout.end()
@@ -183,12 +204,10 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
+      silence?.stop()
       finished = true
       if (wakeFlush !== undefined) options.scheduler.clearTimeout(wakeFlush)
       batcher.close()
-    },
-    get lastOutputAt() {
-      return lastOutputAt
     },
   }
 }

@@ -1,4 +1,6 @@
 import { type ChildProcess, spawn } from "node:child_process"
+import { createHash } from "node:crypto"
+import { readFileSync } from "node:fs"
 import type { Readable } from "node:stream"
 import { shellInvocation } from "./shell"
 import {
@@ -21,6 +23,8 @@ export class SpawnError extends Error {
 
 export interface MonitoredProcess {
   readonly pid: number
+  /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
+  readonly tokenHash: string
   readonly stdout: Readable
   readonly stderr: Readable
   /** Resolves when the group leader (`sh -c`) has exited. */
@@ -41,6 +45,12 @@ export interface MonitoredProcess {
    * `groupAlive` and `terminateGroup` include them wherever they escaped to; resolves to their pids.
    */
   trackPipeHolders(): Promise<number[]>
+  /**
+   * After the leader exited: what of the monitor still runs, found once more by the token search
+   * (plus the pipe-holder search when the pipes are still open), the session and group, and the
+   * processes tracked since the start. Named by pid and command name, so the status can say them.
+   */
+  leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]>
   /** Disarms the watchdog once the group is known to be gone. */
   release(): void
 }
@@ -55,6 +65,7 @@ export type SpawnOptions = {
 }
 
 const POLL_MS = 25
+const ENVIRONMENT_RESCAN_MS = 50
 /** Set in the command's environment to a token of its monitor. */
 export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
 
@@ -69,12 +80,18 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
   const invocation = shellInvocation(options.shell ?? "sh", options.command)
-  const child = spawn(invocation.file, invocation.args, {
-    cwd: options.cwd,
-    env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
-    stdio: ["ignore", "pipe", "pipe"],
-    detached: true,
-  })
+  let child: ChildProcess
+  try {
+    child = spawn(invocation.file, invocation.args, {
+      cwd: options.cwd,
+      env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    })
+  } catch (error) {
+    // Bun (and Node for a NUL byte) throw some spawn failures at once instead of emitting "error".
+    throw new SpawnError(describeSpawnError(error as NodeJS.ErrnoException, options.cwd))
+  }
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve())
     child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd))))
@@ -108,6 +125,7 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   }
   return {
     pid,
+    tokenHash: hashToken(token),
     stdout: child.stdout,
     stderr: child.stderr,
     exited,
@@ -121,6 +139,21 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       ]
       tracker.track(holders)
       return holders
+    },
+    async leftBehind(pipesOpen) {
+      if (!canTrack) return signalPid(-pid, 0) === "sent" ? [{ pid, name: "process group" }] : []
+      // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
+      const holders = pipesOpen && outputs.length > 0 ? await findHolders(outputs) : []
+      tracker.track([...holders, ...(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
+      // A process in the middle of an exec shows an empty environment for a moment (a daemon that
+      // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
+      await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
+      tracker.track(await findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+      tracker.adopt(await scanProcessTable())
+      return tracker
+        .live()
+        .filter((stat) => stat.pid !== pid && isLive(stat))
+        .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid) }))
     },
     signalGroupNow: () => {
       signalAll("SIGTERM")
@@ -149,6 +182,27 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
       if (survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null) watchdog.kill("SIGKILL")
     },
   }
+}
+
+/**
+ * The short command name of a process (/proc/<pid>/comm), "?" when it cannot be read. A process
+ * sets its own name (up to 15 bytes, any bytes): only plain characters are kept, as it lands in a status line.
+ */
+function commandName(pid: number): string {
+  try {
+    return (
+      readFileSync(`/proc/${pid}/comm`, "latin1")
+        .trim()
+        .replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
+    )
+  } catch {
+    return "?"
+  }
+}
+
+/** How a state record names a token without holding it. */
+export function hashToken(token: string): string {
+  return createHash("sha256").update(token).digest("hex")
 }
 
 function startWatchdog(pgid: number, graceMs: number, token: string): ChildProcess {
@@ -247,5 +301,12 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
 function describeSpawnError(error: NodeJS.ErrnoException, cwd: string): string {
   if (error.code === "ENOENT") return `cannot start sh in ${cwd}: the directory or sh does not exist (${error.message})`
   if (error.code === "EACCES") return `cannot start sh in ${cwd}: permission denied (${error.message})`
+  if (error.code === "ENOTDIR") return `cannot start sh in ${cwd}: it is not a directory (${error.message})`
+  if (error.code === "E2BIG") {
+    return `the command and environment are longer than the system allows for one program (${error.message}); put a long script in a file and run that`
+  }
+  if (error.code === "ERR_INVALID_ARG_VALUE" && /null bytes/.test(error.message)) {
+    return "the command contains a NUL byte, which no shell can receive; remove it"
+  }
   return error.message
 }

@@ -16,6 +16,8 @@ export const STATE_LAST_LINES = 5
 export const STATE_LINE_TEXT_MAX = 512
 /** At most this many monitors per file (running first, then the newest ended ones). */
 export const STATE_MAX_MONITORS = 64
+/** A server's record is small (64 monitors × 5 lines of 512 characters); a larger file is not read. */
+export const STATE_FILE_MAX_BYTES = 1024 * 1024
 
 export type StateLine = { stream: "stdout" | "stderr"; seq: number; text: string }
 
@@ -34,12 +36,19 @@ export type MonitorStateEntry = {
   pidStartTime: string | undefined
   linesSeen: number
   lastLines: StateLine[]
+  /** When its deadline stops it (SPEC §15); absent: no deadline. */
+  deadlineAt?: number
   /**
    * Added by the restart-safe work (optional, so older readers and writers stay compatible): the
    * monitor ended, but its exit notice had not reached the session yet; a restarted server
    * delivers it with the recorded status.
    */
   wakePending?: boolean
+  /**
+   * sha256 of the token in the monitor's environment (turn 3): recovery signals a leader only when
+   * it carries the token with this hash, which a forger who names another process cannot supply.
+   */
+  tokenHash?: string
 }
 
 export type ServerStateFile = {
@@ -139,7 +148,11 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     pidStartTime: typeof pidStartTime === "string" ? pidStartTime : undefined,
     linesSeen,
     lastLines,
+    ...(isInt(entry.deadlineAt) ? { deadlineAt: entry.deadlineAt } : {}),
     ...(entry.wakePending === true ? { wakePending: true } : {}),
+    ...(typeof entry.tokenHash === "string" && /^[0-9a-f]{64}$/.test(entry.tokenHash)
+      ? { tokenHash: entry.tokenHash }
+      : {}),
   }
 }
 
@@ -149,6 +162,7 @@ function readStatus(raw: unknown): MonitorStatus | undefined {
   const leftovers = {
     ...(Array.isArray(raw.survivors) && raw.survivors.every(isInt) ? { survivors: raw.survivors.slice(0, 64) } : {}),
     ...(raw.pipesHeld === true ? { pipesHeld: true } : {}),
+    ...(leftBehindOf(raw.leftBehind) ?? {}),
   }
   const signal = (value: unknown) => (typeof value === "string" && /^[A-Z0-9]{1,16}$/.test(value) ? value : null)
   switch (raw.kind) {
@@ -174,6 +188,16 @@ function readStatus(raw: unknown): MonitorStatus | undefined {
     default:
       return undefined
   }
+}
+
+/** What a run left behind and stopped, as the record names it: pids and plain short names only. */
+function leftBehindOf(raw: unknown): { leftBehind: { pid: number; name: string }[] } | undefined {
+  if (!Array.isArray(raw)) return undefined
+  const leftBehind = raw
+    .slice(0, 64)
+    .filter((p): p is { pid: number; name: string } => isObject(p) && isInt(p.pid) && typeof p.name === "string")
+    .map((p) => ({ pid: p.pid, name: p.name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16) }))
+  return leftBehind.length > 0 ? { leftBehind } : undefined
 }
 
 const STOP_REASONS = new Set<string>(["agent", "person", "session", "shutdown"] satisfies StopReason[])

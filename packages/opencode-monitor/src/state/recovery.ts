@@ -1,13 +1,21 @@
-import { readdirSync, readFileSync, renameSync, rmSync } from "node:fs"
+import { renameSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { readBack } from "../delivery/history"
 import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
 import { MonitorLine } from "../pipeline/line"
-import { isSameLiveProcess, mayStillRun, processStartTime } from "../process/proc-stat"
+import { mayStillRun, processStartTime } from "../process/proc-stat"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
-import { formatStatus, parseEnvelopes } from "../codec"
-import { type MonitorStateEntry, parseStateFile, projectStateDir, type ServerStateFile } from "./format"
+import { formatStatus, type MonitorStatus, parseEnvelopes } from "../codec"
+import {
+  type MonitorStateEntry,
+  parseStateFile,
+  projectStateDir,
+  STATE_FILE_MAX_BYTES,
+  type ServerStateFile,
+} from "./format"
+import { historyShowsStart, type ProcessFacts, procFacts, proveLeader } from "./recovery-proof"
+import { inodeOf, listPrivateDir, readPrivateFile, SkipLog } from "./safe-file"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
 
@@ -24,14 +32,15 @@ export type RecoveryDeps = {
   self?: Owner
   /** Process checks, injectable for tests; default /proc. */
   mayStillRun?: (pid: number, startTime: string | undefined) => boolean
-  isSameLiveProcess?: (pid: number, startTime: string | undefined) => boolean
+  /** What the leader proof reads about processes (recovery-proof.ts); default /proc. */
+  facts?: ProcessFacts
 }
 
 /** What recovery did with one monitor a dead server recorded as running. */
 export type RecoveredMonitor = {
   id: string
   sessionID: string
-  outcome: "reported" | "session_gone" | "already_reported"
+  outcome: "reported" | "session_gone" | "already_reported" | "unproven_session"
   survivorPid: number | undefined
 }
 
@@ -52,16 +61,18 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const dir = projectStateDir(deps.directory, deps.env)
   const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
-    return [] // No record yet: nothing ever ran here.
+  const skips = new SkipLog((message, extra) => deps.api.log("warn", message, extra))
+  const listed = listPrivateDir(dir)
+  if (!listed.ok) {
+    // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
+    if (listed.reason !== "ENOENT") skips.skip(dir, listed.reason)
+    return []
   }
+  const names = listed.names
   const recovered: RecoveredMonitor[] = []
   const claimedPaths: string[] = []
   for (const name of names.sort()) {
-    const claimed = claim(deps, dir, name, self)
+    const claimed = claim(deps, dir, name, self, skips)
     if (!claimed) continue
     claimedPaths.push(claimed.path)
     for (const entry of claimed.file.monitors) {
@@ -98,6 +109,7 @@ function claim(
   dir: string,
   name: string,
   self: Owner,
+  skips: SkipLog,
 ): { path: string; file: ServerStateFile } | undefined {
   const server = SERVER_FILE.exec(name)
   const taken = CLAIMED_FILE.exec(name)
@@ -115,13 +127,13 @@ function claim(
   if (alive(owner.pid, owner.pidStartTime)) return undefined
 
   const path = join(dir, name)
-  let text: string
-  try {
-    text = readFileSync(path, "utf8")
-  } catch {
-    return undefined // another server claimed it a moment ago
+  const read = readPrivateFile(path, STATE_FILE_MAX_BYTES)
+  if (!read.ok) {
+    // ENOENT: another server claimed it a moment ago. Anything else is skipped, never followed or removed.
+    if (read.reason !== "ENOENT") skips.skip(path, read.reason)
+    return undefined
   }
-  const parsed = parseStateFile(text)
+  const parsed = parseStateFile(read.text)
   if (!parsed.ok) {
     deps.api.log("warn", "ignoring an unreadable monitor state file", { file: path, error: parsed.error })
     return undefined
@@ -141,6 +153,14 @@ function claim(
   } catch {
     return undefined
   }
+  if (inodeOf(claimedPath) !== read.ino) {
+    // Swapped between the read and the rename: what was taken is not what was read. Put it back.
+    skips.skip(path, "replaced while it was read")
+    try {
+      renameSync(claimedPath, path)
+    } catch {}
+    return undefined
+  }
   return { path: claimedPath, file: parsed.file }
 }
 
@@ -148,8 +168,13 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
   const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
   // An exit whose notice was still queued is reported as it ended; a running one was cut off.
-  const ended = entry.status.kind === "running" ? undefined : entry.status
-  if (!ended) result.survivorPid = await stopSurvivor(deps, entry)
+  const ended = entry.status.kind === "running" ? undefined : recorded(entry.status)
+  let unverified: { pid: number; reason: string } | undefined
+  if (!ended) {
+    const survivor = await stopSurvivor(deps, entry)
+    result.survivorPid = survivor.survivorPid
+    unverified = survivor.unverified
+  }
   if ((await deps.api.sessionExists(entry.sessionID)) === false) {
     deps.api.log("info", "lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
@@ -157,11 +182,24 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
   let history: SessionMessage[] = []
   try {
     // Far enough back to see every envelope of this monitor: to the person's message before its start.
-    history = await readBack(deps.api, entry.sessionID, (messages) =>
-      messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
+    history = await readBack(
+      deps.api,
+      entry.sessionID,
+      (messages) =>
+        historyShowsStart(messages, entry.id) ||
+        messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
     )
   } catch {
-    // Unknown history: report anyway (a missed notice is worse than a repeated one).
+    // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
+  }
+  if (!historyShowsStart(history, entry.id)) {
+    // A record names any session it likes: only one whose history shows this monitor's start is woken.
+    deps.api.log(
+      "warn",
+      "a state record's monitor not reported: its session's history shows no monitor_start of it",
+      fields,
+    )
+    return { ...result, outcome: "unproven_session" }
   }
   const seen = envelopesOf(history, entry.id)
   if (seen.some((e) => e.status !== "running")) {
@@ -175,7 +213,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
       (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
     ),
     stillRunning: false,
-    status: ended ?? { kind: "lost", survivorPid: result.survivorPid },
+    status: ended ?? { kind: "lost", survivorPid: result.survivorPid, ...(unverified ? { unverified } : {}) },
     dropped: NO_DROPS,
   }
   deps.api.log(
@@ -195,12 +233,30 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
 
 /**
  * The watchdog should have ended the group when the server died. A leader still running is
- * signalled only when pid and start time prove it is the recorded process; its group (which
- * cannot change hands while it has members) is then ended like any stop. The pid is returned
- * when something of the group survives even SIGKILL, so the notice can name it.
+ * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group
+ * (which cannot change hands while it has members) is then ended like any stop. `survivorPid`
+ * when something of the group survives even SIGKILL; `unverified` when a process runs under
+ * the recorded pid that does not prove it is the monitor's (never signalled).
  */
-async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<number | undefined> {
-  if (!(deps.isSameLiveProcess ?? isSameLiveProcess)(entry.pid, entry.pidStartTime)) return undefined
+async function stopSurvivor(
+  deps: RecoveryDeps,
+  entry: MonitorStateEntry,
+): Promise<{ survivorPid?: number; unverified?: { pid: number; reason: string } }> {
+  const facts = deps.facts ?? procFacts
+  const proof = proveLeader(entry, facts)
+  if (proof.kind === "gone") return {}
+  if (proof.kind === "unverified") {
+    deps.api.log(
+      "warn",
+      "a state record names a running process that does not prove it is the monitor's; not signalled",
+      {
+        monitorId: entry.id,
+        pid: entry.pid,
+        reason: proof.reason,
+      },
+    )
+    return { unverified: { pid: entry.pid, reason: proof.reason } }
+  }
   deps.api.log("warn", "a lost monitor's process still runs; stopping its process group", {
     monitorId: entry.id,
     pid: entry.pid,
@@ -211,9 +267,14 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
     ["SIGKILL", 2_000],
   ] as const) {
     if (!(await groupGone())) signalGroup(entry.pid, signal)
-    if (await waitUntil(groupGone, waitMs)) return undefined
+    if (await waitUntil(groupGone, waitMs)) return {}
   }
-  return entry.pid
+  return { survivorPid: entry.pid }
+}
+
+/** A status a dead server's record claims: shown as its claim, never as an exit this server saw. */
+function recorded(status: MonitorStatus): MonitorStatus {
+  return { ...status, recorded: true } as MonitorStatus
 }
 
 /** This monitor's envelopes in a session history: their batch numbers and statuses. */

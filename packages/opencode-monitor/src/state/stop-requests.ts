@@ -1,18 +1,17 @@
 import { randomBytes } from "node:crypto"
-import {
-  type FSWatcher,
-  mkdirSync,
-  readdirSync,
-  readFileSync,
-  renameSync,
-  rmSync,
-  statSync,
-  watch,
-  writeFileSync,
-} from "node:fs"
+import { type FSWatcher, rmSync, watch } from "node:fs"
 import { join } from "node:path"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { stopRequestDir } from "./format"
+import {
+  checkPrivateDir,
+  ensurePrivateDir,
+  listPrivateDir,
+  ownFileMtime,
+  readPrivateFile,
+  SkipLog,
+  writePrivateFile,
+} from "./safe-file"
 
 /**
  * A person's stop from the TUI (SPEC §11): the TUI drops a small file into
@@ -33,6 +32,8 @@ export type StopRequest = {
 
 /** A request nobody took (its server is gone) is removed by any server after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
+/** A request is ~150 bytes; a larger file is never read (nor re-read on every scan). */
+export const STOP_REQUEST_MAX_BYTES = 4_096
 
 /** Writes a stop request; returns its path. Throws only on a real I/O error (the TUI shows it). */
 export function writeStopRequest(
@@ -41,12 +42,13 @@ export function writeStopRequest(
   now = Date.now(),
 ): string {
   const dir = stopRequestDir(projectDir)
-  mkdirSync(dir, { recursive: true })
+  // The server takes requests only from 0600 files in 0700 folders of the user's (safe-file.ts).
+  ensurePrivateDir(projectDir)
+  ensurePrivateDir(dir)
   const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
   const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
   const path = join(dir, name)
-  writeFileSync(`${path}.tmp`, JSON.stringify(body))
-  renameSync(`${path}.tmp`, path)
+  writePrivateFile(path, JSON.stringify(body))
   return path
 }
 
@@ -87,36 +89,59 @@ export type StopRequestHandler = {
   onError?: (message: string) => void
 }
 
+/** One log line per skipped entry, for the life of a watcher. */
+function skipLogOf(handler: StopRequestHandler): SkipLog {
+  return new SkipLog((message, extra) => handler.onError?.(`${message}: ${extra.path} (${extra.reason})`))
+}
+
 /**
- * One pass over the folder: takes (and removes) the requests for monitors this instance runs,
- * drops unreadable ones and stale ones nobody took. Never throws.
+ * One pass over the folder: takes (and removes) the requests for monitors this instance runs.
+ * Only a private folder of the user's (not a symlink) is read, and in it only 0600 regular files
+ * of the user's within STOP_REQUEST_MAX_BYTES; anything else is skipped with one log line and
+ * left alone. Removed are only files of the plugin's own shape: requests taken, and (after
+ * STOP_REQUEST_STALE_MS) requests nobody took and unparsable or oversized regular files of the
+ * user's. Never throws.
  */
-export function scanStopRequests(projectDir: string, handler: StopRequestHandler): number {
+export function scanStopRequests(
+  projectDir: string,
+  handler: StopRequestHandler,
+  skips: SkipLog = skipLogOf(handler),
+): number {
   const dir = stopRequestDir(projectDir)
-  let names: string[]
-  try {
-    names = readdirSync(dir)
-  } catch {
+  const parent = checkPrivateDir(projectDir, "private")
+  const listed = parent.ok ? listPrivateDir(dir, "private") : parent
+  if (!listed.ok) {
+    if (listed.reason !== "ENOENT") skips.skip(parent.ok ? dir : projectDir, listed.reason)
     return 0
   }
   const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
+  const stale = (mtimeMs: number | undefined) => mtimeMs !== undefined && now - mtimeMs > STOP_REQUEST_STALE_MS
   let stopped = 0
-  for (const name of names) {
+  for (const name of listed.names) {
     const path = join(dir, name)
     try {
       if (!name.endsWith(".json")) {
         // A temp file left by a writer that died mid-write.
-        if (name.endsWith(".tmp") && now - statSync(path).mtimeMs > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
+        if (name.endsWith(".tmp") && stale(ownFileMtime(path))) rmSync(path, { force: true })
         continue
       }
-      const request = parseStopRequest(readFileSync(path, "utf8"))
+      const read = readPrivateFile(path, STOP_REQUEST_MAX_BYTES, "private")
+      if (!read.ok) {
+        if (read.reason === "ENOENT") continue // taken by another instance a moment ago
+        if (read.tooLarge && stale(read.tooLarge.mtimeMs)) rmSync(path, { force: true })
+        else skips.skip(path, read.reason)
+        continue
+      }
+      const request = parseStopRequest(read.text)
       if (!request) {
-        rmSync(path, { force: true })
+        // Ignored, not deleted: removed only once it is old (a writer may still be finishing it).
+        if (stale(read.mtimeMs)) rmSync(path, { force: true })
+        else skips.skip(path, "not a stop request")
         continue
       }
       if (request.serverPid !== handler.serverPid || !handler.owns(request.sessionID, request.monitorId)) {
         // Not ours: another server or instance takes it; nobody did in a minute, so nobody will.
-        if (now - request.requestedAt > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
+        if (stale(read.mtimeMs) || now - request.requestedAt > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
         continue
       }
       rmSync(path, { force: true })
@@ -142,6 +167,7 @@ export function watchStopRequests(
   const dir = stopRequestDir(projectDir)
   let watcher: FSWatcher | undefined
   let closed = false
+  const skips = skipLogOf(handler)
   let timer: TimerHandle | undefined
   const poll = () => {
     timer = scheduler.setTimeout(poll, pollMs)
@@ -160,7 +186,7 @@ export function watchStopRequests(
         // Not there yet: the poll looks again.
       }
     }
-    scanStopRequests(projectDir, handler)
+    scanStopRequests(projectDir, handler, skips)
   }
   poll()
   return () => {

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto"
-import { mkdirSync, renameSync, rmSync, writeFileSync } from "node:fs"
+import { rmSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
 import type { MonitorInfo, MonitorSnapshot } from "../manager"
@@ -16,6 +16,7 @@ import {
   type StateLine,
   serverStateFileName,
 } from "./format"
+import { ensurePrivateDir, writePrivateFile } from "./safe-file"
 
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
@@ -128,7 +129,7 @@ export class MonitorStateWriter {
   }
 
   private collect(now: number): void {
-    for (const { info, pid, lastLines } of this.options.source()) {
+    for (const { info, pid, tokenHash, lastLines } of this.options.source()) {
       const known = this.entries.get(info.id)
       // Read once, while the leader surely runs; an ended leader's pid may already be reused.
       const pidStartTime =
@@ -136,7 +137,7 @@ export class MonitorStateWriter {
         (known === undefined && info.status.kind === "running"
           ? (this.options.startTimeOf ?? processStartTime)(pid)
           : undefined)
-      this.entries.set(info.id, toEntry(info, pid, pidStartTime, lastLines))
+      this.entries.set(info.id, { ...toEntry(info, pid, pidStartTime, lastLines), ...(tokenHash ? { tokenHash } : {}) })
     }
     for (const [id, entry] of this.entries) {
       if (entry.status.kind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
@@ -149,11 +150,10 @@ export class MonitorStateWriter {
   }
 
   private write(file: ServerStateFile): void {
-    const temp = `${this.path}.tmp`
     try {
-      mkdirSync(this.dir, { recursive: true, mode: 0o700 })
-      writeFileSync(temp, `${JSON.stringify(file)}\n`, { mode: 0o600 })
-      renameSync(temp, this.path)
+      // 0700 folders, a 0600 file, and a temp name a planted symlink cannot redirect (safe-file.ts).
+      ensurePrivateDir(this.dir)
+      writePrivateFile(this.path, `${JSON.stringify(file)}\n`)
       this.failing = false
     } catch (error) {
       this.fail("write", error)
@@ -201,6 +201,7 @@ function toEntry(
       .map(
         (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
       ),
+    ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
   }
 }
 

@@ -13,6 +13,8 @@ export function describeMonitor(info: MonitorInfo) {
     ...(info.endedAt ? { ended_at: new Date(info.endedAt).toISOString() } : {}),
     ...(info.pattern ? { match_pattern: info.pattern } : {}),
     ...(info.wakePattern ? { wake_pattern: info.wakePattern, wake_limit: info.wakeLimit } : {}),
+    ...(info.silenceMs !== undefined ? { wake_on_silence_ms: info.silenceMs } : {}),
+    deadline: deadlineText(info),
     counters: {
       total: c.total,
       matched: c.matched,
@@ -30,4 +32,10 @@ export function notFound(monitorId: string): MonitorError {
     "not_found",
     `No monitor ${JSON.stringify(monitorId)} in this session. monitor_list (include_exited: true) shows the ids you can use.`,
   )
+}
+
+/** When a monitor is stopped by its deadline, or "none" (SPEC §15). */
+export function deadlineText(info: Pick<MonitorInfo, "startedAt" | "timeoutMs">): string {
+  if (info.timeoutMs === undefined) return "none"
+  return `${new Date(info.startedAt + info.timeoutMs).toISOString()} (timeout_ms ${info.timeoutMs})`
 }

@@ -1,6 +1,7 @@
 import type { ToolDefinition } from "@opencode-ai/plugin"
 import { monitorList } from "./monitor-list"
 import { monitorOutput } from "./monitor-output"
+import { monitorRestart } from "./monitor-restart"
 import { monitorStart, type StartToolDeps } from "./monitor-start"
 import { monitorStop } from "./monitor-stop"
 
@@ -14,6 +15,7 @@ export function createMonitorTools(deps: ToolDeps): Record<string, ToolDefinitio
   return {
     monitor_start: monitorStart(deps),
     monitor_stop: monitorStop(deps),
+    monitor_restart: monitorRestart(deps),
     monitor_list: monitorList(deps),
     monitor_output: monitorOutput(deps),
   }

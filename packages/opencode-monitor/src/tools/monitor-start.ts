@@ -28,7 +28,11 @@ function description(config: MonitorConfig, shell: string): string {
     "Use match_pattern (RE2 regex) to be sent only the matching lines; the rest stays readable with monitor_output.",
     "Use wake_pattern (RE2 regex) when a line, not the exit, is the moment to act — a dev server's readiness line, the first error or FAIL of a watcher:",
     "the first matching line wakes you with that line once you are idle, like the exit does, while the command keeps running. No polling or sleeping is needed for it either.",
-    `At most ${config.max_monitors_per_session} monitors run per session; each is stopped after timeout_ms (default and max ${config.max_runtime_ms} ms).`,
+    "Use wake_on_silence_ms to be woken once when the command prints nothing for that long while it runs (a hung test run, a stuck build).",
+    config.max_runtime_ms > 0
+      ? `Pass timeout_ms for a job that should end (build, tests); each monitor is stopped after timeout_ms (default and max ${config.max_runtime_ms} ms, max_runtime_ms).`
+      : "Pass timeout_ms for a job that should end (build, tests); pass none for a dev server or a watcher: without it a monitor has no deadline and runs until it exits or is stopped.",
+    `At most ${config.max_monitors_per_session} monitors run per session. To restart one (after a config change, or to run the tests again) use monitor_restart, not monitor_stop + monitor_start.`,
   ].join(" ")
 }
 
@@ -47,28 +51,40 @@ export function monitorStart(deps: StartToolDeps) {
       await authorizeCommand(request, ctx, config)
       await deps.beforeStart(ctx)
       const info = await manager.start(request)
+      // A second dev server under the same name is usually a restart done the racy way.
+      const twin = manager.list(ctx.sessionID, false).find((m) => m.label === info.label && m.id !== info.id)
+      const note = twin
+        ? [
+            `Note: monitor ${twin.id} with the label "${info.label}" is still running in this session, so two run now. ` +
+              `To restart a job, use monitor_restart with monitor_id "${twin.id}": it stops the old one and waits until its processes are gone (so its port is free) before starting again.`,
+          ]
+        : []
       return {
         title: `monitor ${info.label} started`,
-        output: startedText(info, config, exitNote(deps.sourceOf(ctx.sessionID), config.subagent_wake)),
+        output: [startedText(info, config, deps.sourceOf(ctx.sessionID)), ...note].join("\n"),
         metadata: { monitorId: info.id, label: info.label },
       }
     },
   })
 }
 
-function startedText(info: MonitorInfo, config: MonitorConfig, exitNote: string): string {
+/** What monitor_start (and monitor_restart) tell the agent about a monitor it now has. */
+export function startedText(info: MonitorInfo, config: MonitorConfig, source: SessionSource | undefined): string {
   return [
     `Started monitor ${info.id} (label: ${info.label}).`,
-    `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${exitNote}`,
+    `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${exitNote(source, config.subagent_wake)}`,
     "Do not poll, sleep or wait for it: carry on with your work.",
-    `Limits: stopped after ${info.timeoutMs} ms; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
+    `Limits: ${info.timeoutMs === undefined ? "no deadline (it runs until it exits or is stopped)" : `stopped after ${info.timeoutMs} ms`}; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
     info.pattern ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.` : "Every line is delivered.",
     ...(info.wakePattern
       ? [
           `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
         ]
       : []),
-    `To stop it: monitor_stop with monitor_id "${info.id}".`,
+    ...(info.silenceMs !== undefined
+      ? [`If it prints nothing for ${info.silenceMs} ms while it runs, you are woken once for that silence.`]
+      : []),
+    `To stop it: monitor_stop with monitor_id "${info.id}"; to restart it: monitor_restart.`,
   ].join("\n")
 }
 

@@ -1,7 +1,8 @@
-import { readdirSync, readFileSync } from "node:fs"
+import { readFileSync } from "node:fs"
 import { join } from "node:path"
 import { formatStatus } from "../codec"
-import { type MonitorStateEntry, parseStateFile } from "../state/format"
+import { type MonitorStateEntry, parseStateFile, STATE_FILE_MAX_BYTES } from "../state/format"
+import { listPrivateDir, readPrivateFile } from "../state/safe-file"
 import type { MonitorView } from "./view"
 
 export type LocalSnapshot = {
@@ -16,30 +17,54 @@ export type LocalSnapshot = {
 export type LocalStateDeps = {
   isServerAlive?: (pid: number, pidStartTime: string | undefined) => boolean
   readDir?: (dir: string) => string[]
+  /** The file's text; throws ENOENT when it is gone, `UntrustedFile` when it may not be trusted. */
   readFile?: (path: string) => string
+}
+
+/** A file in the state folder that is not the user's own regular file within the size bound. */
+export class UntrustedFile extends Error {
+  override name = "UntrustedFile"
+}
+
+/** The state folder and its files as safe-file.ts allows them: never a symlink, FIFO or device, never blocking. */
+function listTrusted(dir: string): string[] {
+  const listed = listPrivateDir(dir)
+  if (!listed.ok && listed.reason === "ENOENT") return []
+  if (!listed.ok) throw new UntrustedFile(`${dir}: ${listed.reason}`)
+  return listed.names
+}
+
+function readTrusted(path: string): string {
+  const read = readPrivateFile(path, STATE_FILE_MAX_BYTES)
+  if (read.ok) return read.text
+  throw read.reason === "ENOENT" ? Object.assign(new Error(path), { code: "ENOENT" }) : new UntrustedFile(read.reason)
 }
 
 /** Reads every server state file of one project folder. Missing folder: nothing. Never throws. */
 export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): LocalSnapshot {
   const isAlive = deps.isServerAlive ?? isServerAlive
-  const readDir = deps.readDir ?? ((dir: string) => readdirSync(dir))
-  const readFile = deps.readFile ?? ((path: string) => readFileSync(path, "utf8"))
+  const readDir = deps.readDir ?? listTrusted
+  const readFile = deps.readFile ?? readTrusted
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
   let names: string[]
   try {
     names = readDir(projectDir).filter((name) => name.startsWith("server-") && name.endsWith(".json"))
-  } catch {
+  } catch (error) {
+    if (error instanceof UntrustedFile) snapshot.notes.push(`monitor state folder not read: ${error.message}`)
     return snapshot
   }
   const newest = new Map<string, { view: MonitorView; updatedAt: number }>()
   let unreadable = 0
   let otherFormat = 0
+  let untrusted = 0
   for (const name of names.sort()) {
     let text: string
     try {
       text = readFile(join(projectDir, name))
-    } catch {
-      continue // removed between readdir and read: its server ended
+    } catch (error) {
+      // Else removed between readdir and read: its server ended.
+      if (error instanceof UntrustedFile) untrusted += 1
+      continue
     }
     const parsed = parseStateFile(text)
     if (!parsed.ok) {
@@ -64,6 +89,11 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
   snapshot.monitors = [...newest.values()].map((entry) => entry.view)
   if (unreadable > 0)
     snapshot.notes.push(`${unreadable} unreadable monitor state ${unreadable === 1 ? "file" : "files"} skipped`)
+  if (untrusted > 0) {
+    snapshot.notes.push(
+      `${untrusted} untrusted ${untrusted === 1 ? "file" : "files"} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
+    )
+  }
   if (otherFormat > 0) {
     snapshot.notes.push(
       `${otherFormat} state ${otherFormat === 1 ? "file" : "files"} from another opencode-monitor version skipped: update both parts to the same version`,
@@ -73,7 +103,7 @@ export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): L
 }
 
 function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {
-  const { status, ending, wakePending: _owed, ...rest } = entry
+  const { status, ending, wakePending: _owed, tokenHash: _proof, ...rest } = entry
   return {
     ...rest,
     statusKind: status.kind,

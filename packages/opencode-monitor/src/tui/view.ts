@@ -19,6 +19,8 @@ export type MonitorView = {
   pidStartTime: string | undefined
   linesSeen: number
   lastLines: StateLine[]
+  /** When its deadline stops it (SPEC §15); undefined: no deadline. */
+  deadlineAt?: number
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
 }
@@ -145,6 +147,11 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
     `Started: ${new Date(monitor.startedAt).toISOString()} (${formatElapsed(ended - monitor.startedAt)} run)`,
     "muted",
   )
+  if (monitor.statusKind === "running")
+    line(
+      `Deadline: ${monitor.deadlineAt === undefined ? "none (runs until it exits or is stopped)" : new Date(monitor.deadlineAt).toISOString()}`,
+      "muted",
+    )
   line(`Lines seen: ${monitor.linesSeen}`, "text")
   line("", "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")

@@ -10,6 +10,7 @@ export type StartFields = {
   matchPattern?: string
   wakePattern?: string
   wakeLimit?: number
+  silenceMs?: number
   timeoutMs?: number
 }
 
@@ -21,6 +22,7 @@ export async function startMonitor(manager: MonitorManager, fields: StartFields)
     match_pattern: fields.matchPattern,
     wake_pattern: fields.wakePattern,
     wake_limit: fields.wakeLimit,
+    wake_on_silence_ms: fields.silenceMs,
     timeout_ms: fields.timeoutMs,
   }
   const request = await parseStartRequest(args, fields, manager.config)

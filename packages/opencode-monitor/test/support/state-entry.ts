@@ -1,4 +1,5 @@
 import { type MonitorStatus, parseStatus } from "../../src/codec"
+import type { SessionMessage } from "../../src/delivery/session-api"
 import type { MonitorStateEntry } from "../../src/state/format"
 
 /** A recorded status, written as the envelope shows it. */
@@ -6,6 +7,22 @@ export const recorded = (text: string): MonitorStatus => {
   const status = parseStatus(text)
   if (!status) throw new Error(`not a status: ${text}`)
   return status
+}
+
+/** An assistant message whose completed monitor_start calls returned these ids: what proves a session's monitor. */
+export function startMessage(...monitorIds: string[]): SessionMessage {
+  return {
+    role: "assistant",
+    created: 0,
+    completed: 0,
+    finish: "stop",
+    toolRunning: false,
+    synthetic: false,
+    agent: undefined,
+    model: undefined,
+    text: "",
+    startedMonitors: monitorIds,
+  }
 }
 
 /** One state-file entry: a running monitor of ses_1 with two last lines (pid 999999999: no such process). */

@@ -1,0 +1,62 @@
+import type { ToolContext } from "@opencode-ai/plugin"
+import { formatStatus } from "../codec"
+import type { MonitorConfig } from "../config"
+import type { MonitorInfo, MonitorManager } from "../manager"
+import { authorizeCommand } from "../permission/authorize"
+import { tool } from "../tool-definition"
+import { notFound } from "./describe"
+import { type StartToolDeps, startedText } from "./monitor-start"
+
+const z = tool.schema
+
+const DESCRIPTION =
+  "Restart a monitor of this session, running or ended (a dev server after a config change, the tests once more): " +
+  "stops its process group and every process it started, waits until all are gone (so the port or lock they held is free), " +
+  "then starts the same command in the same directory with the same options as a new monitor. The permission rules judge the command again, as for monitor_start. " +
+  "You are not woken for the old one's stop. Use it instead of monitor_stop + monitor_start, which can race the old process for its port."
+
+export type RestartToolDeps = StartToolDeps & {
+  /** As for monitor_stop: nothing more of the old monitor is delivered, nobody is woken for it. */
+  afterStop: (monitorId: string) => void
+}
+
+export function monitorRestart(deps: RestartToolDeps) {
+  return tool({
+    description: DESCRIPTION,
+    args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },
+    async execute(args, ctx) {
+      const restarted = await restartMonitor(deps, ctx, args.monitor_id)
+      if (!restarted) throw notFound(args.monitor_id)
+      const { previous, started } = restarted
+      return {
+        title: `monitor ${started.label} restarted`,
+        output: [
+          `Restarted: the old monitor ${previous.id} ended with status ${formatStatus(previous.status)}; the new one is ${started.id}.`,
+          startedText(started, deps.config, deps.sourceOf(ctx.sessionID)),
+        ].join("\n"),
+        metadata: { monitorId: started.id, previousMonitorId: previous.id, label: started.label },
+      }
+    },
+  })
+}
+
+/**
+ * The restart (SPEC §15): the command is judged again under the user's rules exactly as
+ * monitor_start judges it (an `ask` rule asks again; a refusal throws and leaves the old monitor
+ * running), then the manager stops the old one, waits until its processes are gone and starts
+ * the same request. Undefined when the id is not this session's.
+ */
+export async function restartMonitor(
+  deps: { config: MonitorConfig; manager: MonitorManager } & Pick<RestartToolDeps, "beforeStart" | "afterStop">,
+  ctx: ToolContext,
+  monitorId: string,
+): Promise<{ previous: MonitorInfo; started: MonitorInfo } | undefined> {
+  const request = deps.manager.requestOf(ctx.sessionID, monitorId)
+  const old = deps.manager.get(ctx.sessionID, monitorId)
+  if (!request || !old) return undefined
+  await authorizeCommand(request, ctx, deps.config)
+  await deps.beforeStart(ctx)
+  // A running monitor's end is a stop the agent asked for; an ended one's exit notice still goes.
+  if (old.status.kind === "running") deps.afterStop(monitorId)
+  return deps.manager.restart(ctx.sessionID, monitorId)
+}

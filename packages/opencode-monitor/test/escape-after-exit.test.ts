@@ -1,0 +1,76 @@
+// Repro escape-after-exit (turn 3): a daemon that leaves the session and group while its leader
+// returns at once keeps the monitor's token. It is found, stopped and named before the status says
+// `exited`. Real processes. ESCAPE_RUNS=N runs each shape N times (the README's figure).
+import { afterAll, describe, expect, test } from "bun:test"
+import { spawnSync } from "node:child_process"
+import { mkdtempSync, rmSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
+import { defaultMonitorConfig } from "../src/config"
+import { MonitorManager } from "../src/manager"
+import type { MonitorStatus } from "../src/codec"
+import { liveProcesses, waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
+
+const work = mkdtempSync(join(tmpdir(), "omo-escape-"))
+const RUNS = Number(process.env.ESCAPE_RUNS ?? 2)
+const survivors: string[] = []
+afterAll(() => {
+  // Whatever a failed run left behind, by the marker only this file uses.
+  for (const row of survivors) {
+    try {
+      process.kill(Number(row.trim().split(/\s+/)[0]), "SIGKILL")
+    } catch {}
+  }
+  rmSync(work, { recursive: true, force: true })
+})
+
+// The daemon is `sleep <n>` with an n of its own, which the process table is searched for.
+const SHAPES: [string, (n: number) => string][] = [
+  ["setsid … &", (n) => `setsid sleep ${n} >/dev/null 2>&1 &`],
+  ["setsid sh -c 'exec …' & with a log file", (n) => `setsid sh -c 'exec sleep ${n}' </dev/null >${work}/d.log 2>&1 &`],
+  ["perl setpgrp", (n) => `perl -e 'setpgrp(0,0); exec "sleep", "${n}"' >/dev/null 2>&1 &`],
+  [
+    "Popen(start_new_session=True)",
+    (n) =>
+      `python3 -c "import subprocess; subprocess.Popen(['sleep','${n}'], start_new_session=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)"`,
+  ],
+]
+
+describe("escapes after a natural exit", () => {
+  for (const [name, command] of SHAPES) {
+    test(
+      `${name}: the daemon is stopped and named before the status says exited (${RUNS} runs)`,
+      async () => {
+        const ended = new Map<string, MonitorStatus>()
+        const m = new MonitorManager(
+          { ...defaultMonitorConfig(), kill_grace_ms: 300 },
+          { onBatch() {}, onEnded: (info) => ended.set(info.id, info.status) },
+        )
+        const outcomes: string[] = []
+        for (let run = 0; run < RUNS; run++) {
+          const n = 1_000_000 + Math.floor(Math.random() * 8_999_999)
+          const marker = `sleep ${n}`
+          const info = await startMonitor(m, { sessionID: "s", directory: work, command: command(n) })
+          expect(await waitFor(() => ended.has(info.id), 15_000)).toBe(true)
+          // When the status exists the daemon is already gone: no wait after the end.
+          const left = liveProcesses(marker)
+          survivors.push(...left)
+          const status = ended.get(info.id) as MonitorStatus & { leftBehind?: { name: string }[] }
+          // Named by pid (its name is `sleep`, or `setsid`/`sh` when caught before its exec).
+          const named = (status.leftBehind?.length ?? 0) > 0 ? "named" : "unnamed"
+          outcomes.push(`${status.kind}:${left.length === 0 ? "gone" : "ALIVE"}:${named}`)
+        }
+        await m.shutdown()
+        console.log(`${name}: ${outcomes.join(" ")}`)
+        expect(outcomes).toEqual(Array.from({ length: RUNS }, () => "exited:gone:named"))
+      },
+      30_000 + RUNS * 3_000,
+    )
+  }
+
+  test("python3 and perl are there (the shapes above need them)", () => {
+    expect(spawnSync("python3", ["-c", "print(1)"]).status).toBe(0)
+    expect(spawnSync("perl", ["-e", "print 1"]).status).toBe(0)
+  })
+})
