@@ -5,7 +5,13 @@
  */
 export type Mutation = { id: string; what: string; file: string; find: string; replace: string; tests: string[] }
 
-const PIPELINE = ["pipeline-promises.test.ts", "line-splitter.test.ts", "batcher.test.ts", "filter-ring.test.ts"]
+const PIPELINE = [
+  "pipeline-promises.test.ts",
+  "line-splitter.test.ts",
+  "batcher.test.ts",
+  "filter-ring.test.ts",
+  "flood-work.test.ts",
+]
 const ENVELOPE = ["envelope.test.ts", "pipeline-promises.test.ts"]
 const DELIVERY = ["injector.test.ts", "session-source.test.ts", "delivery-faults.test.ts", "stale-turn.test.ts"]
 const LONG_LIVED = ["long-lived.test.ts", "silence-wake.test.ts"]
@@ -24,15 +30,15 @@ export const MUTATIONS: Mutation[] = [
     id: "pipeline-truncated-flag",
     what: "over-long lines are not marked truncated",
     file: "src/pipeline/pipeline.ts",
-    find: "(bytes, truncated) => accept(stream, bytes, truncated)",
-    replace: "(bytes) => accept(stream, bytes, false)",
+    find: "(bytes, start, end, truncated) => accept(stream, bytes, start, end, truncated)",
+    replace: "(bytes, start, end) => accept(stream, bytes, start, end, false)",
     tests: PIPELINE,
   },
   {
     id: "pipeline-filter-ignored",
     what: "match_pattern lets every line through",
     file: "src/pipeline/pipeline.ts",
-    find: "if (filter) line.matched = filter(line.text)",
+    find: "if (filter) line.matched = (inBlock ? matcher?.test(start, end) : undefined) ?? filter(line.text)",
     replace: "if (filter) line.matched = true",
     tests: PIPELINE,
   },
@@ -98,6 +104,54 @@ export const MUTATIONS: Mutation[] = [
     file: "src/pipeline/batcher.ts",
     find: "this.batchSeq += 1\n    const terminal",
     replace: "this.batchSeq += this.batchSeq === 1 ? 2 : 1\n    const terminal",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-raw-cr-hides",
+    what: "a CR no longer stops a word found in the raw bytes from matching (the text keeps only the last frame)",
+    file: "src/pipeline/filter.ts",
+    find: "BYTE_CLASS[0x0d] = HIDING",
+    replace: "BYTE_CLASS[0x0d] = 0",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-raw-c1-removable",
+    what: "C1 controls (U+0080–U+009F) are taken as plain text when a line is decided on raw bytes",
+    file: "src/pipeline/filter.ts",
+    find: "if (lead === 0xc2) return b1 >= 0x80 && b1 <= 0x9f ? REMOVABLE | HIDING : 0",
+    replace: "if (lead === 0xc2) return 0",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-raw-zero-width",
+    what: "a zero-width character inside a word is taken as plain text when a line is decided on raw bytes",
+    file: "src/pipeline/filter.ts",
+    find: "if (b1 === 0x80) return (b2 >= 0x8b && b2 <= 0x8f) || (b2 >= 0xaa && b2 <= 0xae) ? REMOVABLE : 0",
+    replace: "if (b1 === 0x80) return 0",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-bound-not-measured",
+    what: "a batch ends on the cheap size bound instead of the measured size",
+    file: "src/pipeline/batcher.ts",
+    find: "      this.measureAll()\n      size = this.measure(line)",
+    replace: "      size = this.bound(line)",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-break-finder",
+    what: "a line of a read block is taken to have no visual-break byte when its block has one",
+    file: "src/pipeline/line.ts",
+    find: "      if (at !== -1 && at < end) found = true\n    }\n    return found",
+    replace: "    }\n    return found",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-block-pinned",
+    what: "lines the ring keeps stay views into the large read buffer they came in",
+    file: "src/pipeline/pipeline.ts",
+    find: "if ((to - from) * 2 >= chunk.buffer.byteLength) return",
+    replace: "return",
     tests: PIPELINE,
   },
   {
@@ -393,8 +447,8 @@ export const MUTATIONS: Mutation[] = [
     id: "wake-limit-still-flushes",
     what: "past wake_limit a matching line still marks its batch as a wake and flushes it on its own",
     file: "src/pipeline/pipeline.ts",
-    find: "line.wake = (options.matchWakeLeft?.() ?? true) && wakeFilter(line.text)",
-    replace: "line.wake = wakeFilter(line.text)",
+    find: "(bytes, start, end, truncated) => accept(stream, bytes, start, end, truncated)",
+    replace: "(bytes, start, end) => accept(stream, bytes, start, end, false)",
     tests: ["match-wake.test.ts", "budget-wiring.test.ts"],
   },
   {

@@ -1,4 +1,4 @@
-import { drain, type ManagerRun, type RunResult, runMonitors } from "./harness.ts"
+import { cpuMsSince, drain, type ManagerRun, type RunResult, runMonitors } from "./harness.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 import { formatBytesPerSecond, formatCount, formatMs, MB, median } from "./stats.ts"
@@ -38,12 +38,15 @@ function flowOf(run: ManagerRun): Flow {
 
 /** Three concurrent drains in this process: the baseline for three monitors. */
 async function drainAll(command: string): Promise<RunResult> {
+  const cpu = process.cpuUsage()
   const started = performance.now()
   const results = await Promise.all(Array.from({ length: MONITORS }, () => drain(command, {})))
   const ms = performance.now() - started
+  const cpuMs = cpuMsSince(cpu)
   const worst = results.reduce((a, b) => (b.stall.maxGapMs > a.stall.maxGapMs ? b : a))
   return {
     ms,
+    cpuMs,
     bytes: results.reduce((sum, r) => sum + r.bytes, 0),
     lines: results.reduce((sum, r) => sum + r.lines, 0),
     batches: 0,

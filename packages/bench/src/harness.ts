@@ -1,14 +1,55 @@
-import { startMonitor } from "./start"
 import { spawn } from "node:child_process"
 import { tmpdir } from "node:os"
-import { defaultMonitorConfig, type MonitorConfig } from "../../opencode-monitor/src/config.ts"
-import { type MonitorInfo, MonitorManager } from "../../opencode-monitor/src/manager.ts"
+import { existsSync } from "node:fs"
+import { join, resolve } from "node:path"
+import type { MonitorConfig } from "../../opencode-monitor/src/config.ts"
+import type { MonitorInfo } from "../../opencode-monitor/src/manager.ts"
 import type { OutputBatch } from "../../opencode-monitor/src/pipeline/batcher.ts"
 import { type StallReport, StallMeter } from "./stall-meter.ts"
+import type { StartFields } from "./start.ts"
+
+// OMO_SRC=<another checkout's packages/opencode-monitor/src> runs that build instead (the "before"
+// rows of a before/after comparison measured in one run, each in a fresh process).
+export const PLUGIN_SRC = process.env.OMO_SRC
+  ? resolve(process.env.OMO_SRC)
+  : join(import.meta.dir, "../../opencode-monitor/src")
+const { defaultMonitorConfig } = (await import(
+  join(PLUGIN_SRC, "config.ts")
+)) as typeof import("../../opencode-monitor/src/config.ts")
+const { MonitorManager } = (await import(
+  join(PLUGIN_SRC, "manager.ts")
+)) as typeof import("../../opencode-monitor/src/manager.ts")
+// Builds before the redesign (issue 24) have no start request: their manager takes the fields.
+const startRequest = existsSync(join(PLUGIN_SRC, "start-request.ts"))
+  ? ((await import(
+      join(PLUGIN_SRC, "start-request.ts")
+    )) as typeof import("../../opencode-monitor/src/start-request.ts"))
+  : undefined
+
+/** Starts a monitor the way monitor_start does (through the one start request of this build). */
+async function startMonitor(manager: InstanceType<typeof MonitorManager>, fields: StartFields): Promise<MonitorInfo> {
+  if (!startRequest) return (manager.start as unknown as (fields: StartFields) => Promise<MonitorInfo>)(fields)
+  const args = {
+    command: fields.command,
+    label: fields.label,
+    match_pattern: fields.matchPattern,
+    wake_pattern: fields.wakePattern,
+    wake_on_silence_ms: fields.silenceMs,
+  }
+  return manager.start(await startRequest.parseStartRequest(args, fields, manager.config))
+}
+
+/** CPU time (user + system, all threads) this process spent since `since`, in ms. */
+export function cpuMsSince(since: NodeJS.CpuUsage): number {
+  const used = process.cpuUsage(since)
+  return (used.user + used.system) / 1000
+}
 
 /** The outcome of reading one command's output, either merely drained or through the plugin. */
 export type RunResult = {
   ms: number
+  /** CPU time of this process (the one reading the pipe) over the run. */
+  cpuMs: number
   bytes: number
   lines: number
   batches: number
@@ -23,6 +64,7 @@ const SESSION = "ses_bench"
  */
 export function drain(command: string, options: { stopAfterMs?: number } = {}): Promise<RunResult> {
   const stall = new StallMeter().start()
+  const cpu = process.cpuUsage()
   const started = performance.now()
   const child = spawn("sh", ["-c", command], { stdio: ["ignore", "pipe", "pipe"], detached: true, cwd: tmpdir() })
   let bytes = 0
@@ -55,7 +97,8 @@ export function drain(command: string, options: { stopAfterMs?: number } = {}): 
         }, options.stopAfterMs)
   return Promise.all([ended(child.stdout), ended(child.stderr)]).then(() => {
     if (timer !== undefined) clearTimeout(timer)
-    return { ms: performance.now() - started, bytes, lines: newlines, batches: 0, stall: stall.stop() }
+    const ms = performance.now() - started
+    return { ms, cpuMs: cpuMsSince(cpu), bytes, lines: newlines, batches: 0, stall: stall.stop() }
   })
 }
 
@@ -74,6 +117,7 @@ export type MonitorTrace = {
 
 export type ManagerRun = {
   ms: number
+  cpuMs: number
   stall: StallReport
   monitors: MonitorTrace[]
 }
@@ -96,12 +140,23 @@ export async function runMonitors(
     countBytes?: boolean
     /** Record the time of every batch (an array that grows with the run: keep it out of memory runs). */
     traceBatches?: boolean
+    /**
+     * Send every batch on through what the server does with it next: routing for a primary session and
+     * the observation budget with the configured defaults (the injector is replaced by a counter).
+     */
+    serverPath?: boolean
   } = {},
 ): Promise<ManagerRun> {
   const traces = new Map<string, MonitorTrace>()
   const pendingEnds = new Map<string, () => void>()
   const early = new Set<string>()
+  const config = {
+    ...(options.config ?? defaultMonitorConfig()),
+    max_monitors_per_session: Math.max(3, commands.length),
+  }
+  const downstream = options.serverPath ? await serverPath(config) : undefined
   const onBatch = (batch: OutputBatch, monitor: MonitorInfo) => {
+    downstream?.(batch, monitor)
     const trace = traces.get(monitor.id)
     if (!trace) return
     trace.batches++
@@ -115,12 +170,9 @@ export async function runMonitors(
     if (resolve) resolve()
     else early.add(monitor.id)
   }
-  const config = {
-    ...(options.config ?? defaultMonitorConfig()),
-    max_monitors_per_session: Math.max(3, commands.length),
-  }
   const manager = new MonitorManager(config, { onBatch, onEnded })
   const stall = new StallMeter().start()
+  const cpu = process.cpuUsage()
   const started = performance.now()
   const ends: Promise<void>[] = []
   for (const command of commands) {
@@ -150,21 +202,66 @@ export async function runMonitors(
   }
   await Promise.all(ends)
   const ms = performance.now() - started
+  const cpuMs = cpuMsSince(cpu)
   if (stopTimer !== undefined) clearTimeout(stopTimer)
   const report = stall.stop()
   await manager.shutdown()
-  return { ms, stall: report, monitors: [...traces.values()] }
+  return { ms, cpuMs, stall: report, monitors: [...traces.values()] }
+}
+
+/** hooks.ts's path for a batch of a primary session: routeBatch, then the observation budget. */
+async function serverPath(config: MonitorConfig): Promise<(batch: OutputBatch, monitor: MonitorInfo) => void> {
+  const { ObservationBudget } = (await import(
+    join(PLUGIN_SRC, "delivery/budget.ts")
+  )) as typeof import("../../opencode-monitor/src/delivery/budget.ts")
+  const { routeBatch } = (await import(
+    join(PLUGIN_SRC, "delivery/session-source.ts")
+  )) as typeof import("../../opencode-monitor/src/delivery/session-source.ts")
+  const { realScheduler: scheduler } = (await import(
+    join(PLUGIN_SRC, "scheduler.ts")
+  )) as typeof import("../../opencode-monitor/src/scheduler.ts")
+  let forwarded = 0
+  // Builds before the redesign (issue 24) asked `matchWakeLeft` of the budget's deps and took the
+  // monitor's fields as arguments; a `--before` run may measure one of them.
+  const deps = { scheduler, forward: () => void forwarded++, matchWakeLeft: () => true }
+  const budget = new ObservationBudget(
+    {
+      bytesPerMinute: config.observation_bytes_per_minute,
+      burstBytes: config.observation_burst_bytes,
+      sessionBytes: config.observation_session_bytes,
+      summaryIntervalMs: config.observation_summary_interval_ms,
+    },
+    deps,
+  )
+  const oldAdmit = budget.admit.length > 3
+  return (batch, monitor) => {
+    const hasPattern = monitor.pattern !== undefined
+    for (const route of routeBatch({ kind: "primary" }, monitor.sessionID, batch, config.subagent_wake)) {
+      const source = { label: monitor.label, hasPattern, wakeLimit: monitor.wakeLimit, matchWakeLeft: true }
+      if (oldAdmit)
+        (budget.admit as unknown as (...args: unknown[]) => void)(batch, route, monitor.label, hasPattern, 0)
+      else budget.admit(batch, route, source)
+    }
+    if (!batch.stillRunning) budget.forgetMonitor(monitor.id)
+  }
 }
 
 /** A single monitor run summarised like a drain. */
 export async function monitorOnce(
   command: string,
-  options: { matchPattern?: string; wakePattern?: string; silenceMs?: number } = {},
+  options: {
+    matchPattern?: string
+    wakePattern?: string
+    silenceMs?: number
+    serverPath?: boolean
+    stopAfterMs?: number
+  } = {},
 ): Promise<RunResult> {
   const run = await runMonitors([command], options)
   const trace = run.monitors[0] as MonitorTrace
   return {
     ms: run.ms,
+    cpuMs: run.cpuMs,
     bytes: Number.NaN,
     lines: trace.info.counters.total,
     batches: trace.batches,

@@ -1,5 +1,5 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,wake,state,budget,silence,table`
+ * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,load,wake,state,budget,silence,table`
  * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -7,7 +7,7 @@ import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { benchBudget } from "./budget.ts"
 import { benchConcurrent } from "./concurrent.ts"
-import { benchLive } from "./live.ts"
+import { benchLive, benchLoadCost } from "./live.ts"
 import { machineInfo } from "./machine.ts"
 import { benchMemory } from "./memory.ts"
 import { benchPermission } from "./permission.ts"
@@ -28,6 +28,8 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   concurrent: benchConcurrent,
   permission: benchPermission,
   live: benchLive,
+  /** The load-cost rows of `live` alone. */
+  load: benchLoadCost,
   wake: benchWake,
   state: benchState,
   budget: benchBudget,
@@ -45,7 +47,8 @@ async function main(): Promise<void> {
   const unknown = (only ?? []).filter((name) => !(name in BENCHES))
   if (unknown.length > 0)
     throw new Error(`unknown benchmark(s) ${unknown.join(", ")}; known: ${Object.keys(BENCHES).join(", ")}`)
-  const plan = makePlan(quick)
+  const before = args.find((a) => a.startsWith("--before="))?.slice("--before=".length)
+  const plan = makePlan(quick, before)
   const machine = machineInfo()
   const startedAt = new Date()
   const header = [
@@ -62,7 +65,7 @@ async function main(): Promise<void> {
   const rows: Row[] = []
   const errors: string[] = []
   for (const [name, bench] of Object.entries(BENCHES)) {
-    if (only && !only.includes(name)) continue
+    if (only ? !only.includes(name) : name === "load") continue
     const t = performance.now()
     try {
       rows.push(...(await bench(plan)))

@@ -13,13 +13,17 @@ export type Plan = {
   /** Plain `yes` (2-byte lines): stopped after this long or this many bytes. */
   yesMs: number
   yesBytes: number
+  /** Benchmark 1's `yes | head -c N` stream (2-byte lines), a fixed volume. */
+  yesThroughputBytes: number
+  /** `--before=<path to another build's packages/opencode-monitor/src>`: run benchmark 1 against it too. */
+  before: string | undefined
   /** Three monitors printing full speed. */
   concurrentYesMs: number
   /** Regex: minimum measuring time per repetition of one pattern. */
   regexMinMs: number
 }
 
-export function makePlan(quick: boolean): Plan {
+export function makePlan(quick: boolean, before?: string): Plan {
   return quick
     ? {
         quick,
@@ -29,6 +33,8 @@ export function makePlan(quick: boolean): Plan {
         floodLargeBytes: 512 * MB,
         yesMs: 2_000,
         yesBytes: 256 * MB,
+        yesThroughputBytes: 32 * MB,
+        before,
         concurrentYesMs: 2_000,
         regexMinMs: 40,
       }
@@ -40,6 +46,8 @@ export function makePlan(quick: boolean): Plan {
         floodLargeBytes: 2048 * MB,
         yesMs: 10_000,
         yesBytes: 1024 * MB,
+        yesThroughputBytes: 128 * MB,
+        before,
         concurrentYesMs: 10_000,
         regexMinMs: 200,
       }

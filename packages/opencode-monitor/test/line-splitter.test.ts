@@ -9,9 +9,9 @@ function split(chunks: (string | Uint8Array)[], maxBytes = 64) {
   let dropped = 0
   const splitter = new LineSplitter(
     maxBytes,
-    (bytes, truncated) => {
-      const line = new MonitorLine(lines.length + 1, "stdout", bytes, truncated, true)
-      lines.push({ text: line.text, truncated, bytes: bytes.length })
+    (block, start, end, truncated) => {
+      const line = new MonitorLine(lines.length + 1, "stdout", block, truncated, true, start, end)
+      lines.push({ text: line.text, truncated, bytes: line.byteLength })
     },
     (n) => {
       dropped += n

@@ -50,9 +50,16 @@ export function addDrops(...counts: DropCounts[]): DropCounts {
  * `maxBytes` UTF-8 bytes (as `measure` counts them: what the envelope will hold for the line,
  * prefixes included), or `intervalMs` after its first line. `batchSeq` is strictly
  * monotonic across real and empty flushes.
+ *
+ * `bound` (an upper bound of `measure`, cheap) stands in for `measure` until a limit might be
+ * reached: only then are the batch's lines measured, so a line that needs decoding to be measured
+ * is decoded only when its size can change where a batch ends. The batches are the same.
  */
 export class MonitorBatcher {
   private lines: MonitorLine[] = []
+  /** Per line: its `bound`, or its `measure` for the first `measured` lines. */
+  private sizes: number[] = []
+  private measured = 0
   private bytes = 0
   private batchSeq = 0
   private batchStartedAt = 0
@@ -67,24 +74,51 @@ export class MonitorBatcher {
       scheduler: Scheduler
       takeDropped?: () => DropCounts
       measure?: (line: MonitorLine) => number
+      bound?: (line: MonitorLine) => number
+      /**
+       * When a batch's first line came (default `scheduler.now()`): the pipeline reads the clock once
+       * per chunk, not once per batch of a flood.
+       */
+      lineTime?: () => number
     },
   ) {
     this.measure = deps.measure ?? ((line) => line.byteLength)
+    this.bound = deps.bound ?? this.measure
   }
 
   private readonly measure: (line: MonitorLine) => number
+  private readonly bound: (line: MonitorLine) => number
 
   add(line: MonitorLine): void {
     if (this.closed) return
-    const size = this.measure(line)
-    if (this.lines.length > 0 && this.bytes + size > this.limits.maxBytes) this.flushNow()
+    let size = this.bound(line)
+    if (this.lines.length > 0 && this.bytes + size > this.limits.maxBytes) {
+      this.measureAll()
+      size = this.measure(line)
+      if (this.bytes + size > this.limits.maxBytes) this.flushNow()
+    }
     if (this.lines.length === 0) {
-      this.batchStartedAt = this.deps.scheduler.now()
+      this.batchStartedAt = this.deps.lineTime?.() ?? this.deps.scheduler.now()
       this.armTimer(this.limits.intervalMs)
     }
     this.lines.push(line)
+    this.sizes.push(size)
     this.bytes += size
-    if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) this.flushNow()
+    if (this.lines.length >= this.limits.maxLines) this.flushNow()
+    else if (this.bytes >= this.limits.maxBytes) {
+      this.measureAll()
+      if (this.bytes >= this.limits.maxBytes) this.flushNow()
+    }
+  }
+
+  /** Replaces the bounds of the batch's lines by their measured sizes. */
+  private measureAll(): void {
+    for (let i = this.measured; i < this.lines.length; i++) {
+      const size = this.measure(this.lines[i] as MonitorLine)
+      this.bytes += size - (this.sizes[i] as number)
+      this.sizes[i] = size
+    }
+    this.measured = this.lines.length
   }
 
   // One timer stays armed across batches: a flood makes thousands of batches a second, and a
@@ -109,6 +143,8 @@ export class MonitorBatcher {
     if (this.lines.length === 0 && options.allowEmpty !== true) return
     const lines = this.lines
     this.lines = []
+    this.sizes = []
+    this.measured = 0
     this.bytes = 0
     this.batchSeq += 1
     const terminal = options.status !== undefined
@@ -145,6 +181,8 @@ export class MonitorBatcher {
     if (this.timer !== undefined) this.deps.scheduler.clearTimeout(this.timer)
     this.timer = undefined
     this.lines = []
+    this.sizes = []
+    this.measured = 0
     this.bytes = 0
   }
 }

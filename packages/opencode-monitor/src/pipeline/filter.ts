@@ -1,6 +1,10 @@
 import type { RE2JS } from "re2js"
 
-export type LineFilter = (text: string) => boolean
+/**
+ * Tests a line's sanitized text. `words` is set when the pattern is plain words joined by `|` (a
+ * substring search): then a line can often be decided on its raw bytes, without decoding it.
+ */
+export type LineFilter = ((text: string) => boolean) & { readonly words?: readonly string[] }
 
 export class PatternError extends Error {
   override name = "PatternError"
@@ -26,7 +30,7 @@ export async function compileLineFilter(
   // natively instead of by a state machine in JavaScript.
   if (/^[^\\^$.|?*+()[\]{}]+(\|[^\\^$.|?*+()[\]{}]+)*$/.test(pattern)) {
     const words = pattern.split("|")
-    return (text) => words.some((word) => text.includes(word))
+    return Object.assign((text: string) => words.some((word) => text.includes(word)), { words })
   }
   // Loaded on first use: most monitors have no pattern, and the server's start should not pay for it.
   const { RE2JS: Engine } = await import("re2js")
@@ -41,4 +45,89 @@ export async function compileLineFilter(
     )
   }
   return (text) => compiled.test(text)
+}
+
+// How the bytes of a line can differ from its sanitized text (line.ts) for a printable ASCII word:
+// REMOVABLE bytes start something sanitizing deletes (C0 controls but tab, line breaks and CR; DEL;
+// ESC and C1 sequences; U+061C, U+180E, U+200B–U+200F, U+202A–U+202E, U+2060–U+2069, U+FEFF,
+// U+FFF9–U+FFFB, the U+E0000 tags), which may join text into a word. HIDING bytes may take a word
+// that is in the bytes out of the text: a CR keeps only the last frame, an ESC or C1 sequence (OSC,
+// DCS…) is deleted with its payload. LEAD bytes start a UTF-8 sequence that may be one of those.
+const REMOVABLE = 1
+const HIDING = 2
+const LEAD = 4
+const BYTE_CLASS = new Uint8Array(256)
+for (let b = 0x00; b <= 0x08; b++) BYTE_CLASS[b] = REMOVABLE
+for (let b = 0x0e; b <= 0x1f; b++) BYTE_CLASS[b] = REMOVABLE
+BYTE_CLASS[0x7f] = REMOVABLE
+BYTE_CLASS[0x0d] = HIDING
+BYTE_CLASS[0x1b] = REMOVABLE | HIDING
+for (const b of [0xc2, 0xd8, 0xe1, 0xe2, 0xef, 0xf3]) BYTE_CLASS[b] = LEAD
+
+/** The class of the UTF-8 sequence starting with a LEAD byte at `at` (its next bytes, if any, decide). */
+function leadClass(bytes: Uint8Array, at: number, end: number): number {
+  const lead = bytes[at] as number
+  const b1 = at + 1 < end ? (bytes[at + 1] as number) : -1
+  const b2 = at + 2 < end ? (bytes[at + 2] as number) : -1
+  if (lead === 0xc2) return b1 >= 0x80 && b1 <= 0x9f ? REMOVABLE | HIDING : 0 // C1 controls
+  if (lead === 0xd8) return b1 === 0x9c ? REMOVABLE : 0 // U+061C
+  if (lead === 0xe1) return b1 === 0xa0 && b2 === 0x8e ? REMOVABLE : 0 // U+180E
+  if (lead === 0xe2) {
+    if (b1 === 0x80) return (b2 >= 0x8b && b2 <= 0x8f) || (b2 >= 0xaa && b2 <= 0xae) ? REMOVABLE : 0
+    return b1 === 0x81 && b2 >= 0xa0 && b2 <= 0xa9 ? REMOVABLE : 0 // U+2060–U+2069
+  }
+  if (lead === 0xef) return (b1 === 0xbb && b2 === 0xbf) || (b1 === 0xbf && b2 >= 0xb9 && b2 <= 0xbb) ? REMOVABLE : 0
+  return b1 === 0xa0 && (b2 === 0x80 || b2 === 0x81) ? REMOVABLE : 0 // 0xf3: U+E0000–U+E007F
+}
+
+/**
+ * Decides a `words` filter on a line's raw bytes where that gives the same answer as the filter on
+ * its sanitized text: a line with a word in its bytes and no HIDING byte matches, a line without
+ * one and no REMOVABLE byte does not. Only for printable ASCII words (UTF-8 decoding maps them to
+ * themselves, and sanitizing never makes or changes them). Works one block at a time; lines are
+ * asked in order.
+ */
+export class RawWordMatcher {
+  private readonly needles: Buffer[]
+  private readonly next: number[]
+  private block: Buffer | undefined
+
+  private constructor(words: readonly string[]) {
+    this.needles = words.map((word) => Buffer.from(word, "latin1"))
+    this.next = words.map(() => -1)
+  }
+
+  /** A matcher for `filter`, or undefined when its answer needs the decoded text. */
+  static for(filter: LineFilter | undefined): RawWordMatcher | undefined {
+    const words = filter?.words
+    if (!words || words.some((word) => !/^[\x20-\x7e]+$/.test(word))) return undefined
+    return new RawWordMatcher(words)
+  }
+
+  /** The block the next lines are ranges of. */
+  startBlock(block: Uint8Array): void {
+    this.block = Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength)
+    for (let i = 0; i < this.needles.length; i++) this.next[i] = this.block.indexOf(this.needles[i] as Buffer)
+  }
+
+  /** true / false when the bytes of `[start, end)` decide; undefined when only the text can. */
+  test(start: number, end: number): boolean | undefined {
+    const block = this.block as Buffer
+    let found = false
+    for (let i = 0; i < this.needles.length; i++) {
+      let at = this.next[i] as number
+      if (at !== -1 && at < start) {
+        at = block.indexOf(this.needles[i] as Buffer, start)
+        this.next[i] = at
+      }
+      if (at !== -1 && at < end) found = true
+    }
+    let seen = 0
+    for (let i = start; i < end; i++) {
+      const kind = BYTE_CLASS[block[i] as number] as number
+      if (kind !== 0) seen |= kind === LEAD ? leadClass(block, i, end) : kind
+    }
+    if (found) return (seen & HIDING) === 0 ? true : undefined
+    return (seen & REMOVABLE) === 0 ? false : undefined
+  }
 }

@@ -1,11 +1,19 @@
 const NEWLINE = 10
 const CARRIAGE_RETURN = 13
 
+// Below this line length the next newline is looked for byte by byte: for a flood of tiny lines
+// (`yes`) a native indexOf call per line costs more than the few bytes it would scan.
+const SHORT_LINE = 16
+
+/** A line is `block[start, end)`: no copy per line; the block belongs to the splitter's caller. */
+export type EmitLine = (block: Uint8Array, start: number, end: number, truncated: boolean) => void
+
 /**
  * Splits a byte stream into lines of at most `maxBytes` bytes. Works on bytes, so a UTF-8
  * character split across chunks is reassembled before anyone decodes it. An over-long line is
  * cut at a character boundary and marked truncated; the rest of it, up to the next newline, is
- * dropped and counted.
+ * dropped and counted. A line inside one chunk is emitted as a range of that chunk; a line
+ * assembled from several chunks gets a block of its own.
  */
 export class LineSplitter {
   private parts: Uint8Array[] = []
@@ -14,14 +22,25 @@ export class LineSplitter {
 
   constructor(
     private readonly maxBytes: number,
-    private readonly emit: (bytes: Uint8Array, truncated: boolean) => void,
+    private readonly emit: EmitLine,
     private readonly countDropped: (bytes: number) => void,
   ) {}
 
   push(chunk: Uint8Array): void {
     let start = 0
-    while (start < chunk.length) {
-      const newline = chunk.indexOf(NEWLINE, start)
+    let short = false
+    const length = chunk.length
+    while (start < length) {
+      let newline: number
+      if (short) {
+        // The previous line was short: scan a few bytes before paying for a native call.
+        const limit = Math.min(start + SHORT_LINE, length)
+        let at = start
+        while (at < limit && chunk[at] !== NEWLINE) at++
+        newline = at < limit ? at : limit === length ? -1 : chunk.indexOf(NEWLINE, limit)
+      } else {
+        newline = chunk.indexOf(NEWLINE, start)
+      }
       if (newline === -1) {
         this.appendPartial(chunk.subarray(start))
         return
@@ -30,12 +49,13 @@ export class LineSplitter {
         this.countDropped(newline - start)
         this.discarding = false
       } else if (this.partialLength === 0 && newline - start <= this.maxBytes) {
-        this.emit(chunk.slice(start, newline), false)
+        this.emit(chunk, start, newline, false)
       } else {
         this.appendPartial(chunk.subarray(start, newline))
         if (this.discarding) this.discarding = false
         else this.emitPartial()
       }
+      short = newline - start < SHORT_LINE
       start = newline + 1
     }
   }
@@ -72,14 +92,15 @@ export class LineSplitter {
     this.parts = []
     this.partialLength = 0
     this.discarding = true
-    this.emit(bytes.slice(0, cut), true)
+    // A copy of the kept part: the dropped rest of a long partial line must not stay pinned by it.
+    this.emit(bytes.slice(0, cut), 0, cut, true)
   }
 
   private emitPartial(): void {
     const bytes = this.joinPartial()
     this.parts = []
     this.partialLength = 0
-    this.emit(bytes, false)
+    this.emit(bytes, 0, bytes.length, false)
   }
 
   private joinPartial(): Uint8Array {

@@ -4,26 +4,107 @@ export type MonitorStream = "stdout" | "stderr"
 
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true })
 
+// Bytes that may become a visual break (\v, \f, the lead bytes of U+0085 and U+2028/U+2029): a line
+// without any of them renders as one envelope row.
+const BREAK_BYTES = [0x0b, 0x0c, 0xc2, 0xe2] as const
+
+/** Whether `bytes[start, end)` holds a byte that may become a visual break. */
+export function hasBreakByte(bytes: Uint8Array, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) {
+    const b = bytes[i]
+    if (b === 0x0b || b === 0x0c || b === 0xc2 || b === 0xe2) return true
+  }
+  return false
+}
+
 /**
- * One captured line. It keeps its raw bytes; the sanitized text is computed on first use only,
- * so lines that are never matched, delivered or read cost no decoding on the hot path.
+ * Answers `hasBreakByte` for the lines of one block, asked in order, with one native search per
+ * break byte over the block instead of a scan of every line.
+ */
+export class BreakFinder {
+  private block: Uint8Array = new Uint8Array(0)
+  private readonly next = [-1, -1, -1, -1]
+
+  /** False when the block has no break byte at all. */
+  startBlock(block: Uint8Array): boolean {
+    this.block = block
+    let any = false
+    for (let i = 0; i < BREAK_BYTES.length; i++) {
+      const at = block.indexOf(BREAK_BYTES[i] as number)
+      this.next[i] = at
+      if (at !== -1) any = true
+    }
+    return any
+  }
+
+  /** Whether `block[start, end)` has a break byte; `start` never goes back between calls. */
+  has(start: number, end: number): boolean {
+    let found = false
+    for (let i = 0; i < 4; i++) {
+      let at = this.next[i] as number
+      if (at !== -1 && at < start) {
+        at = this.block.indexOf(BREAK_BYTES[i] as number, start)
+        this.next[i] = at
+      }
+      if (at !== -1 && at < end) found = true
+    }
+    return found
+  }
+}
+
+/**
+ * One captured line. It points into the block of bytes it was read in (no copy per line); its
+ * `bytes` view and its sanitized text are made on first use only, so lines that are never
+ * matched, delivered or read cost neither on the hot path.
  */
 export class MonitorLine {
-  private cachedText: string | undefined
-
-  constructor(
-    readonly seq: number,
-    readonly stream: MonitorStream,
-    readonly bytes: Uint8Array,
-    readonly truncated: boolean,
-    public matched: boolean,
-  ) {}
-
+  private cachedText: string | undefined = undefined
   /** Matched `wake_pattern`: the batch carrying this line may wake the session (SPEC §10). */
   wake = false
 
+  /**
+   * The line is `block[start, end)` (by default the whole block). `breaks`: 1 when it is known to
+   * have no byte that may break it visually, 2 when it has one, 0 when not known yet.
+   */
+  constructor(
+    readonly seq: number,
+    readonly stream: MonitorStream,
+    private block: Uint8Array,
+    readonly truncated: boolean,
+    public matched: boolean,
+    private start = 0,
+    private end = block.length,
+    private breaks: 0 | 1 | 2 = 0,
+  ) {}
+
   get byteLength(): number {
-    return this.bytes.byteLength
+    return this.end - this.start
+  }
+
+  get bytes(): Uint8Array {
+    return this.start === 0 && this.end === this.block.length ? this.block : this.block.subarray(this.start, this.end)
+  }
+
+  /** False when the line has no byte that could become a visual break: it is one envelope row. */
+  get mayBreak(): boolean {
+    if (this.breaks === 0) this.breaks = hasBreakByte(this.block, this.start, this.end) ? 2 : 1
+    return this.breaks === 2
+  }
+
+  /** The block this line points into, for `moveTo` (pipeline compaction). */
+  isIn(block: Uint8Array): boolean {
+    return this.block === block
+  }
+
+  get blockStart(): number {
+    return this.start
+  }
+
+  /** Points the line at a copy of its bytes (`copy[start - shift, end - shift)`), so the big block can go. */
+  moveTo(copy: Uint8Array, shift: number): void {
+    this.block = copy
+    this.start -= shift
+    this.end -= shift
   }
 
   /** Frees the decoded text (an ended monitor keeps only bytes); it is decoded again on use. */

@@ -1,11 +1,11 @@
 import type { MonitorConfig } from "../config"
-import { envelopeBytes } from "./render"
-import { SilenceWatch } from "./silence-watch"
-import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../codec"
-import { type DropCounts, MonitorBatcher, type OutputBatch } from "./batcher"
-import type { LineFilter } from "./filter"
-import { MonitorLine, type MonitorStream } from "./line"
+import type { Scheduler, TimerHandle } from "../scheduler"
+import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
+import { type LineFilter, RawWordMatcher } from "./filter"
+import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
+import { envelopeBytes, envelopeBytesBound } from "./render"
+import { SilenceWatch } from "./silence-watch"
 import { LineSplitter } from "./line-splitter"
 import { MonitorRingBuffer } from "./ring-buffer"
 
@@ -46,16 +46,22 @@ const SILENCE_LINES = 10
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, filter, wakeFilter } = options
+  const wakeLeft = options.matchWakeLeft ?? (() => true)
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   const drops = pendingDropCounts()
-  const batcher = batcherOf(options, drops.take)
+  // The time of the chunk (or end of stream) whose lines are being split.
+  let clock = 0
+  const batcher = batcherOf(options, drops.take, () => clock)
   const wakeFlush = promptFlush(options.scheduler, batcher)
+  const chunk = new ChunkFacts(filter, wakeFilter)
   let seq = 0
   let finished = false
-  const accept = (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => {
-    const line = new MonitorLine(++seq, stream, bytes, truncated, true)
-    if (filter) line.matched = filter(line.text)
-    if (wakeFilter) line.wake = (options.matchWakeLeft?.() ?? true) && wakeFilter(line.text)
+  const accept = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
+    const inChunk = bytes === chunk.current
+    const line = new MonitorLine(++seq, stream, bytes, truncated, true, start, end, chunk.breaksOf(inChunk, start, end))
+    if (filter) line.matched = (inChunk ? chunk.matcher?.test(start, end) : undefined) ?? filter(line.text)
+    if (wakeFilter)
+      line.wake = wakeLeft() && ((inChunk ? chunk.wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text))
     const evicted = ring.push(line)
     if (evicted && !evicted.matched && !evicted.wake) {
       drops.pending.unmatched++
@@ -73,13 +79,19 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
 
   return {
     ring,
-    push(stream, chunk) {
+    push(stream, bytes) {
       if (finished) return
       silence?.output()
-      splitters[stream].push(chunk)
+      clock = options.scheduler.now()
+      chunk.start(bytes, seq + 1)
+      splitters[stream].push(bytes)
+      chunk.end()
+      releaseChunk(ring, bytes, chunk.firstSeq)
     },
     endStream(stream) {
-      if (!finished) splitters[stream].end()
+      if (finished) return
+      clock = options.scheduler.now()
+      splitters[stream].end()
     },
     processEnded() {
       silence?.stop()
@@ -87,6 +99,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     finish(status) {
       silence?.stop()
       if (finished) return
+      clock = options.scheduler.now()
       splitters.stdout.end()
       splitters.stderr.end()
       finished = true
@@ -102,25 +115,90 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   }
 }
 
+/**
+ * The chunk being split. Its lines are ranges of it (no copy per line); what it decides for all of
+ * its lines at once: none may break into rows (no break byte in it), and where the bytes alone
+ * answer a plain-words pattern.
+ */
+class ChunkFacts {
+  current: Uint8Array | undefined
+  firstSeq = 0
+  readonly matcher: RawWordMatcher | undefined
+  readonly wakeMatcher: RawWordMatcher | undefined
+  private hasBreaks = false
+  private readonly breaks = new BreakFinder()
+
+  constructor(filter: LineFilter | undefined, wakeFilter: LineFilter | undefined) {
+    this.matcher = RawWordMatcher.for(filter)
+    this.wakeMatcher = RawWordMatcher.for(wakeFilter)
+  }
+
+  start(chunk: Uint8Array, firstSeq: number): void {
+    this.current = chunk
+    this.firstSeq = firstSeq
+    this.hasBreaks = this.breaks.startBlock(chunk)
+    this.matcher?.startBlock(chunk)
+    this.wakeMatcher?.startBlock(chunk)
+  }
+
+  end(): void {
+    this.current = undefined
+  }
+
+  /** 0: not known (a line assembled across chunks); 1: it cannot break into rows; 2: it may. */
+  breaksOf(inChunk: boolean, start: number, end: number): 0 | 1 | 2 {
+    if (!inChunk) return 0
+    return this.hasBreaks && this.breaks.has(start, end) ? 2 : 1
+  }
+}
+
+/**
+ * The ring keeps lines of a chunk beyond it: when they are a small part of the memory the chunk
+ * holds (a pooled read buffer, a flood of which the ring keeps the last lines), they move to a
+ * copy of just their bytes, so the ring's memory stays what its lines hold.
+ */
+function releaseChunk(ring: MonitorRingBuffer, chunk: Uint8Array, firstSeq: number): void {
+  let first: MonitorLine | undefined
+  let last: MonitorLine | undefined
+  ring.forEachNewest((line) => {
+    if (line.seq < firstSeq) return false
+    if (line.isIn(chunk)) {
+      last ??= line
+      first = line
+    }
+    return true
+  })
+  if (!first || !last) return
+  const from = first.blockStart
+  const to = last.blockStart + last.byteLength
+  if ((to - from) * 2 >= chunk.buffer.byteLength) return
+  const copy = chunk.slice(from, to)
+  ring.forEachNewest((line) => {
+    if (line.seq < firstSeq) return false
+    if (line.isIn(chunk)) line.moveTo(copy, from)
+    return true
+  })
+}
+
 /** Batches by the config's bounds and interval, each measured as the envelope will count it. */
-function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts): MonitorBatcher {
+function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts, lineTime: () => number): MonitorBatcher {
   const { config } = options
   return new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes },
+    { scheduler: options.scheduler, takeDropped, measure: envelopeBytes, bound: envelopeBytesBound, lineTime },
   )
 }
 
 /** One splitter per pipe; a line's stream is the pipe it came from. */
 function lineSplitters(
   maxBytes: number,
-  accept: (stream: MonitorStream, bytes: Uint8Array, truncated: boolean) => void,
+  accept: (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => void,
   dropped: (bytes: number) => void,
 ): Record<MonitorStream, LineSplitter> {
   const splitter = (stream: MonitorStream) =>
-    new LineSplitter(maxBytes, (bytes, truncated) => accept(stream, bytes, truncated), dropped)
+    new LineSplitter(maxBytes, (bytes, start, end, truncated) => accept(stream, bytes, start, end, truncated), dropped)
   return { stdout: splitter("stdout"), stderr: splitter("stderr") }
 }
 
@@ -150,6 +228,7 @@ function silenceWatch(
 function pendingDropCounts() {
   const pending: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
   const take = (): DropCounts => {
+    if (pending.matched === 0 && pending.unmatched === 0 && pending.bytes === 0) return NO_DROPS
     const taken = { ...pending }
     pending.matched = 0
     pending.unmatched = 0

@@ -43,26 +43,21 @@ export function renderLine(line: MonitorLine, maxBytes?: number): RenderedLine {
  * `batch_max_bytes` counts. Lines without a visual-break byte take a cheap upper bound.
  */
 export function envelopeBytes(line: MonitorLine): number {
-  // Hot path (every matched line of a flood): no string is built unless the line breaks.
-  const bytes = line.bytes
-  const length = bytes.length
-  let breaks = false
-  if (length <= 256) {
-    for (let i = 0; i < length; i++) {
-      const b = bytes[i]
-      if (b === 0x0b || b === 0x0c || b === 0xc2 || b === 0xe2) {
-        breaks = true
-        break
-      }
-    }
-  } else {
-    breaks =
-      bytes.indexOf(0x0b) >= 0 || bytes.indexOf(0x0c) >= 0 || bytes.indexOf(0xc2) >= 0 || bytes.indexOf(0xe2) >= 0
-  }
-  if (!breaks) return length + line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
+  // Hot path (every matched line of a flood): no string is built unless the line may break.
+  if (!line.mayBreak)
+    return line.byteLength + line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
   let total = 0
   for (const row of renderLine(line).rows) total += Buffer.byteLength(row) + 1
   return total
+}
+
+/**
+ * A cheap upper bound of `envelopeBytes`: exact for a line that cannot break; else every byte
+ * decoding to at most 3 (U+FFFD for an invalid byte) and every row carrying its prefix.
+ */
+export function envelopeBytesBound(line: MonitorLine): number {
+  const row = line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
+  return line.mayBreak ? 3 * line.byteLength + MAX_ROWS_PER_LINE * row : line.byteLength + row
 }
 
 /** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */

@@ -47,11 +47,12 @@ export class MonitorRingBuffer {
     if (line.matched) counters.matched++
     else counters.unmatched++
     counters.lastSeq = line.seq
-    const index = (this.head + this.size) % this.capacity
+    let index = this.head + this.size
+    if (index >= this.capacity) index -= this.capacity
     const evicted = this.size === this.capacity ? this.slots[index] : undefined
     this.slots[index] = line
     if (evicted) {
-      this.head = (this.head + 1) % this.capacity
+      this.head = this.head + 1 === this.capacity ? 0 : this.head + 1
       if (evicted.matched) counters.droppedMatched++
       else counters.droppedUnmatched++
       counters.bytesDropped += evicted.byteLength
@@ -78,6 +79,13 @@ export class MonitorRingBuffer {
       total += line.byteLength + LINE_OVERHEAD_BYTES
     }
     return total
+  }
+
+  /** Visits the retained lines newest first while `visit` returns true. */
+  forEachNewest(visit: (line: MonitorLine) => boolean): void {
+    for (let i = this.size - 1; i >= 0; i--) {
+      if (!visit(this.slots[(this.head + i) % this.capacity] as MonitorLine)) return
+    }
   }
 
   get length(): number {

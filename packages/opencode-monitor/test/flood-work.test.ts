@@ -1,0 +1,229 @@
+import { describe, expect, test } from "bun:test"
+import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
+import { formatMonitorBatch } from "../src/delivery/envelope"
+import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
+import { compileLineFilter, type LineFilter, RawWordMatcher } from "../src/pipeline/filter"
+import { hasBreakByte, MonitorLine } from "../src/pipeline/line"
+import { envelopeBytes, envelopeBytesBound } from "../src/pipeline/render"
+import { createMonitorPipeline } from "../src/pipeline/pipeline"
+import { FakeScheduler } from "./support/fake-scheduler"
+
+// Issue 28: a line is decoded, sanitized and classified only where someone reads it; the shortcuts
+// taken on raw bytes (word search, break bytes, size bounds, shared read blocks) must give exactly
+// what the decoded path gives.
+
+const enc = new TextEncoder()
+
+/** Deterministic PRNG (mulberry32). */
+function prng(seed: number): () => number {
+  let state = seed >>> 0
+  return () => {
+    state = (state + 0x6d2b79f5) >>> 0
+    let t = state
+    t = Math.imul(t ^ (t >>> 15), t | 1)
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61)
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296
+  }
+}
+
+// Pieces a line is made of: words, and every byte that sanitizing treats specially, some of them
+// inside a word ("er\x00ror" reads "error"; "error\rok" reads "ok"; an OSC title hides its payload).
+const PIECES: (string | number[])[] = [
+  "error",
+  "warn",
+  "FAIL",
+  "ok",
+  " request GET /api 200 ",
+  "er\x00ror",
+  "wa\x1b[31mrn",
+  "\x1b[1;31merror\x1b[0m",
+  "\x1b]0;error\x07",
+  "error\rdone",
+  "done\rerror",
+  "\r",
+  "\t",
+  "\v",
+  "\f",
+  "er\u200bror",
+  "\u2028",
+  "\u2029",
+  "\u0085",
+  "\u009b31m",
+  "er\u0080ror",
+  "\u009d0;warn\u0007",
+  "\ufeff",
+  "\u061c",
+  "\u180e",
+  "\u2066",
+  "\ufff9",
+  "→ ✓ é ü 日本 🚀",
+  "\u00a0",
+  "OMO MONITOR OUTPUT",
+  [0xf3, 0xa0, 0x80, 0x81],
+  [0xff],
+  [0xe2, 0x80],
+  [0xc2],
+  [0x7f],
+  [0x01],
+]
+
+function trickyStream(seed: number, lines: number): Uint8Array {
+  const random = prng(seed)
+  const parts: number[] = []
+  for (let i = 0; i < lines; i++) {
+    const count = Math.floor(random() * 6)
+    for (let j = 0; j < count; j++) {
+      const piece = PIECES[Math.floor(random() * PIECES.length)] as string | number[]
+      parts.push(...(typeof piece === "string" ? enc.encode(piece) : piece))
+    }
+    // Now and then a line longer than line_max_bytes (256 below).
+    if (random() < 0.02) parts.push(...enc.encode("x".repeat(200 + Math.floor(random() * 400))))
+    parts.push(0x0a)
+  }
+  return Uint8Array.from(parts)
+}
+
+/** The filter with its words hidden: every line is decided on its decoded text. */
+const onText = (filter: LineFilter | undefined) => filter && ((text: string) => filter(text))
+
+async function run(
+  stream: Uint8Array,
+  chunkSizes: () => number,
+  patterns: { match?: string; wake?: string },
+  decode: boolean,
+) {
+  const config: MonitorConfig = {
+    ...defaultMonitorConfig(),
+    line_max_bytes: 256,
+    batch_max_bytes: 1024,
+    ring_max_lines: 300,
+  }
+  const scheduler = new FakeScheduler()
+  const batches: OutputBatch[] = []
+  const pipeline = createMonitorPipeline({
+    monitorId: "mon_w",
+    config,
+    filter: (decode ? onText : (f: LineFilter | undefined) => f)(
+      await compileLineFilter(patterns.match, config.pattern_max_length),
+    ),
+    wakeFilter: (decode ? onText : (f: LineFilter | undefined) => f)(
+      await compileLineFilter(patterns.wake, config.pattern_max_length, "wake_pattern"),
+    ),
+    scheduler,
+    onBatch: (batch) => batches.push(batch),
+  })
+  for (let at = 0; at < stream.length; ) {
+    const size = chunkSizes()
+    // Read blocks like the runtime hands them over: views into a larger buffer.
+    const backing = new Uint8Array(size + 64)
+    backing.set(stream.subarray(at, at + size), 32)
+    pipeline.push("stdout", backing.subarray(32, 32 + Math.min(size, stream.length - at)))
+    at += size
+  }
+  pipeline.finish({ kind: "exited", code: 0 })
+  return {
+    envelopes: batches.map((batch) => formatMonitorBatch({ batch, label: "job" })),
+    flags: batches.flatMap((batch) => batch.lines.map((line) => [line.seq, line.matched, line.wake])),
+    ring: pipeline.ring
+      .query({ limit: 1000 })
+      .map((line) => [line.seq, line.text, line.matched, line.truncated, line.mayBreak]),
+    breaks: pipeline.ring.query({ limit: 1000 }).map((line) => hasBreakByte(line.bytes, 0, line.byteLength)),
+    counters: { ...pipeline.ring.counters },
+  }
+}
+
+describe("line work only where a line is read (issue 28)", () => {
+  for (const patterns of [{}, { match: "error|warn|FAIL" }, { wake: "error" }, { match: "warn", wake: "FAIL|ok" }]) {
+    test(`envelopes, flags and the ring are what the decoded path gives (${JSON.stringify(patterns)})`, async () => {
+      const stream = trickyStream(28, 3000)
+      const sizes = prng(7)
+      const chunks = Array.from({ length: stream.length }, () => 1 + Math.floor(sizes() * 8192))
+      const replay = () => {
+        let i = 0
+        return () => chunks[i++] as number
+      }
+      // The same chunks twice: lines decided on raw bytes where that is safe, and every line
+      // decided on its decoded text, the answer every shortcut must agree with.
+      const fast = await run(stream, replay(), patterns, false)
+      const decoded = await run(stream, replay(), patterns, true)
+      expect(fast.ring.map((line) => line[4])).toEqual(fast.breaks)
+      expect(fast.counters).toEqual(decoded.counters)
+      expect(fast.flags).toEqual(decoded.flags)
+      expect(fast.ring).toEqual(decoded.ring)
+      expect(fast.envelopes).toEqual(decoded.envelopes)
+    })
+  }
+
+  test("a plain-words pattern decided on raw bytes answers as the filter on the text, or leaves it to the text", async () => {
+    const filter = await compileLineFilter("error|warn", 512)
+    const matcher = RawWordMatcher.for(filter)
+    expect(matcher).toBeDefined()
+    let decided = 0
+    for (let i = 0; i < 4000; i++) {
+      const block = trickyStream(1000 + i, 1)
+      const end = block.length - 1
+      matcher?.startBlock(block)
+      const answer = matcher?.test(0, end)
+      const text = new MonitorLine(1, "stdout", block.subarray(0, end), false, true).text
+      if (answer !== undefined) {
+        decided++
+        expect([JSON.stringify(text), answer]).toEqual([JSON.stringify(text), filter?.(text) ?? true])
+      }
+    }
+    // Most lines are decided without decoding.
+    expect(decided).toBeGreaterThan(1000)
+  })
+
+  test("a pattern with a word that is not printable ASCII is always decided on the decoded text", async () => {
+    expect(RawWordMatcher.for(await compileLineFilter("ошибка|error", 512))).toBeUndefined()
+    expect(RawWordMatcher.for(await compileLineFilter("(\\w|\\d)+$", 512))).toBeUndefined()
+  })
+
+  test("batches sized with the cheap bound end exactly where measured batches end", () => {
+    const random = prng(11)
+    const lines = Array.from({ length: 2000 }, (_, i) => {
+      const stream = trickyStream(5000 + i, 1)
+      const body = stream.subarray(0, stream.length - 1)
+      const long = random() < 0.1 ? enc.encode("y".repeat(Math.floor(random() * 900))) : new Uint8Array(0)
+      const bytes = new Uint8Array(body.length + long.length)
+      bytes.set(body)
+      bytes.set(long, body.length)
+      return new MonitorLine(i + 1, "stdout", bytes, random() < 0.1, true)
+    })
+    const batchesWith = (bound: boolean) => {
+      const scheduler = new FakeScheduler()
+      const out: number[][] = []
+      const batcher = new MonitorBatcher(
+        "mon_b",
+        { maxLines: 50, maxBytes: 1024, intervalMs: 1000 },
+        (batch) => out.push(batch.lines.map((line) => line.seq)),
+        { scheduler, measure: envelopeBytes, ...(bound ? { bound: envelopeBytesBound } : {}) },
+      )
+      for (const line of lines) batcher.add(line)
+      batcher.flushNow()
+      return out
+    }
+    const measured = batchesWith(false)
+    expect(measured.length).toBeGreaterThan(40)
+    expect(batchesWith(true)).toEqual(measured)
+    for (const line of lines) expect(envelopeBytesBound(line)).toBeGreaterThanOrEqual(envelopeBytes(line))
+  })
+
+  test("lines the ring keeps do not hold on to the large read buffer they came in", async () => {
+    const scheduler = new FakeScheduler()
+    const pipeline = createMonitorPipeline({
+      monitorId: "mon_m",
+      config: defaultMonitorConfig(),
+      filter: undefined,
+      scheduler,
+      onBatch: () => {},
+    })
+    const buffer = new Uint8Array(1024 * 1024)
+    const text = enc.encode("first line\nsecond line\n")
+    buffer.set(text, 4096)
+    pipeline.push("stdout", buffer.subarray(4096, 4096 + text.length))
+    const kept = pipeline.ring.query({ limit: 10 })
+    expect(kept.map((line) => line.text)).toEqual(["first line", "second line"])
+    for (const line of kept) expect(line.bytes.buffer.byteLength).toBeLessThan(64)
+  })
+})
