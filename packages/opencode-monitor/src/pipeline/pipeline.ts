@@ -45,37 +45,27 @@ const SILENCE_LINES = 10
 
 /** bytes → lines → match_pattern / wake_pattern → MonitorRingBuffer → MonitorBatcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
-  const { config, filter, wakeFilter } = options
-  const wakeLeft = options.matchWakeLeft ?? (() => true)
+  const { config } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   const drops = pendingDropCounts()
   // The time of the chunk (or end of stream) whose lines are being split.
   let clock = 0
   const batcher = batcherOf(options, drops.take, () => clock)
   const wakeFlush = promptFlush(options.scheduler, batcher)
-  const chunk = new ChunkFacts(filter, wakeFilter)
+  const chunk = new ChunkFacts(options)
   let seq = 0
   let finished = false
   const accept = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
     const inChunk = bytes === chunk.current
     const line = new MonitorLine(++seq, stream, bytes, truncated, true, start, end, chunk.breaksOf(inChunk, start, end))
-    if (filter) line.matched = (inChunk ? chunk.matcher?.test(start, end) : undefined) ?? filter(line.text)
-    if (wakeFilter)
-      line.wake = wakeLeft() && ((inChunk ? chunk.wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text))
-    const evicted = ring.push(line)
-    if (evicted && !evicted.matched && !evicted.wake) {
-      drops.pending.unmatched++
-      drops.pending.bytes += evicted.byteLength
-    }
+    chunk.mark(line, inChunk, start, end)
+    drops.evicted(ring.push(line))
     if (line.matched || line.wake) batcher.add(line)
     if (line.wake) wakeFlush.request()
   }
   const silence =
     options.silenceMs === undefined ? undefined : silenceWatch(options.silenceMs, options, ring, batcher, () => seq)
-  const splitters = lineSplitters(config.line_max_bytes, accept, (bytes) => {
-    ring.countDroppedBytes(bytes)
-    drops.pending.bytes += bytes
-  })
+  const splitters = lineSplitters(config.line_max_bytes, accept, (bytes) => drops.cut(ring, bytes))
 
   return {
     ring,
@@ -93,9 +83,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       clock = options.scheduler.now()
       splitters[stream].end()
     },
-    processEnded() {
-      silence?.stop()
-    },
+    processEnded: () => silence?.stop(),
     finish(status) {
       silence?.stop()
       if (finished) return
@@ -123,14 +111,22 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
 class ChunkFacts {
   current: Uint8Array | undefined
   firstSeq = 0
-  readonly matcher: RawWordMatcher | undefined
-  readonly wakeMatcher: RawWordMatcher | undefined
+  private readonly matcher: RawWordMatcher | undefined
+  private readonly wakeMatcher: RawWordMatcher | undefined
   private hasBreaks = false
   private readonly breaks = new BreakFinder()
 
-  constructor(filter: LineFilter | undefined, wakeFilter: LineFilter | undefined) {
-    this.matcher = RawWordMatcher.for(filter)
-    this.wakeMatcher = RawWordMatcher.for(wakeFilter)
+  constructor(private readonly options: Pick<PipelineOptions, "filter" | "wakeFilter" | "matchWakeLeft">) {
+    this.matcher = RawWordMatcher.for(options.filter)
+    this.wakeMatcher = RawWordMatcher.for(options.wakeFilter)
+  }
+
+  /** match_pattern and wake_pattern on a line: on its raw bytes where they answer alike, else on its text. */
+  mark(line: MonitorLine, inChunk: boolean, start: number, end: number): void {
+    const { filter, wakeFilter, matchWakeLeft } = this.options
+    if (filter) line.matched = (inChunk ? this.matcher?.test(start, end) : undefined) ?? filter(line.text)
+    if (wakeFilter && (matchWakeLeft?.() ?? true))
+      line.wake = (inChunk ? this.wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text)
   }
 
   start(chunk: Uint8Array, firstSeq: number): void {
@@ -235,7 +231,18 @@ function pendingDropCounts() {
     pending.bytes = 0
     return taken
   }
-  return { pending, take }
+  /** An unmatched line left the ring before any batch carried it. */
+  const evicted = (line: MonitorLine | undefined) => {
+    if (!line || line.matched || line.wake) return
+    pending.unmatched++
+    pending.bytes += line.byteLength
+  }
+  /** The remainder of an over-long line, counted where monitor_output and the next batch see it. */
+  const cut = (ring: MonitorRingBuffer, bytes: number) => {
+    ring.countDroppedBytes(bytes)
+    pending.bytes += bytes
+  }
+  return { pending, take, evicted, cut }
 }
 
 /**
