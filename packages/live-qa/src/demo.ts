@@ -150,7 +150,7 @@ async function actTwo(qa: MonitorQA): Promise<string | undefined> {
 }
 
 function verify(messages: SessionMessage[], envelopes: Envelope[], wake: Envelope, qa: MonitorQA): string | undefined {
-  if (toolNamesSeen(qa.model).length !== 4) return "the plugin's tools were not offered to the model"
+  if (toolNamesSeen(qa.model).length !== 5) return "the plugin's tools were not offered to the model"
   const statuses = envelopes.map((e) => `${e.batch}:${e.status}`).join(", ")
   if (statuses !== "1:running, 2:exited (code=7)") return `unexpected envelopes: ${statuses}`
   const index = messages.findIndex((m) => m.info.id === wake.message.info.id)
