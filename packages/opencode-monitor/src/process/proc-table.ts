@@ -60,7 +60,7 @@ export function createProcTable(): ProcessTable {
 }
 
 /** /proc/<pid>/stat; the command name (field 2) may hold spaces and parentheses: fields restart after the last ")". */
-export function parseStat(pid: number, stat: string): ProcessEntry | undefined {
+function parseStat(pid: number, stat: string): ProcessEntry | undefined {
   const fields = stat.slice(stat.lastIndexOf(")") + 2).split(" ")
   const state = fields[0]
   const start = fields[19]

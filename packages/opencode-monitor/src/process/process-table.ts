@@ -58,7 +58,7 @@ export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =
   entry !== undefined && entry.state !== "Z" && entry.state !== "X"
 
 /** Whether /proc can be read here: the choice of back end. */
-export function procReadable(): boolean {
+function procReadable(): boolean {
   try {
     readFileSync("/proc/self/stat", "latin1")
     return true
