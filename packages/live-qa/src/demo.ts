@@ -9,7 +9,14 @@
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join, relative, resolve } from "node:path"
 import { envelopesIn, exitReport, matchReport, QA_COMMAND, QA_PROMPT } from "./monitor-agent.ts"
-import { type Envelope, type MonitorQA, PLUGIN_PATH, startMonitorQA, toolNamesSeen } from "./monitor-qa.ts"
+import {
+  type Envelope,
+  MONITOR_TOOLS,
+  type MonitorQA,
+  PLUGIN_PATH,
+  startMonitorQA,
+  toolNamesSeen,
+} from "./monitor-qa.ts"
 import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts"
 
 const REPO = resolve(import.meta.dir, "../../..")
@@ -150,7 +157,8 @@ async function actTwo(qa: MonitorQA): Promise<string | undefined> {
 }
 
 function verify(messages: SessionMessage[], envelopes: Envelope[], wake: Envelope, qa: MonitorQA): string | undefined {
-  if (toolNamesSeen(qa.model).length !== 5) return "the plugin's tools were not offered to the model"
+  if (toolNamesSeen(qa.model).sort().join() !== MONITOR_TOOLS.join())
+    return "the plugin's tools were not offered to the model"
   const statuses = envelopes.map((e) => `${e.batch}:${e.status}`).join(", ")
   if (statuses !== "1:running, 2:exited (code=7)") return `unexpected envelopes: ${statuses}`
   const index = messages.findIndex((m) => m.info.id === wake.message.info.id)

@@ -136,6 +136,9 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
 }
 
 /** The plugin's tools must be in the first agent request, or the plugin did not load. */
+/** The plugin's tools, sorted: what every install route must offer the model. */
+export const MONITOR_TOOLS = ["monitor_list", "monitor_output", "monitor_restart", "monitor_start", "monitor_stop"]
+
 export function toolNamesSeen(model: ScriptedModel): string[] {
   const first = model.scripted()[0]
   return (first?.request.tools ?? []).map((t) => t.function.name).filter((name) => name.startsWith("monitor_"))

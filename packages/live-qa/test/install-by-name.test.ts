@@ -11,7 +11,7 @@ import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { type LocalRegistry, packPlugin, startLocalRegistry } from "../src/local-registry.ts"
-import { type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts"
+import { MONITOR_TOOLS, type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts"
 import {
   expectTerminalWakeReport,
   firstProjectRequest,
@@ -62,23 +62,11 @@ test("by name: the README's install line installs the published package and the 
     },
   })
   if (!toolIds.includes("monitor_start")) console.error(`global events: ${JSON.stringify(global?.events)}`)
-  expect(monitorTools(toolIds)).toEqual([
-    "monitor_list",
-    "monitor_output",
-    "monitor_restart",
-    "monitor_start",
-    "monitor_stop",
-  ])
+  expect(monitorTools(toolIds)).toEqual(MONITOR_TOOLS)
 
   const report = await expectTerminalWakeReport(qa)
   expect(report).toContain("exited (code=7)")
-  expect(toolNamesSeen(qa.model)).toEqual([
-    "monitor_list",
-    "monitor_output",
-    "monitor_restart",
-    "monitor_start",
-    "monitor_stop",
-  ])
+  expect(toolNamesSeen(qa.model)).toEqual(MONITOR_TOOLS)
 
   // It is the package from our registry, with the README that carries the same install line.
   const registryLog = registry.logs.map((l) => l.text).join("\n")

@@ -10,7 +10,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { freePort } from "../src/free-port.ts"
 import { packPlugin } from "../src/local-registry.ts"
-import { type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts"
+import { MONITOR_TOOLS, type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts"
 import {
   expectTerminalWakeReport,
   firstProjectRequest,
@@ -42,23 +42,11 @@ test("from a tarball: opencode installs opencode-monitor@file:<tgz> with no regi
       toolIds = await firstProjectRequest(server)
     },
   })
-  expect(monitorTools(toolIds)).toEqual([
-    "monitor_list",
-    "monitor_output",
-    "monitor_restart",
-    "monitor_start",
-    "monitor_stop",
-  ])
+  expect(monitorTools(toolIds)).toEqual(MONITOR_TOOLS)
 
   const report = await expectTerminalWakeReport(qa)
   expect(report).toContain("exited (code=7)")
-  expect(toolNamesSeen(qa.model)).toEqual([
-    "monitor_list",
-    "monitor_output",
-    "monitor_restart",
-    "monitor_start",
-    "monitor_stop",
-  ])
+  expect(toolNamesSeen(qa.model)).toEqual(MONITOR_TOOLS)
   const installed = installedPackage(qa.server.dirs.cache, "opencode-monitor")
   const manifest = JSON.parse(readFileSync(join(installed.packageDir, "package.json"), "utf8"))
   expect(manifest.exports["./server"]).toBe("./dist/index.js")

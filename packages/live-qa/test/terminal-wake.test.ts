@@ -5,7 +5,7 @@
  */
 import { afterEach, expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED, QA_PROMPT } from "../src/monitor-agent.ts"
-import { type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts"
+import { MONITOR_TOOLS, type MonitorQA, startMonitorQA, toolNamesSeen } from "../src/monitor-qa.ts"
 import { textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
 let qa: MonitorQA | undefined
@@ -38,9 +38,7 @@ test("terminal wake: the session wakes on exit code 7 with no human input", asyn
   )
   await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
 
-  expect(toolNamesSeen(qa.model)).toEqual(
-    ["monitor_list", "monitor_output", "monitor_restart", "monitor_start", "monitor_stop"].sort(),
-  )
+  expect(toolNamesSeen(qa.model)).toEqual(MONITOR_TOOLS)
   const messages = await qa.messages(sessionID)
   const envelopes = await qa.envelopes(sessionID)
   expect(envelopes.map((e) => [e.batch, e.status])).toEqual([
