@@ -131,6 +131,22 @@ export const MUTATIONS: Mutation[] = [
     tests: PIPELINE,
   },
   {
+    id: "flood-colour-split-word",
+    what: "a coloured line is decided on its raw bytes as they are: a word split by a colour sequence is missed",
+    file: "src/pipeline/filter.ts",
+    find: "if (colours) return seen === 0 ? this.inUncoloured(start, end) : undefined",
+    replace: "if (colours) return seen === 0 ? found : undefined",
+    tests: PIPELINE,
+  },
+  {
+    id: "flood-colour-any-final",
+    what: "any CSI sequence is taken as a colour sequence on raw bytes (the strippers treat some differently)",
+    file: "src/pipeline/filter.ts",
+    find: "      return COLOUR_FINAL[b] === 1 ? i : -1",
+    replace: "      return i",
+    tests: PIPELINE,
+  },
+  {
     id: "flood-bound-not-measured",
     what: "a batch ends on the cheap size bound instead of the measured size",
     file: "src/pipeline/batcher.ts",

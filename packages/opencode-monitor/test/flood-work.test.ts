@@ -2,8 +2,8 @@ import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
-import { compileLineFilter, type LineFilter, RawWordMatcher } from "../src/pipeline/filter"
-import { hasBreakByte, MonitorLine } from "../src/pipeline/line"
+import { colourEnd, compileLineFilter, type LineFilter, RawWordMatcher } from "../src/pipeline/filter"
+import { fallbackStripAnsi, hasBreakByte, MonitorLine } from "../src/pipeline/line"
 import { envelopeBytes, envelopeBytesBound } from "../src/pipeline/render"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
@@ -37,6 +37,14 @@ const PIECES: (string | number[])[] = [
   "er\x00ror",
   "wa\x1b[31mrn",
   "\x1b[1;31merror\x1b[0m",
+  "err\x1b[Kor",
+  "\x1b[38;5;208mwarn\x1b[m",
+  "\x1b[0error",
+  "\x1b[12345mwarn",
+  "\x1b[1;2;3;4;5;6;7;8;9mwa",
+  "\x1b[?25l",
+  "\x1b[2Jwa\x1b[Hrn",
+  "\x1b[1",
   "\x1b]0;error\x07",
   "error\rdone",
   "done\rerror",
@@ -172,6 +180,61 @@ describe("line work only where a line is read (issue 28)", () => {
     }
     // Most lines are decided without decoding.
     expect(decided).toBeGreaterThan(1000)
+  })
+
+  test("coloured lines are decided on their bytes without the colour sequences, as the text decides them", async () => {
+    const filter = await compileLineFilter("error|warn", 512)
+    const matcher = RawWordMatcher.for(filter) as RawWordMatcher
+    const random = prng(28)
+    const colours = [
+      "\x1b[31m",
+      "\x1b[0m",
+      "\x1b[m",
+      "\x1b[1;34m",
+      "\x1b[38;5;208m",
+      "\x1b[K",
+      "\x1b[2J",
+      "\x1b[10;20H",
+    ]
+    const words = ["er", "ror", "error", "wa", "rn", "warn", "ok ", "→", " 日本 "]
+    let decided = 0
+    for (let i = 0; i < 3000; i++) {
+      let text = ""
+      for (let k = 0; k < 6; k++)
+        text +=
+          random() < 0.5 ? colours[Math.floor(random() * colours.length)] : words[Math.floor(random() * words.length)]
+      const block = Buffer.from(`${text}\n`)
+      matcher.startBlock(block)
+      const answer = matcher.test(0, block.length - 1)
+      const clean = new MonitorLine(1, "stdout", block.subarray(0, block.length - 1), false, true).text
+      if (answer !== undefined) decided++
+      expect([text, answer ?? filter?.(clean)]).toEqual([text, filter?.(clean)])
+    }
+    // Lines with nothing but colour sequences to remove are all decided on their bytes.
+    expect(decided).toBe(3000)
+  })
+
+  test("a sequence taken as colour on raw bytes is removed whole by both ANSI strippers", () => {
+    const random = prng(7)
+    const finals = "mJKABCDGHf"
+    for (let i = 0; i < 500; i++) {
+      const groups = Array.from({ length: 1 + Math.floor(random() * 8) }, () =>
+        String(Math.floor(random() * 10_000)).slice(0, Math.floor(random() * 5)),
+      )
+      const sequence = `\x1b[${groups.join(";")}${finals[Math.floor(random() * finals.length)]}`
+      const bytes = Buffer.from(`a${sequence}b`)
+      expect(colourEnd(bytes, 1, bytes.length)).toBe(bytes.length - 2)
+      const runtime = (globalThis as { Bun?: { stripANSI?: (text: string) => string } }).Bun?.stripANSI
+      expect([sequence, runtime?.(`a${sequence}b`) ?? "ab", fallbackStripAnsi(`a${sequence}b`)]).toEqual([
+        sequence,
+        "ab",
+        "ab",
+      ])
+    }
+    for (const other of ["\x1b[0e", "\x1b[12345m", "\x1b[1;2;3;4;5;6;7;8;9m", "\x1b[?25l", "\x1b]0;t\x07", "\x1b[1"]) {
+      const bytes = Buffer.from(`a${other}b`)
+      expect([other, colourEnd(bytes, 1, bytes.length)]).toEqual([other, -1])
+    }
   })
 
   test("a pattern with a word that is not printable ASCII is always decided on the decoded text", async () => {

@@ -123,11 +123,69 @@ export class RawWordMatcher {
       if (at !== -1 && at < end) found = true
     }
     let seen = 0
+    let colours = false
     for (let i = start; i < end; i++) {
-      const kind = BYTE_CLASS[block[i] as number] as number
-      if (kind !== 0) seen |= kind === LEAD ? leadClass(block, i, end) : kind
+      const b = block[i] as number
+      const kind = BYTE_CLASS[b] as number
+      if (kind === 0) continue
+      const sequence = b === 0x1b ? colourEnd(block, i, end) : -1
+      if (sequence !== -1) {
+        colours = true
+        i = sequence
+      } else {
+        seen |= kind === LEAD ? leadClass(block, i, end) : kind
+      }
     }
+    // Colour sequences are all that sanitizing takes out: the words are looked for without them.
+    if (colours) return seen === 0 ? this.inUncoloured(start, end) : undefined
     if (found) return (seen & HIDING) === 0 ? true : undefined
     return (seen & REMOVABLE) === 0 ? false : undefined
   }
+
+  /** Whether a word is in `[start, end)` once its colour sequences are taken out. */
+  private inUncoloured(start: number, end: number): boolean {
+    const block = this.block as Buffer
+    const kept = Buffer.allocUnsafe(end - start)
+    let length = 0
+    for (let i = start; i < end; i++) {
+      const sequence = block[i] === 0x1b ? colourEnd(block, i, end) : -1
+      if (sequence !== -1) i = sequence
+      else kept[length++] = block[i] as number
+    }
+    // Past `length` the copy holds leftover bytes: a word found there does not count, and then no
+    // word is before it (indexOf finds the first).
+    for (const needle of this.needles) {
+      const at = kept.indexOf(needle)
+      if (at !== -1 && at + needle.length <= length) return true
+    }
+    return false
+  }
+}
+
+// Final bytes of the CSI sequences taken as colour and cursor sequences on raw bytes: SGR (m),
+// erase (J K), cursor moves (A–D, G, H, f). Both ANSI strippers of line.ts (the runtime's and the
+// fallback) remove such a sequence whole when its parameters are at most 8 groups of at most 4 digits.
+const COLOUR_FINAL = new Uint8Array(256)
+for (const c of "mJKABCDGHf") COLOUR_FINAL[c.charCodeAt(0)] = 1
+
+/**
+ * The index of the last byte of a colour or cursor sequence (`ESC [ d;d… final`) starting with
+ * the ESC at `at`, or -1 when the bytes there are anything else.
+ */
+export function colourEnd(bytes: Uint8Array, at: number, end: number): number {
+  if (at + 2 >= end || bytes[at + 1] !== 0x5b) return -1
+  let groups = 1
+  let digits = 0
+  for (let i = at + 2; i < end; i++) {
+    const b = bytes[i] as number
+    if (b >= 0x30 && b <= 0x39) {
+      if (++digits > 4) return -1
+    } else if (b === 0x3b) {
+      if (++groups > 8) return -1
+      digits = 0
+    } else {
+      return COLOUR_FINAL[b] === 1 ? i : -1
+    }
+  }
+  return -1
 }

@@ -114,9 +114,17 @@ export class MonitorLine {
 
   /** Printable text: final state of `\r` redraws, no ANSI or control characters. */
   get text(): string {
-    if (this.cachedText === undefined) this.cachedText = sanitizeLineText(decoder.decode(this.bytes))
+    if (this.cachedText === undefined) this.cachedText = sanitizeLineText(decodeRange(this.block, this.start, this.end))
     return this.cachedText
   }
+}
+
+/**
+ * `block[start, end)` decoded as UTF-8 (U+FFFD for each invalid sequence, a BOM kept). A Buffer
+ * (what a pipe gives) decodes a range in one call, with no view of it made first.
+ */
+function decodeRange(block: Uint8Array, start: number, end: number): string {
+  return Buffer.isBuffer(block) ? block.toString("utf8", start, end) : decoder.decode(block.subarray(start, end))
 }
 
 // The runtime's own ANSI stripper where it is complete: Bun.stripANSI (also in opencode's embedded
