@@ -1,5 +1,3 @@
-import { stripVTControlCharacters } from "node:util"
-
 export type MonitorStream = "stdout" | "stderr"
 
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true })
@@ -135,6 +133,8 @@ const runtimeStripAnsi = (globalThis as { Bun?: { stripANSI?: (text: string) => 
 // DCS, SOS, PM, APC (7-bit ESC P/X/^/_ or 8-bit C1), up to ST (ESC \ or U+009C), BEL, or the end.
 const STRING_SEQUENCE = /(?:\x1b[PX^_\]]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?/g
 export function fallbackStripAnsi(text: string): string {
+  // node:util is loaded only here: its load is a tenth of the plugin's, and under Bun it is never used.
+  const { stripVTControlCharacters } = process.getBuiltinModule("node:util")
   return stripVTControlCharacters(text.replace(STRING_SEQUENCE, ""))
 }
 const stripAnsi: (text: string) => string = runtimeStripAnsi ?? fallbackStripAnsi
