@@ -364,6 +364,17 @@ export const MUTATIONS: Mutation[] = [
     tests: ["tools.test.ts", "manager-races.test.ts"],
   },
   {
+    id: "permission-parser-on-caller-heap",
+    what: "web-tree-sitter's runtime (its 32 MB wasm memory) is loaded on the plugin's thread too",
+    file: "src/permission/bash-parser.ts",
+    find: "  return (await loadBashParser()).parse(command)",
+    replace:
+      '  const { Parser } = await import("web-tree-sitter")\n' +
+      '  await Parser.init({ locateFile: () => fileURLToPath(import.meta.resolve("web-tree-sitter/tree-sitter.wasm")) })\n' +
+      "  return (await loadBashParser()).parse(command)",
+    tests: ["permission.test.ts"],
+  },
+  {
     id: "permission-whole-string",
     what: "the bash permission is asked for the whole command, not each simple command",
     file: "src/permission/questions.ts",

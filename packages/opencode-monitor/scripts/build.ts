@@ -1,7 +1,7 @@
 /**
  * Builds what the npm package ships (npm `prepack` runs it; `npm run build` too):
- * `dist/index.js`, one file with zod bundled, plus lazily imported chunks (re2js; web-tree-sitter with
- * its wasm beside it, once the shell parser uses it), so opencode's install (scripts off) needs no
+ * `dist/index.js`, one file with zod bundled, plus lazily imported chunks (re2js) and
+ * `dist/bash-parser-worker.js`, the shell parser's worker with web-tree-sitter and its wasm beside it, so opencode's install (scripts off) needs no
  * dependencies of ours and the plugin loads as it does from source.
  * It also copies the bash grammar into `grammar/` when `tree-sitter-bash` is installed, so the
  * tarball carries the 1.4 MB wasm file instead of depending on the 20 MB package.
@@ -36,7 +36,8 @@ async function bundle(): Promise<void> {
   // would make the folder vanish for a moment under a test runner scanning the tree in parallel.
   const before = listFiles(distDir)
   const result = await Bun.build({
-    entrypoints: [join(packageDir, "src/index.ts")],
+    // The bash parser runs in a worker of its own (src/permission/bash-parser-worker.ts): its own entry.
+    entrypoints: [join(packageDir, "src/index.ts"), join(packageDir, "src/permission/bash-parser-worker.ts")],
     outdir: distDir,
     target: "bun",
     format: "esm",

@@ -142,4 +142,22 @@ describe("the parser is loaded lazily", () => {
     expect(result.stderr.toString()).toBe("")
     expect(JSON.parse(result.stdout.toString())).toEqual({ requested: false })
   })
+
+  test("parsing leaves web-tree-sitter's 32 MB wasm memory off the caller's heap", () => {
+    // The heap's collector lets garbage grow in proportion to what it holds: with the parser's
+    // memory on the plugin's heap, a 512 MB flood peaked at +155 MB RSS instead of +45 MB.
+    const script = [
+      'const { heapStats } = await import("bun:jsc")',
+      'const { parseSimpleCommands } = await import("./packages/opencode-monitor/src/permission/bash-parser.ts")',
+      'const commands = await parseSimpleCommands("echo a | grep b")',
+      "Bun.gc(true)",
+      "console.log(JSON.stringify({ commands: commands.length, extraMB: Math.round(heapStats().extraMemorySize / 2 ** 20) }))",
+    ].join("\n")
+    const root = join(import.meta.dir, "..", "..", "..")
+    const result = Bun.spawnSync([process.execPath, "-e", script], { cwd: root, stderr: "pipe" })
+    expect(result.stderr.toString()).toBe("")
+    const { commands, extraMB } = JSON.parse(result.stdout.toString())
+    expect(commands).toBe(2)
+    expect(extraMB).toBeLessThan(8)
+  })
 })

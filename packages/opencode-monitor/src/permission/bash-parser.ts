@@ -1,7 +1,6 @@
 import { existsSync } from "node:fs"
-import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
-import type { Node, Parser } from "web-tree-sitter"
+import { PARSE_HEADER_BYTES, PARSE_STATUS } from "./bash-parser-protocol"
 
 /** One simple command as opencode's bash tool sees it. */
 export type SimpleCommand = {
@@ -13,34 +12,50 @@ export type SimpleCommand = {
   argv: string[]
 }
 
-const require = createRequire(import.meta.url)
-// The packed package carries the grammar in <package>/grammar/, and this code runs from dist/ or
-// dist/chunks/ there; a checkout (src/permission/) resolves it from node_modules instead.
-const PACKED_GRAMMAR = ["../grammar/", "../../grammar/"].map((dir) =>
-  fileURLToPath(new URL(`${dir}tree-sitter-bash.wasm`, import.meta.url)),
-)
-// Child node types opencode 1.18.33's bash tool reads as a command's words.
-const WORD_TYPES = new Set(["command_name", "word", "string", "raw_string", "concatenation"])
-const REDIRECT_TYPES = new Set(["file_redirect", "heredoc_redirect", "herestring_redirect"])
-
-let parser: Promise<Parser> | undefined
-
-/** Where the tree-sitter-bash grammar is loaded from. */
-function grammarPath(): string {
-  return PACKED_GRAMMAR.find((path) => existsSync(path)) ?? require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
-}
+// The parser runs in a worker of its own (bash-parser-worker.ts says why): the source file in a
+// checkout; in the packed package the build's entry beside dist/index.js (this code may land in a chunk).
+const WORKER_FILES = ["./bash-parser-worker.ts", "./bash-parser-worker.js", "../bash-parser-worker.js"]
+// A parse takes well under a millisecond; a worker that never answers is an error, not a hang.
+const PARSE_WAIT_MS = 10_000
 
 /**
- * web-tree-sitter's own wasm: from node_modules in a checkout. In the built package web-tree-sitter
- * is bundled and finds the file the build copied beside its chunk by itself.
+ * The worker, asked synchronously: a call waits (Atomics.wait) for the answer in a shared buffer,
+ * as the parse on this thread did, so a start's promise settles without a message turn (bun test's
+ * `expect(…).rejects` never sees one settled by a worker's message: oven-sh/bun#37189).
  */
-function parserRuntime(): { locateFile: () => string } | undefined {
-  try {
-    const runtime = require.resolve("web-tree-sitter/tree-sitter.wasm")
-    return { locateFile: () => runtime }
-  } catch {
-    return undefined
+class ParserThread {
+  constructor(private readonly worker: Worker) {}
+
+  parse(command: string): SimpleCommand[] {
+    let room = 4096 + 8 * Buffer.byteLength(command)
+    for (;;) {
+      const shared = new SharedArrayBuffer(PARSE_HEADER_BYTES + room)
+      const header = new Int32Array(shared, 0, 2)
+      this.worker.postMessage({ command, shared })
+      if (Atomics.wait(header, 0, 0, PARSE_WAIT_MS) === "timed-out") {
+        parser = undefined
+        this.worker.terminate()
+        throw new Error(`the bash parser's worker did not answer within ${PARSE_WAIT_MS} ms`)
+      }
+      const [status, length = 0] = header
+      if (status === PARSE_STATUS.tooLarge) {
+        room = length
+        continue
+      }
+      const text = Buffer.from(new Uint8Array(shared, PARSE_HEADER_BYTES, length)).toString("utf8")
+      if (status === PARSE_STATUS.failed) throw new Error(text)
+      return JSON.parse(text) as SimpleCommand[]
+    }
   }
+}
+
+let parser: Promise<ParserThread> | undefined
+
+function workerUrl(): URL {
+  const urls = WORKER_FILES.map((file) => new URL(file, import.meta.url))
+  const found = urls.find((url) => existsSync(fileURLToPath(url)))
+  if (!found) throw new Error(`the bash parser's worker is missing (looked for ${WORKER_FILES.join(", ")})`)
+  return found
 }
 
 /** True once the parser has been asked for: plugin load alone never loads it. */
@@ -48,18 +63,22 @@ export function bashParserRequested(): boolean {
   return parser !== undefined
 }
 
-/** Loads web-tree-sitter and the bash grammar once, on first use (never at plugin load). */
-export function loadBashParser(): Promise<Parser> {
-  parser ??= (async () => {
-    const { Language, Parser } = await import("web-tree-sitter")
-    await Parser.init(parserRuntime())
-    const bash = await Language.load(grammarPath())
-    const instance = new Parser()
-    instance.setLanguage(bash)
-    return instance
-  })().catch((error) => {
-    parser = undefined
-    throw error
+/** Starts the parser's worker and loads the bash grammar there once, on first use (never at plugin load). */
+export function loadBashParser(): Promise<ParserThread> {
+  parser ??= new Promise<ParserThread>((resolve, reject) => {
+    const worker = new Worker(workerUrl())
+    // Never holds the process open: every call waits for its answer synchronously.
+    worker.unref()
+    const fail = (error: Error) => {
+      parser = undefined
+      worker.terminate()
+      reject(error)
+    }
+    worker.onmessage = ({ data }: MessageEvent<{ ready?: true; error?: string }>) => {
+      if (data.ready) resolve(new ParserThread(worker))
+      else fail(new Error(data.error ?? "the bash parser's worker failed"))
+    }
+    worker.onerror = (event) => fail(new Error(`the bash parser's worker failed: ${event.message}`))
   })
   return parser
 }
@@ -70,23 +89,5 @@ export function loadBashParser(): Promise<Parser> {
  * opencode's bash tool asks the `bash` permission for.
  */
 export async function parseSimpleCommands(command: string): Promise<SimpleCommand[]> {
-  const tree = (await loadBashParser()).parse(command)
-  if (!tree) throw new Error("the bash parser returned no tree")
-  try {
-    return tree.rootNode.descendantsOfType("command").flatMap((node) => (node ? [simpleCommand(node)] : []))
-  } finally {
-    tree.delete()
-  }
-}
-
-function simpleCommand(node: Node): SimpleCommand {
-  const words: string[] = []
-  const argv: string[] = []
-  for (const child of node.children) {
-    if (!child || REDIRECT_TYPES.has(child.type)) continue
-    if (WORD_TYPES.has(child.type)) words.push(child.text)
-    argv.push(child.text)
-  }
-  const statement = node.parent?.type === "redirected_statement" ? node.parent : node
-  return { text: statement.text.trim(), words, argv }
+  return (await loadBashParser()).parse(command)
 }

@@ -1,0 +1,105 @@
+/**
+ * The bash parser's own thread (bash-parser.ts starts it on first use). web-tree-sitter's runtime
+ * allocates a fixed 32 MB wasm memory that lives as long as its module; on the plugin's heap the
+ * collector counts it as live (twice: memory and buffer), so it let a flood's garbage grow to
+ * ~110 MB more before collecting. Here it stays on this worker's heap.
+ * Messages: `{ ready }` or `{ error }` once the grammar is loaded; then `{ command, shared }` in,
+ * answered in `shared` (bash-parser-protocol.ts).
+ */
+import { existsSync } from "node:fs"
+import { createRequire } from "node:module"
+import { fileURLToPath } from "node:url"
+import type { Node, Parser } from "web-tree-sitter"
+import type { SimpleCommand } from "./bash-parser"
+import { PARSE_HEADER_BYTES, PARSE_STATUS } from "./bash-parser-protocol"
+
+declare const self: Worker
+
+const require = createRequire(import.meta.url)
+// The packed package carries the grammar in <package>/grammar/, and this code runs from dist/ or
+// dist/chunks/ there; a checkout (src/permission/) resolves it from node_modules instead.
+const PACKED_GRAMMAR = ["../grammar/", "../../grammar/"].map((dir) =>
+  fileURLToPath(new URL(`${dir}tree-sitter-bash.wasm`, import.meta.url)),
+)
+// Child node types opencode 1.18.33's bash tool reads as a command's words.
+const WORD_TYPES = new Set(["command_name", "word", "string", "raw_string", "concatenation"])
+const REDIRECT_TYPES = new Set(["file_redirect", "heredoc_redirect", "herestring_redirect"])
+
+/** Where the tree-sitter-bash grammar is loaded from. */
+function grammarPath(): string {
+  return PACKED_GRAMMAR.find((path) => existsSync(path)) ?? require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
+}
+
+/**
+ * web-tree-sitter's own wasm: from node_modules in a checkout. In the built package web-tree-sitter
+ * is bundled and finds the file the build copied beside its chunk by itself.
+ */
+function parserRuntime(): { locateFile: () => string } | undefined {
+  try {
+    const runtime = require.resolve("web-tree-sitter/tree-sitter.wasm")
+    return { locateFile: () => runtime }
+  } catch {
+    return undefined
+  }
+}
+
+async function loadParser(): Promise<Parser> {
+  const { Language, Parser } = await import("web-tree-sitter")
+  await Parser.init(parserRuntime())
+  const bash = await Language.load(grammarPath())
+  const instance = new Parser()
+  instance.setLanguage(bash)
+  return instance
+}
+
+function parseSimpleCommands(parser: Parser, command: string): SimpleCommand[] {
+  const tree = parser.parse(command)
+  if (!tree) throw new Error("the bash parser returned no tree")
+  try {
+    return tree.rootNode.descendantsOfType("command").flatMap((node) => (node ? [simpleCommand(node)] : []))
+  } finally {
+    tree.delete()
+  }
+}
+
+function simpleCommand(node: Node): SimpleCommand {
+  const words: string[] = []
+  const argv: string[] = []
+  for (const child of node.children) {
+    if (!child || REDIRECT_TYPES.has(child.type)) continue
+    if (WORD_TYPES.has(child.type)) words.push(child.text)
+    argv.push(child.text)
+  }
+  const statement = node.parent?.type === "redirected_statement" ? node.parent : node
+  return { text: statement.text.trim(), words, argv }
+}
+
+const message = (error: unknown) => (error instanceof Error ? error.message : String(error))
+
+/** Writes the answer into the caller's shared buffer and wakes it (bash-parser-protocol.ts). */
+function answer(shared: SharedArrayBuffer, parse: () => SimpleCommand[]): void {
+  const header = new Int32Array(shared, 0, 2)
+  let status: number = PARSE_STATUS.done
+  let text: string
+  try {
+    text = JSON.stringify(parse())
+  } catch (error) {
+    status = PARSE_STATUS.failed
+    text = message(error)
+  }
+  const bytes = Buffer.from(text, "utf8")
+  if (bytes.length > shared.byteLength - PARSE_HEADER_BYTES) status = PARSE_STATUS.tooLarge
+  else new Uint8Array(shared, PARSE_HEADER_BYTES).set(bytes)
+  header[1] = bytes.length
+  Atomics.store(header, 0, status)
+  Atomics.notify(header, 0)
+}
+
+try {
+  const parser = await loadParser()
+  self.onmessage = ({ data }: MessageEvent<{ command: string; shared: SharedArrayBuffer }>) =>
+    answer(data.shared, () => parseSimpleCommands(parser, data.command))
+  self.postMessage({ ready: true })
+} catch (error) {
+  self.postMessage({ error: `cannot load the bash parser: ${message(error)}` })
+}
