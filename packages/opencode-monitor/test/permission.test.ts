@@ -125,6 +125,14 @@ describe("where the bash tool cannot see what runs, the hidden command is asked 
   })
 })
 
+/** Runs `lines` as a script in a fresh bun process at the repository root; returns what it printed as JSON. */
+function inFreshProcess(lines: string[]): unknown {
+  const root = join(import.meta.dir, "..", "..", "..")
+  const result = Bun.spawnSync([process.execPath, "-e", lines.join("\n")], { cwd: root, stderr: "pipe" })
+  expect(result.stderr.toString()).toBe("")
+  return JSON.parse(result.stdout.toString())
+}
+
 describe("the parser is loaded lazily", () => {
   test("loading the plugin and creating its hooks does not load web-tree-sitter", () => {
     // A fresh process: in this one, other tests have loaded the parser already.
@@ -136,11 +144,8 @@ describe("the parser is loaded lazily", () => {
       "await plugin.server({ client, directory: process.cwd(), worktree: process.cwd() }, {})",
       'const { bashParserRequested } = await import("./packages/opencode-monitor/src/permission/bash-parser.ts")',
       "console.log(JSON.stringify({ requested: bashParserRequested() }))",
-    ].join("\n")
-    const root = join(import.meta.dir, "..", "..", "..")
-    const result = Bun.spawnSync([process.execPath, "-e", script], { cwd: root, stderr: "pipe" })
-    expect(result.stderr.toString()).toBe("")
-    expect(JSON.parse(result.stdout.toString())).toEqual({ requested: false })
+    ]
+    expect(inFreshProcess(script)).toEqual({ requested: false })
   })
 
   test("parsing leaves web-tree-sitter's 32 MB wasm memory off the caller's heap", () => {
@@ -152,11 +157,8 @@ describe("the parser is loaded lazily", () => {
       'const commands = await parseSimpleCommands("echo a | grep b")',
       "Bun.gc(true)",
       "console.log(JSON.stringify({ commands: commands.length, extraMB: Math.round(heapStats().extraMemorySize / 2 ** 20) }))",
-    ].join("\n")
-    const root = join(import.meta.dir, "..", "..", "..")
-    const result = Bun.spawnSync([process.execPath, "-e", script], { cwd: root, stderr: "pipe" })
-    expect(result.stderr.toString()).toBe("")
-    const { commands, extraMB } = JSON.parse(result.stdout.toString())
+    ]
+    const { commands, extraMB } = inFreshProcess(script) as { commands: number; extraMB: number }
     expect(commands).toBe(2)
     expect(extraMB).toBeLessThan(8)
   })
