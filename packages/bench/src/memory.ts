@@ -1,5 +1,5 @@
-import { spawn } from "node:child_process"
 import { fileURLToPath } from "node:url"
+import { resultOfChild } from "./fresh-process.ts"
 import type { MemoryResult } from "./memory-child.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
@@ -18,25 +18,7 @@ export function measureInFreshProcess(
   command: string,
   stopAfterMs: number,
 ): Promise<MemoryResult> {
-  return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, [CHILD, mode, String(stopAfterMs), command], {
-      stdio: ["ignore", "pipe", "pipe"],
-    })
-    let out = ""
-    let err = ""
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString()
-    })
-    child.stderr.on("data", (chunk: Buffer) => {
-      err += chunk.toString()
-    })
-    child.once("error", reject)
-    child.once("close", (code) => {
-      const line = out.split("\n").find((l) => l.startsWith("MEMORY_RESULT "))
-      if (code !== 0 || !line) return reject(new Error(`memory child failed (code ${code}): ${err.slice(-2000)}`))
-      resolve(JSON.parse(line.slice("MEMORY_RESULT ".length)) as MemoryResult)
-    })
-  })
+  return resultOfChild<MemoryResult>(CHILD, [mode, String(stopAfterMs), command], "MEMORY_RESULT")
 }
 
 type Case = { key: string; label: string; mode: "pipeline" | "drain"; command: string; stopAfterMs: number }

@@ -1,6 +1,6 @@
-import { spawn } from "node:child_process"
 import { resolve } from "node:path"
 import { fileURLToPath } from "node:url"
+import { resultOfChild } from "./fresh-process.ts"
 import type { RunResult } from "./harness.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
@@ -86,26 +86,10 @@ type Measured = RunResult & { bytes: number }
 
 /** Runs one case in a fresh bun process (OMO_SRC set for the "before" build). */
 function measure(spec: ThroughputCase, src: string | undefined): Promise<RunResult> {
-  return new Promise((done, reject) => {
-    const env = { ...process.env }
-    if (src === undefined) delete env.OMO_SRC
-    else env.OMO_SRC = src
-    const child = spawn(process.execPath, [CHILD, JSON.stringify(spec)], { stdio: ["ignore", "pipe", "pipe"], env })
-    let out = ""
-    let err = ""
-    child.stdout.on("data", (chunk: Buffer) => {
-      out += chunk.toString()
-    })
-    child.stderr.on("data", (chunk: Buffer) => {
-      err += chunk.toString()
-    })
-    child.once("error", reject)
-    child.once("close", (code) => {
-      const line = out.split("\n").find((l) => l.startsWith("THROUGHPUT_RESULT "))
-      if (code !== 0 || !line) return reject(new Error(`throughput child failed (code ${code}): ${err.slice(-2000)}`))
-      done(JSON.parse(line.slice("THROUGHPUT_RESULT ".length)) as RunResult)
-    })
-  })
+  const env = { ...process.env }
+  if (src === undefined) delete env.OMO_SRC
+  else env.OMO_SRC = src
+  return resultOfChild<RunResult>(CHILD, [JSON.stringify(spec)], "THROUGHPUT_RESULT", env)
 }
 
 const cpuPerGB = (r: Measured) => r.cpuMs / 1000 / (r.bytes / GB)
