@@ -8,7 +8,7 @@ import { formatMonitorBatch } from "../src/delivery/envelope"
 import { createMonitorPlugin } from "../src/plugin"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { isLive, processStartTime, readProcess } from "../src/process/process-table"
-import { hashToken, liveGroupMembers, TOKEN_VARIABLE } from "../src/process/process-group"
+import { hashToken, liveGroupMembers, TOKEN_VARIABLE, waitUntil } from "../src/process/process-group"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
 import { proveLeader } from "../src/state/recovery-proof"
@@ -310,12 +310,26 @@ describe("restart recovery", () => {
 
 describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name, table) => {
   /** A process group like a monitor's: `sh` leads its own session and group and carries a token. */
-  function sleeper(command = "sleep 30", token?: string): { pid: number; startTime: string; tokenHash?: string } {
+  /**
+   * Resolves once the command runs (exec'd, leading its session, its token visible, `members` in its
+   * group): read between fork and exec, a process still shows the test's own name and environment.
+   */
+  async function sleeper(
+    command = "sleep 30",
+    token?: string,
+    members = 1,
+  ): Promise<{ pid: number; startTime: string; tokenHash?: string }> {
     const env = token ? { ...process.env, [TOKEN_VARIABLE]: token } : process.env
     const child = spawn("sh", ["-c", command], { detached: true, stdio: "ignore", env })
     child.unref()
     const pid = child.pid as number
     spawned.push(pid)
+    const running = async () =>
+      table.commandName(pid) !== table.commandName(process.pid) &&
+      readProcess(pid, table)?.sessionLeader === true &&
+      table.environmentValue(pid, TOKEN_VARIABLE) === token &&
+      (await liveGroupMembers(pid, table)).length >= members
+    expect(await waitUntil(running, 5_000)).toBe(true)
     return { pid, startTime: processStartTime(pid, table) as string, ...(token ? { tokenHash: hashToken(token) } : {}) }
   }
   const alive = (pid: number) => isLive(readProcess(pid, table))
@@ -323,8 +337,8 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
   test("is stopped when it proves it is the recorded one; a reused pid is never signalled", async () => {
     const { put, deps, delivered } = setup()
     // A leader that dies of SIGTERM, with a child in its group that ignores it: the whole group is ended.
-    const survivor = sleeper("(trap '' TERM; sleep 30) & wait", "a1b2c3")
-    const stranger = sleeper("sleep 30", "d4e5f6")
+    const survivor = await sleeper("(trap '' TERM; sleep 30) & wait", "a1b2c3", 2)
+    const stranger = await sleeper("sleep 30", "d4e5f6")
     expect(survivor.startTime).toBeDefined()
     put(
       "server-500-5.json",
@@ -356,12 +370,12 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
   test("a forged record naming an unrelated process by its world-readable start time signals nothing (repro recover-forge)", async () => {
     const { put, deps, delivered } = setup()
     // The user's editor, a database, a tmux session: its own group, no monitor token.
-    const victim = sleeper("sleep 30")
+    const victim = await sleeper("sleep 30")
     // A monitor's leader of another record: the right shape and a token, but not the recorded one.
-    const other = sleeper("sleep 30", "0badc0de")
+    const other = await sleeper("sleep 30", "0badc0de")
     // A process with the right token that does not lead its group (a member, not the leader).
     const pidFile = join(mkdtempSync(join(tmpdir(), "omo-member-")), "pid")
-    const group = sleeper(`sleep 30 & echo $! > ${pidFile}; wait`, "feedface")
+    const group = await sleeper(`sleep 30 & echo $! > ${pidFile}; wait`, "feedface", 2)
     for (let i = 0; i < 100 && !existsSync(pidFile); i++) await Bun.sleep(10)
     await Bun.sleep(20)
     const member = { pid: Number(readFileSync(pidFile, "utf8")), tokenHash: group.tokenHash }
