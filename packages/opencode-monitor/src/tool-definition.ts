@@ -1,10 +1,12 @@
 import type { ToolContext, ToolResult } from "@opencode-ai/plugin"
-import { z } from "zod"
+import type { z } from "zod"
 
 /**
- * opencode's `tool()` from `@opencode-ai/plugin` is the identity function with `tool.schema = zod`;
+ * opencode's `tool()` from `@opencode-ai/plugin` is the identity function (with `tool.schema = zod`);
  * importing its value would make every install pull that package's runtime tree (≈ 65 MB), so the
- * plugin defines the same helper here and keeps only type imports from `@opencode-ai/plugin`.
+ * plugin defines the same helper here and keeps only type imports from `@opencode-ai/plugin`. The
+ * tools import what they use of zod themselves: a `tool.schema` holding zod's whole namespace would
+ * make the bundle build all of it (every locale, every namespace) as the plugin loads.
  */
 export function tool<Args extends z.ZodRawShape>(input: {
   description: string
@@ -13,4 +15,3 @@ export function tool<Args extends z.ZodRawShape>(input: {
 }) {
   return input
 }
-tool.schema = z

@@ -1,8 +1,8 @@
 import type { MonitorManager } from "../manager"
+import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor } from "./describe"
 
-const z = tool.schema
 
 const DESCRIPTION = "List this session's monitors: id, label, status, start time and line counters."
 

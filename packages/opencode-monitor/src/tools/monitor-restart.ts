@@ -3,11 +3,11 @@ import { formatStatus } from "../codec"
 import type { MonitorConfig } from "../config"
 import type { MonitorInfo, MonitorManager } from "../manager"
 import { authorizeCommand } from "../permission/authorize"
+import { z } from "zod"
 import { tool } from "../tool-definition"
 import { notFound } from "./describe"
 import { type StartToolDeps, startedText } from "./monitor-start"
 
-const z = tool.schema
 
 const DESCRIPTION =
   "Restart a monitor of this session, running or ended (a dev server after a config change, the tests once more): " +

@@ -1,8 +1,8 @@
 import type { MonitorManager } from "../manager"
+import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor, notFound } from "./describe"
 
-const z = tool.schema
 
 const DESCRIPTION =
   "Stop a monitor started in this session (SIGTERM to its process group, SIGKILL after the grace period). Returns its final status and counters; you are not woken again for it."
