@@ -18,7 +18,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
-import { isLive, processStartTime, readProcess } from "../src/process/process-table"
+import { isLive, processStartTime, processTable, readProcess } from "../src/process/process-table"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { proveLeader } from "../src/state/recovery-proof"
 import { writeStopRequest } from "../src/state/stop-requests"
@@ -26,6 +26,13 @@ import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
 import { startMonitor } from "./support/start"
 import { toolContext } from "./support/tool-context"
+
+/**
+ * A detached `sleep` that runs: read between fork and exec, a child still shows this test's name,
+ * environment and process group (the proof would then answer for the test, not for the sleep).
+ */
+const execedSleep = (pid: number) =>
+  processTable.commandName(pid) === "sleep" && readProcess(pid)?.sessionLeader === true
 
 const roots: string[] = []
 const groups: number[] = []
@@ -81,7 +88,7 @@ describe("a forged state record (repro recover-forge)", () => {
     // The victim: an unrelated process group (the user's editor, a database), its start time world-readable.
     const victim = spawn("sleep", ["60"], { stdio: "ignore", detached: true })
     groups.push(victim.pid as number)
-    expect(await waitFor(() => processStartTime(victim.pid as number) !== undefined, 2_000)).toBe(true)
+    expect(await waitFor(() => execedSleep(victim.pid as number), 2_000)).toBe(true)
     writeFileSync(
       join(dir, "server-999999999-1.json"),
       JSON.stringify(forgedRecord(project, victim.pid as number, "ses_someone_else")),
@@ -134,7 +141,7 @@ describe("a real record proves its real leader", () => {
       expect(proveLeader(entry)).toEqual({ kind: "proven" })
       const stranger = spawn("sleep", ["30"], { stdio: "ignore", detached: true })
       groups.push(stranger.pid as number)
-      expect(await waitFor(() => processStartTime(stranger.pid as number) !== undefined, 2_000)).toBe(true)
+      expect(await waitFor(() => execedSleep(stranger.pid as number), 2_000)).toBe(true)
       const forged = { ...entry, pid: stranger.pid as number, pidStartTime: processStartTime(stranger.pid as number) }
       expect(proveLeader(forged)).toEqual({ kind: "unverified", reason: "it carries no monitor token" })
     } finally {
