@@ -3,7 +3,6 @@ import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor } from "./describe"
 
-
 const DESCRIPTION = "List this session's monitors: id, label, status, start time and line counters."
 
 const args = {

@@ -3,7 +3,6 @@ import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor, notFound } from "./describe"
 
-
 const DESCRIPTION =
   "Read the lines a monitor still retains, including lines match_pattern filtered out or that were dropped from delivery. Not needed to wait for output: it arrives by itself."
 

@@ -8,7 +8,6 @@ import { tool } from "../tool-definition"
 import { notFound } from "./describe"
 import { type StartToolDeps, startedText } from "./monitor-start"
 
-
 const DESCRIPTION =
   "Restart a monitor of this session, running or ended (a dev server after a config change, the tests once more): " +
   "stops its process group and every process it started, waits until all are gone (so the port or lock they held is free), " +

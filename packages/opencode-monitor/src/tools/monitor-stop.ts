@@ -3,7 +3,6 @@ import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor, notFound } from "./describe"
 
-
 const DESCRIPTION =
   "Stop a monitor started in this session (SIGTERM to its process group, SIGKILL after the grace period). Returns its final status and counters; you are not woken again for it."
 
