@@ -195,6 +195,22 @@ export const MUTATIONS: Mutation[] = [
     tests: DELIVERY,
   },
   {
+    id: "gates-person-wrote-during-read",
+    what: "a person's message seen by chat.message after the gates' read does not hold the send back",
+    file: "src/delivery/injector.ts",
+    find: "if (!forced && this.personJustWrote(queue.sessionID)) {",
+    replace: "if (false) {",
+    tests: DELIVERY,
+  },
+  {
+    id: "gates-chat-message-not-told",
+    what: "the router does not tell the injector of a person's message",
+    file: "src/delivery/router.ts",
+    find: "      this.injector.onPersonMessage(sessionID)",
+    replace: "      // mutant: not told",
+    tests: ["budget-wiring.test.ts"],
+  },
+  {
     id: "gates-busy",
     what: "a busy session counts as idle",
     file: "src/delivery/gates.ts",

@@ -121,6 +121,21 @@ describe("the observation budget in the plugin", () => {
     expect(instance.budget.spent("ses_a")).toBe(Buffer.byteLength(wake))
   }, 30_000)
 
+  test("a person's message that chat.message sees while the gates read the session holds delivery back", async () => {
+    const { api, start, chat } = plugin()
+    let chatAt = 0
+    api.afterHistoryRead = () => {
+      api.afterHistoryRead = undefined
+      chatAt = Date.now()
+      void chat(false)
+    }
+    await start("echo one; sleep 30")
+    expect(await waitFor(() => api.sent.length > 0, 10_000)).toBe(true)
+    expect(chatAt).toBeGreaterThan(0)
+    // Nothing went into the turn the person started: not before user_message_window_ms (2 s) had passed.
+    expect((api.sent[0]?.at ?? 0) - chatAt).toBeGreaterThanOrEqual(defaultMonitorConfig().user_message_window_ms)
+  }, 30_000)
+
   test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {
     const { instance, start, chat, api } = plugin()
     await start("seq 1 200")

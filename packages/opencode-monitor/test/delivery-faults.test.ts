@@ -112,6 +112,8 @@ describe("identity from what the plugin sees", () => {
       } as never)
     await chat("plan", false)
     await chat("build", true) // an injected message, stamped by whoever sent it
+    // Past user_message_window_ms: the person's message no longer holds the exit notice back.
+    scheduler.advance(defaultMonitorConfig().user_message_window_ms)
     // The history is gone from view (compacted, or unreadable): the identity seen is what counts.
     api.historyFails = (read) => read > 1
     instance.injector.enqueue(terminalBatch(), { sessionID: S, wake: true }, "t")

@@ -153,6 +153,23 @@ describe("MonitorOutputInjector: gates", () => {
     expect(api.sent).toHaveLength(1)
   })
 
+  test("a person's message that arrives while the gates read the session holds output back (chat.message, not the stale read)", async () => {
+    const { api, injector, send, advance } = setup()
+    // opencode calls chat.message as it takes the person's prompt; the history read just taken misses it.
+    api.afterHistoryRead = (sessionID) => {
+      api.afterHistoryRead = undefined
+      injector.onPersonMessage(sessionID)
+      api.addMessage(sessionID, { role: "user", synthetic: false, text: "stop them" })
+    }
+    send(batch(1))
+    send(batch(2, { terminal: { kind: "exited", code: 0 } }))
+    await advance(1_000)
+    expect(api.sent).toHaveLength(0)
+    // After user_message_window_ms (2 s) both go, in order.
+    await advance(2_500)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-2"])
+  })
+
   test("an injected (synthetic) user message does not count as the user typing", async () => {
     const { api, send } = setup()
     api.addMessage(S, { role: "user", synthetic: true, text: "[OMO MONITOR OUTPUT] ..." })

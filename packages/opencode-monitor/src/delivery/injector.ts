@@ -71,6 +71,8 @@ export class MonitorOutputInjector {
   private readonly sent = new Set<string>()
   private readonly policy: DeliveryPolicy
   readonly identities: SessionIdentities
+  /** When a person last wrote in each session, as chat.message saw it. */
+  private readonly personWroteAt = new Map<string, number>()
   private disposed = false
   private readonly matchWakes: MatchWakePolicy | undefined
   private readonly log
@@ -162,6 +164,19 @@ export class MonitorOutputInjector {
   }
   // --- end match wake -----------------------------------------------------------------------
 
+  /**
+   * A person's message reached the session (the `chat.message` hook, before the history shows
+   * it): nothing is sent into it, wake or observation, for user_message_window_ms (SPEC §4).
+   */
+  onPersonMessage(sessionID: string): void {
+    this.personWroteAt.set(sessionID, this.deps.scheduler.now())
+  }
+
+  private personJustWrote(sessionID: string): boolean {
+    const at = this.personWroteAt.get(sessionID)
+    return at !== undefined && this.deps.scheduler.now() - at < this.options.userMessageWindowMs
+  }
+
   /** A `session.idle` of this session: re-check its own queue (never another session's). */
   onSessionIdle(sessionID: string): void {
     void this.queues.get(sessionID)?.pump()
@@ -182,6 +197,7 @@ export class MonitorOutputInjector {
 
   forgetSession(sessionID: string): void {
     this.matchWakes?.forgetSession(sessionID)
+    this.personWroteAt.delete(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
     this.identities.forget(sessionID)
     const queue = this.queues.get(sessionID)
@@ -255,6 +271,12 @@ export class MonitorOutputInjector {
       return this.retryLater(queue, next)
     }
     if (!this.stillQueued(queue, next)) return
+    // The history read above can miss a person's message by the length of the reads: sent into
+    // that turn, an observation becomes the message the turn answers. chat.message tells at once.
+    if (!forced && this.personJustWrote(queue.sessionID)) {
+      this.defer(queue, "user message within user_message_window_ms")
+      return queue.schedule(this.options.pendingRetryMs)
+    }
     const { outcome, kind } = await this.policy.send(next, identity)
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)

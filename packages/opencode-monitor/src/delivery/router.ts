@@ -132,11 +132,14 @@ export class DeliveryRouter {
 
   /**
    * A message of a session (the `chat.message` hook). A person's resets the session's observation
-   * budget, and its agent and model are kept for every wake. Injected (synthetic) prompts, ours
-   * included, do neither.
+   * budget and holds deliveries back for user_message_window_ms; its agent and model are kept for
+   * every wake. Injected (synthetic) prompts, ours included, do none of that.
    */
   onChatMessage(sessionID: string, parts: readonly { type: string; synthetic?: boolean }[], identity: Identity): void {
-    if (isRealUserTurn(parts)) this.budget.onUserTurn(sessionID)
+    if (isRealUserTurn(parts)) {
+      this.budget.onUserTurn(sessionID)
+      this.injector.onPersonMessage(sessionID)
+    }
     const texts = parts.filter((p) => p.type === "text")
     if (texts.length > 0 && texts.every((p) => p.synthetic === true)) return
     this.injector.identities.remember(sessionID, identity)

@@ -29,6 +29,8 @@ export class FakeSessionApi implements SessionApi {
   promptGate: Promise<void> | undefined
   /** Every prompt call, including the ones that failed. */
   promptCalls: { sessionID: string; at: number }[] = []
+  /** Runs once a history read has been taken: what happens in opencode while that read is on its way back. */
+  afterHistoryRead: ((sessionID: string) => void) | undefined
 
   constructor(private readonly now: () => number) {}
 
@@ -43,7 +45,9 @@ export class FakeSessionApi implements SessionApi {
     const fails = typeof this.historyFails === "function" ? this.historyFails(read) : this.historyFails
     if (fails) throw new Error("history unavailable")
     const all = this.history.get(sessionID) ?? []
-    return all.slice(Math.max(0, all.length - limit))
+    const recent = all.slice(Math.max(0, all.length - limit))
+    this.afterHistoryRead?.(sessionID)
+    return recent
   }
 
   async prompt(sessionID: string, request: PromptRequest) {
