@@ -303,7 +303,7 @@ export const MUTATIONS: Mutation[] = [
     id: "injector-no-hold",
     what: "no post-dispatch hold after a send",
     file: "src/delivery/injector.ts",
-    find: "    if (!forced) queue.holdUntil = scheduler.now() + this.options.postDispatchHoldMs",
+    find: "    if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.postDispatchHoldMs",
     replace: "",
     tests: DELIVERY,
   },

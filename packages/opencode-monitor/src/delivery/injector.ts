@@ -4,7 +4,7 @@ import { namedLogger } from "../log"
 import { coalesceWaiting } from "./coalesce"
 import type { ContextLedger } from "./context-ledger"
 import { DeliveryPolicy, envelopeText, errorText } from "./delivery-policy"
-import { evaluateGates } from "./gates"
+import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
 import {
@@ -235,8 +235,7 @@ export class MonitorOutputInjector {
   /** One decision for a session's queue: wait, check an unsure send, or send the next delivery. */
   private async step(queue: SessionQueue): Promise<void> {
     if (this.disposed || queue.deliveries.length === 0) return
-    const { scheduler } = this.deps
-    const now = scheduler.now()
+    const now = this.deps.scheduler.now()
     const forced = this.nextForced(queue, now)
     const next = forced ?? this.nextDue(queue, now)
     if (!next) return queue.schedule(this.untilNotBefore(queue, now))
@@ -262,7 +261,7 @@ export class MonitorOutputInjector {
       // leaves its place to the next delivery, which gets its own step.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
     }
-    let identity: Awaited<ReturnType<SessionIdentities["resolve"]>>
+    let identity: Identity
     try {
       identity = await this.identities.resolve(queue.sessionID, recent)
     } catch (error) {
@@ -277,12 +276,17 @@ export class MonitorOutputInjector {
       this.defer(queue, "user message within user_message_window_ms")
       return queue.schedule(this.options.pendingRetryMs)
     }
+    await this.dispatch(queue, next, identity, forced !== undefined)
+  }
+
+  /** Sends one delivery and settles it, or schedules its retry. */
+  private async dispatch(queue: SessionQueue, next: Delivery, identity: Identity, forced: boolean): Promise<void> {
     const { outcome, kind } = await this.policy.send(next, identity)
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {
       this.log.warn("monitor output send failed; will retry", {
-        ...logFields(next, !!forced),
+        ...logFields(next, forced),
         kind,
         error: next.lastError,
       })
@@ -294,7 +298,7 @@ export class MonitorOutputInjector {
       forced ? "forced monitor output into a busy session" : "sent monitor output",
       forced ? "max_active_defer_ms reached" : "session idle",
     )
-    if (!forced) queue.holdUntil = scheduler.now() + this.options.postDispatchHoldMs
+    if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.postDispatchHoldMs
     queue.schedule(this.options.postDispatchHoldMs)
   }
 
