@@ -211,6 +211,14 @@ export const MUTATIONS: Mutation[] = [
     tests: ["budget-wiring.test.ts"],
   },
   {
+    id: "restart-failure-unexplained",
+    what: "a restart whose new start fails does not say the old monitor was stopped",
+    file: "src/manager.ts",
+    find: "throw error instanceof MonitorError ? restartFailed(previous, wasRunning, error) : error",
+    replace: "throw error",
+    tests: ["long-lived.test.ts"],
+  },
+  {
     id: "gates-busy",
     what: "a busy session counts as idle",
     file: "src/delivery/gates.ts",
@@ -781,7 +789,7 @@ export const MUTATIONS: Mutation[] = [
     id: "longlived-restart-slot",
     what: "monitor_restart of a running monitor needs a free slot besides the one it frees",
     file: "src/manager.ts",
-    find: 'const id = this.reserve(sessionID, old.info.status.kind === "running")',
+    find: "const id = this.reserve(sessionID, wasRunning)",
     replace: "const id = this.reserve(sessionID)",
     tests: LONG_LIVED,
   },

@@ -1,4 +1,4 @@
-import type { StopReason } from "./codec"
+import { formatStatus, type StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
 import { MonitorError, type MonitorFields } from "./errors"
 import { type MonitorInfo, MonitorRun } from "./monitor-run"
@@ -106,11 +106,15 @@ export class MonitorManager {
   ): Promise<{ previous: MonitorInfo; started: MonitorInfo } | undefined> {
     const old = this.find(sessionID, monitorId)
     if (!old) return undefined
-    const id = this.reserve(sessionID, old.info.status.kind === "running")
+    const wasRunning = old.info.status.kind === "running"
+    const id = this.reserve(sessionID, wasRunning)
     try {
       const previous = (await this.stop(sessionID, monitorId, "agent")) ?? old.info
-      const started = await this.startReserved(id, old.request)
-      return { previous, started }
+      try {
+        return { previous, started: await this.startReserved(id, old.request) }
+      } catch (error) {
+        throw error instanceof MonitorError ? restartFailed(previous, wasRunning, error) : error
+      }
     } finally {
       this.reserved.delete(id)
     }
@@ -352,4 +356,15 @@ export class MonitorManager {
 
 function randomMonitorId(): string {
   return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
+}
+
+/** A restart whose new start failed: the agent learns that the old monitor no longer runs, and why. */
+function restartFailed(previous: MonitorInfo, wasRunning: boolean, error: MonitorError): MonitorError {
+  const old = `The old monitor ${previous.id} (${previous.label}) ${wasRunning ? "was stopped" : "had already ended"}`
+  return new MonitorError(
+    error.code,
+    `${old}, with status ${formatStatus(previous.status)}, but the new one did not start: ${error.message} ` +
+      "Nothing runs in its place; start it again with monitor_start once that is fixed.",
+    error.fields,
+  )
 }

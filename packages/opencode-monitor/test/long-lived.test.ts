@@ -186,6 +186,28 @@ describe("monitor_restart", () => {
     expect(instance.manager.list("ses_a", false)).toHaveLength(1)
   })
 
+  test("when the new spawn fails, the error says the old one was stopped and why the new one did not start", async () => {
+    const { run, instance } = plugin()
+    const dir = mkdtempSync(join(tmpdir(), "omo-restart-gone-"))
+    dirs.push(dir)
+    const ctx = toolContext("ses_a", { directory: dir })
+    const oldId = idOf(await run("monitor_start", { command: "sleep 60", label: "dev" }, ctx))
+    // The project folder went away under the running server (a branch switch, a clean checkout).
+    rmSync(dir, { recursive: true, force: true })
+    const failed: Error = await run("monitor_restart", { monitor_id: oldId }, ctx).then(
+      () => new Error("the restart succeeded"),
+      (error: Error) => error,
+    )
+    expect(failed.message).toContain(
+      `The old monitor ${oldId} (dev) was stopped, with status stopped, but the new one did not start: Cannot start the command (dev): cannot start sh in ${dir}`,
+    )
+    expect(failed.message).toEndWith("Nothing runs in its place; start it again with monitor_start once that is fixed.")
+    expect(instance.manager.get("ses_a", oldId)?.status.kind).toBe("stopped")
+    // Nothing runs and nothing holds the slot: a start in a folder that exists works at once.
+    expect(instance.manager.list("ses_a", false)).toEqual([])
+    expect(idOf(await run("monitor_start", { command: "sleep 60" }))).toMatch(/^mon_/)
+  })
+
   test("another session's monitor is not_found", async () => {
     const { run } = plugin()
     const oldId = idOf(await run("monitor_start", { command: "sleep 60" }))
