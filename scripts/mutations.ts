@@ -219,6 +219,14 @@ export const MUTATIONS: Mutation[] = [
     tests: ["long-lived.test.ts"],
   },
   {
+    id: "tui-file-spec-toast-early",
+    what: "the file: TUI warning toast goes out on a session's first event, before the TUI may listen",
+    file: "src/tui-route.ts",
+    find: "if (!shown && endsATurn(input.event)) {",
+    replace: 'if (!shown && input.event.type.startsWith("session.")) {',
+    tests: ["tui-route.test.ts"],
+  },
+  {
     id: "gates-busy",
     what: "a busy session counts as idle",
     file: "src/delivery/gates.ts",

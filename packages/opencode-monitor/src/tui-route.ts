@@ -54,9 +54,10 @@ type Say = {
 
 /**
  * At load: a warning in the server log when tui.json names the `file:` route, and the same text as a
- * toast once, on the first session event. A toast sent while the plugin loads can reach opencode
- * before the TUI listens (seen live when the TUI waits on its own installs); by a session's first
- * event it does. Returns `hooks` with that `event` wrapper, or `hooks` as they are.
+ * toast once, when a session's turn first ends. A toast sent while the plugin loads, or on a
+ * session's first event, can reach opencode before the TUI listens (seen live: the TUI waiting on
+ * its own installs, and `opencode --prompt` creating its session as it starts); by the end of a turn
+ * it listens. Returns `hooks` with that `event` wrapper, or `hooks` as they are.
  */
 export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; worktree?: string }, say: Say): Hooks {
   const files = filesWithFileTuiSpec(tuiConfigFiles(place.directory, place.worktree || place.directory))
@@ -68,11 +69,18 @@ export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; 
   return {
     ...hooks,
     async event(input) {
-      if (!shown && input.event.type.startsWith("session.")) {
+      if (!shown && endsATurn(input.event)) {
         shown = true
         say.toast("warning", "opencode-monitor TUI part not loaded", message)
       }
       await event?.(input)
     },
   }
+}
+
+/** A session went idle: its turn ended, and the TUI that shows it listens for toasts by then. */
+function endsATurn(event: { type: string; properties?: unknown }): boolean {
+  if (event.type === "session.idle") return true
+  const status = (event.properties as { status?: { type?: unknown } } | undefined)?.status
+  return event.type === "session.status" && status?.type === "idle"
 }

@@ -57,7 +57,7 @@ describe("a TUI part listed as opencode-monitor@file: in tui.json", () => {
     expect(filesWithFileTuiSpec(tuiConfigFiles(directory, worktree, env))).toEqual([project])
   })
 
-  test("the server log says it at load, the toast once on the first session event, and other events pass through", async () => {
+  test("the server log says it at load, the toast once when a turn first ends, and every event passes through", async () => {
     const { directory, worktree } = layout()
     const file = join(directory, "tui.json")
     writeFileSync(file, JSON.stringify({ plugin: ["opencode-monitor@file:/tmp/x.tgz"] }))
@@ -75,10 +75,14 @@ describe("a TUI part listed as opencode-monitor@file: in tui.json", () => {
     expect(said).toEqual([["log", "warn", message, { files: [file] }]])
     await hooks.event?.({ event: { type: "server.connected", properties: {} } as never })
     expect(said).toHaveLength(1)
+    // A session's first events can come before the TUI listens (`opencode --prompt`): not yet.
     await hooks.event?.({ event: { type: "session.created", properties: {} } as never })
+    await hooks.event?.({ event: { type: "session.status", properties: { status: { type: "busy" } } } as never })
+    expect(said).toHaveLength(1)
+    await hooks.event?.({ event: { type: "session.status", properties: { status: { type: "idle" } } } as never })
     await hooks.event?.({ event: { type: "session.idle", properties: {} } as never })
     expect(said.slice(1)).toEqual([["toast", "warning", "opencode-monitor TUI part not loaded", message]])
-    expect(seen).toEqual(["server.connected", "session.created", "session.idle"])
+    expect(seen).toEqual(["server.connected", "session.created", "session.status", "session.status", "session.idle"])
   })
 
   test("without such an entry the hooks are returned as they are and nothing is said", () => {
