@@ -222,7 +222,7 @@ export const MUTATIONS: Mutation[] = [
     id: "tui-file-spec-toast-early",
     what: "the file: TUI warning toast goes out on a session's first event, before the TUI may listen",
     file: "src/tui-route.ts",
-    find: "if (!shown && endsATurn(input.event)) {",
+    find: "if (!shown && sessionWentIdle(input.event)) {",
     replace: 'if (!shown && input.event.type.startsWith("session.")) {',
     tests: ["tui-route.test.ts"],
   },

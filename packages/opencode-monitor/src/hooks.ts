@@ -42,8 +42,7 @@ export function monitorHooks(parts: HookParts): Hooks {
     async event({ event }) {
       const sessionID = sessionOf(event)
       if (!sessionID) return
-      if (event.type === "session.idle") router.onSessionIdle(sessionID)
-      else if (event.type === "session.status" && statusType(event) === "idle") router.onSessionIdle(sessionID)
+      if (sessionWentIdle(event)) router.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         router.forgetSession(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
@@ -91,7 +90,9 @@ function sessionOf(event: { type: string; properties?: unknown }): string | unde
   return undefined
 }
 
-function statusType(event: { properties?: unknown }): string | undefined {
+/** A session's turn ended: `session.idle`, or `session.status` with status idle (releases send either). */
+export function sessionWentIdle(event: { type: string; properties?: unknown }): boolean {
+  if (event.type === "session.idle") return true
   const props = (event.properties ?? {}) as { status?: { type?: unknown } }
-  return typeof props.status?.type === "string" ? props.status.type : undefined
+  return event.type === "session.status" && props.status?.type === "idle"
 }

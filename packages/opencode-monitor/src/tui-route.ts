@@ -2,6 +2,7 @@ import type { Hooks } from "@opencode-ai/plugin"
 import { readFileSync, statSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, join, resolve } from "node:path"
+import { sessionWentIdle } from "./hooks"
 
 /**
  * opencode 1.18 installs a TUI plugin listed in tui.json as `opencode-monitor@file:<tgz>`, but the
@@ -69,18 +70,11 @@ export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; 
   return {
     ...hooks,
     async event(input) {
-      if (!shown && endsATurn(input.event)) {
+      if (!shown && sessionWentIdle(input.event)) {
         shown = true
         say.toast("warning", "opencode-monitor TUI part not loaded", message)
       }
       await event?.(input)
     },
   }
-}
-
-/** A session went idle: its turn ended, and the TUI that shows it listens for toasts by then. */
-function endsATurn(event: { type: string; properties?: unknown }): boolean {
-  if (event.type === "session.idle") return true
-  const status = (event.properties as { status?: { type?: unknown } } | undefined)?.status
-  return event.type === "session.status" && status?.type === "idle"
 }
