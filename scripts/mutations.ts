@@ -227,6 +227,14 @@ export const MUTATIONS: Mutation[] = [
     tests: ["tui-route.test.ts"],
   },
   {
+    id: "idle-status-ignored",
+    what: "session.status with status idle is not read as the end of a turn",
+    file: "src/hooks.ts",
+    find: 'return event.type === "session.status" && props.status?.type === "idle"',
+    replace: "return false",
+    tests: ["tui-route.test.ts"],
+  },
+  {
     id: "gates-busy",
     what: "a busy session counts as idle",
     file: "src/delivery/gates.ts",

@@ -79,7 +79,9 @@ describe("a TUI part listed as opencode-monitor@file: in tui.json", () => {
     await hooks.event?.({ event: { type: "session.created", properties: {} } as never })
     await hooks.event?.({ event: { type: "session.status", properties: { status: { type: "busy" } } } as never })
     expect(said).toHaveLength(1)
+    // Releases say a turn ended with session.status idle, or session.idle, or both: the first one counts.
     await hooks.event?.({ event: { type: "session.status", properties: { status: { type: "idle" } } } as never })
+    expect(said).toHaveLength(2)
     await hooks.event?.({ event: { type: "session.idle", properties: {} } as never })
     expect(said.slice(1)).toEqual([["toast", "warning", "opencode-monitor TUI part not loaded", message]])
     expect(seen).toEqual(["server.connected", "session.created", "session.status", "session.status", "session.idle"])
