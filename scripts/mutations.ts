@@ -235,6 +235,14 @@ export const MUTATIONS: Mutation[] = [
     tests: ["tui-route.test.ts"],
   },
   {
+    id: "gates-person-holds-forced-wake",
+    what: "a person's message holds back even a wake past max_active_defer_ms",
+    file: "src/delivery/injector.ts",
+    find: "if (!forced && this.personJustWrote(queue.sessionID)) {",
+    replace: "if (this.personJustWrote(queue.sessionID)) {",
+    tests: DELIVERY,
+  },
+  {
     id: "gates-busy",
     what: "a busy session counts as idle",
     file: "src/delivery/gates.ts",

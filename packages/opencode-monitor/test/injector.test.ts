@@ -170,6 +170,17 @@ describe("MonitorOutputInjector: gates", () => {
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-2"])
   })
 
+  test("a wake past max_active_defer_ms is not held back by a person's message: the ceiling stands", async () => {
+    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 60_000 })
+    api.busy[S] = "busy"
+    send(batch(1, { terminal: { kind: "exited", code: 1 } }))
+    await advance(59_500)
+    injector.onPersonMessage(S)
+    expect(api.sent).toHaveLength(0)
+    await advance(1_000)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
+  })
+
   test("an injected (synthetic) user message does not count as the user typing", async () => {
     const { api, send } = setup()
     api.addMessage(S, { role: "user", synthetic: true, text: "[OMO MONITOR OUTPUT] ..." })
