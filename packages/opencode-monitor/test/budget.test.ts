@@ -193,6 +193,32 @@ describe("ObservationBudget", () => {
     expect(printedAt).toBe(30_000)
   })
 
+  test("a flood held batch after batch: the error line sent after it is the oldest of the last 20 held, once it fits", () => {
+    // 12 000 lines in one instant (past the bucket after the first batches, and past the 8 192 held
+    // lines that wait to be looked at), an error line every 37th; then silence.
+    const { print, sent, scheduler } = setup({ sessionBytes: 10_000_000 })
+    const errors: string[] = []
+    for (let b = 0; b < 240; b++) {
+      const lines = Array.from({ length: 50 }, (_, i) => {
+        const n = b * 50 + i + 1
+        if (n % 37 !== 0) return `GET /api/items/${String(n).padStart(6, "0")} 200 OK in 3ms`
+        errors.push(`ERROR job ${n} failed`)
+        return errors[errors.length - 1] as string
+      })
+      print(lines)
+    }
+    const duringFlood = sent.length
+    scheduler.advance(60_000)
+    const after = sent.slice(duringFlood).filter((s) => s.batch.lines.some((l) => l.text.startsWith("ERROR")))
+    const lastTwenty = errors.slice(-20)
+    expect(after[0]?.batch.lines[0]?.text).toBe(lastTwenty[0] as string)
+    // One envelope's worth of refill (~8 s at 4 KB/min), not the summary 5 minutes on.
+    expect(after[0]?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(10_000)
+    // Then the rest of them, oldest first, as the bucket refills; nothing older.
+    const shown = after.flatMap((s) => s.batch.lines.map((l) => l.text))
+    expect(shown).toEqual(lastTwenty.slice(0, shown.length))
+  })
+
   test("each word of the fixed list makes a line error-looking, in any case", () => {
     for (const word of ["ERROR", "Failed", "panic:", "NullPointerException", "Traceback (most recent call last):"]) {
       const { chatter, print, texts } = setup({ sessionBytes: 10_000_000 })

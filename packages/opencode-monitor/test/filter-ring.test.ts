@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test"
 import { RE2JS } from "re2js"
 import { compileLineFilter, PatternError } from "../src/pipeline/filter"
 import { MonitorLine } from "../src/pipeline/line"
-import { MonitorRingBuffer } from "../src/pipeline/ring-buffer"
+import { LINE_MATCHED, LINE_STDERR, LINE_TRUNCATED, LINE_WAKE, MonitorRingBuffer } from "../src/pipeline/ring-buffer"
 
 const line = (seq: number, matched = true, text = `line ${seq}`) =>
   new MonitorLine(seq, seq % 2 ? "stdout" : "stderr", new TextEncoder().encode(text), false, matched)
@@ -70,12 +70,40 @@ describe("MonitorRingBuffer", () => {
     })
   })
 
-  test("push returns the evicted line, so eviction is O(1) with no shifting", async () => {
+  test("an unmatched line pushed out is left for the next batch to report; a matched one is not", async () => {
     const ring = new MonitorRingBuffer(2)
-    expect(ring.push(line(1))).toBeUndefined()
-    expect(ring.push(line(2))).toBeUndefined()
-    expect(ring.push(line(3))?.seq).toBe(1)
-    expect(ring.push(line(4))?.seq).toBe(2)
+    ring.push(line(1, false))
+    ring.push(line(2))
+    expect(ring.unreported).toEqual({ lines: 0, bytes: 0 })
+    ring.push(line(3))
+    ring.push(line(4))
+    expect(ring.query({ limit: 10 }).map((l) => l.seq)).toEqual([3, 4])
+    expect(ring.unreported).toEqual({ lines: 1, bytes: line(1).byteLength })
+  })
+
+  test("a line kept as bytes is made into a line once, when a query hands it out", async () => {
+    const ring = new MonitorRingBuffer(4)
+    const block = new TextEncoder().encode("first\nsecond\n")
+    ring.pushRange(block, 0, 5, 1, LINE_MATCHED)
+    ring.pushRange(block, 6, 12, 2, LINE_STDERR | LINE_TRUNCATED | LINE_WAKE)
+    const [first, second] = ring.query({ limit: 10 })
+    expect([first?.seq, first?.text, first?.stream, first?.matched, first?.truncated]).toEqual([
+      1,
+      "first",
+      "stdout",
+      true,
+      false,
+    ])
+    expect([second?.seq, second?.text, second?.stream, second?.matched, second?.truncated, second?.wake]).toEqual([
+      2,
+      "second",
+      "stderr",
+      false,
+      true,
+      true,
+    ])
+    expect(ring.query({ limit: 10 })[1]).toBe(second as MonitorLine)
+    expect(ring.counters).toMatchObject({ total: 2, matched: 1, unmatched: 1 })
   })
 
   test("queries by stream, since_sequence and a bounded limit", async () => {

@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
-import { colourEnd, compileLineFilter, type LineFilter, RawWordMatcher } from "../src/pipeline/filter"
+import { isErrorLooking } from "../src/delivery/budget"
+import { colourEnd, compileLineFilter, type LineFilter, RawCaselessWords, RawWordMatcher } from "../src/pipeline/filter"
 import { fallbackStripAnsi, hasBreakByte, MonitorLine } from "../src/pipeline/line"
 import { envelopeBytes, envelopeBytesBound } from "../src/pipeline/render"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
@@ -180,6 +181,47 @@ describe("line work only where a line is read (issue 28)", () => {
     }
     // Most lines are decided without decoding.
     expect(decided).toBeGreaterThan(1000)
+  })
+
+  test("the budget's error-looking check on raw bytes answers as the check on the text, in any case", () => {
+    const words = new RawCaselessWords(["error", "fail", "panic", "exception", "traceback"])
+    const onText = /error|fail|panic|exception|traceback/i
+    const random = prng(5)
+    // Words in every case, split by colour sequences and other bytes sanitizing takes out.
+    const cased = [
+      "ERROR",
+      "Error",
+      "eRrOr",
+      "FAIL",
+      "Failed",
+      "panic:",
+      "NullPointerException",
+      "TraceBack",
+      "err",
+      "Exc",
+    ]
+    let decided = 0
+    let errorLooking = 0
+    for (let i = 0; i < 4000; i++) {
+      const base = trickyStream(5000 + i, 1)
+      const word = enc.encode(cased[Math.floor(random() * cased.length)] as string)
+      const at = Math.floor(random() * base.length)
+      const block = Uint8Array.from([...base.subarray(0, at), ...word, ...base.subarray(at)])
+      const end = block.length - 1
+      const line = new MonitorLine(1, "stdout", block.subarray(0, end), false, true)
+      const expected = onText.test(line.text)
+      const answer = words.test(block, 0, end)
+      if (answer !== undefined) {
+        decided++
+        expect([JSON.stringify(line.text), answer]).toEqual([JSON.stringify(line.text), expected])
+      }
+      expect([JSON.stringify(line.text), isErrorLooking(line)]).toEqual([JSON.stringify(line.text), expected])
+      if (expected) errorLooking++
+    }
+    // Most lines are decided without decoding, both ways.
+    expect(decided).toBeGreaterThan(1000)
+    expect(errorLooking).toBeGreaterThan(500)
+    expect(4000 - errorLooking).toBeGreaterThan(500)
   })
 
   test("coloured lines are decided on their bytes without the colour sequences, as the text decides them", async () => {

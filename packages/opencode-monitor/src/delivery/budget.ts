@@ -8,6 +8,7 @@ import {
 } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
+import { RawCaselessWords } from "../pipeline/filter"
 import { ContextLedger } from "./context-ledger"
 import { formatMonitorBatch } from "./envelope"
 import type { Route } from "./session-source"
@@ -51,14 +52,23 @@ const STARTUP_LINES = 20
 const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PENDING_PRIORITY_MAX = 20
+/** Held lines waiting to be looked at for priority lines, at most (each pins its read block). */
+const UNSORTED_MAX = 8_192
 // Estimate of an envelope's fixed text (header, status, dropped and budget lines) and of one
 // line's `[stream seq=N] ` prefix, used to choose lines; what is charged is the real text's size.
 const ENVELOPE_OVERHEAD_BYTES = 480
 const LINE_PREFIX_BYTES = 24
 const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
+const ERROR_WORDS_IN_BYTES = new RawCaselessWords(ERROR_WORDS)
 
-/** True when the text contains one of ERROR_WORDS, in any case. */
-const isErrorLooking = (text: string): boolean => ERROR_LOOKING.test(text)
+/**
+ * True when the line's text contains one of ERROR_WORDS, in any case. Checked on every line of a
+ * flood past the budget: decided on the raw bytes where they answer as the text does, so most lines
+ * are never decoded.
+ */
+export const isErrorLooking = (line: MonitorLine): boolean =>
+  ERROR_WORDS_IN_BYTES.test(line.source, line.blockStart, line.blockStart + line.byteLength) ??
+  ERROR_LOOKING.test(line.text)
 
 /**
  * Wakes are never held back by the budget: the terminal batch, and a running batch routed to wake
@@ -83,7 +93,10 @@ type Stream = {
   lastEnvelopeAt: number
   held: { lines: number; bytes: number; firstSeq: number; dropped: DropCounts }
   lastHeld: { batch: OutputBatch; line: MonitorLine | undefined } | undefined
+  /** The last priority lines held (at most PENDING_PRIORITY_MAX), oldest first, up to `unsorted`. */
   pendingPriority: MonitorLine[]
+  /** Lines held after those, not yet looked at: see `heldPriority`. */
+  unsorted: MonitorLine[]
   /** Sent its one summary that did not fit the session's total: silent until a person writes. */
   summarizedPastBudget: boolean
   /** Where held-back observations go: never a wake route. */
@@ -147,13 +160,19 @@ export class ObservationBudget {
    */
   private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
-    const pending = stream.pendingPriority
+    // Nothing can be sent: the batch alone does not fit, and not one line would. Its lines are looked
+    // at only once room may come (a flood past its bucket is held batch after batch).
+    if (available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES && estimate(batch.lines) > available) {
+      this.hold(stream, batch, undefined)
+      return
+    }
+    const pending = this.heldPriority(stream)
     const candidates = pending.length > 0 ? [...pending, ...batch.lines] : batch.lines
     if (estimate(candidates) <= available) {
       this.send(stream, this.compose(stream, batch, candidates), { charge: true })
       return
     }
-    // Each new line is looked at once; held priority lines were found when they were held.
+    // Each new line is looked at once; held priority lines were found when they were looked at.
     const fresh = batch.lines.filter((line) => this.isPriority(stream, line))
     const priority = pending.length > 0 ? [...pending, ...fresh] : fresh
     const chosen = this.choose(priority, batch.lines[batch.lines.length - 1], available)
@@ -211,6 +230,7 @@ export class ObservationBudget {
         held: emptyHeld(),
         lastHeld: undefined,
         pendingPriority: [],
+        unsorted: [],
         summarizedPastBudget: false,
         route,
         label,
@@ -241,8 +261,7 @@ export class ObservationBudget {
   }
 
   private isPriority(stream: Stream, line: MonitorLine): boolean {
-    // Checked on every line of a flood past the budget: decoding the text comes last.
-    return line.seq <= STARTUP_LINES || (stream.hasPattern && line.matched) || isErrorLooking(line.text)
+    return line.seq <= STARTUP_LINES || (stream.hasPattern && line.matched) || isErrorLooking(line)
   }
 
   /**
@@ -251,7 +270,7 @@ export class ObservationBudget {
    */
   private choose(priority: MonitorLine[], latest: MonitorLine | undefined, available: number) {
     if (priority.length === 0 || available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES) return undefined
-    const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line.text) ? 1 : 2)
+    const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line) ? 1 : 2)
     const ordered = priority
       .map((line) => ({ line, rank: rank(line) }))
       .sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
@@ -309,18 +328,48 @@ export class ObservationBudget {
     stream.held = emptyHeld()
     stream.lastHeld = undefined
     stream.pendingPriority = []
+    stream.unsorted = []
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
     this.deps.forward(out, how.route ?? stream.route, stream.label, stream.wakeLimit)
   }
 
-  /** Holds a whole batch back; its priority lines wait (bounded) for room in a later envelope. */
-  private hold(stream: Stream, batch: OutputBatch, pendingPriority: MonitorLine[]): void {
+  /**
+   * Holds a whole batch back; its priority lines wait (bounded) for room in a later envelope. With
+   * `priority` (every priority line held so far, the batch's included) they are known; without, the
+   * batch's lines wait unsorted until `heldPriority` looks at them.
+   */
+  private hold(stream: Stream, batch: OutputBatch, priority: MonitorLine[] | undefined): void {
     for (const line of batch.lines) countHeld(stream.held, line)
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
     stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
-    stream.pendingPriority = pendingPriority.slice(-PENDING_PRIORITY_MAX)
+    if (priority) {
+      stream.pendingPriority = priority.slice(-PENDING_PRIORITY_MAX)
+      stream.unsorted = []
+    } else {
+      for (const line of batch.lines) stream.unsorted.push(line)
+      if (stream.unsorted.length > UNSORTED_MAX) this.heldPriority(stream)
+    }
     if (this.options.bytesPerMinute > 0) this.arm(stream)
+  }
+
+  /**
+   * The last PENDING_PRIORITY_MAX priority lines held, oldest first. Unsorted held lines are looked
+   * at newest first, only until that many are found: older ones could never be chosen.
+   */
+  private heldPriority(stream: Stream): MonitorLine[] {
+    const unsorted = stream.unsorted
+    if (unsorted.length === 0) return stream.pendingPriority
+    const found: MonitorLine[] = []
+    for (let i = unsorted.length - 1; i >= 0 && found.length < PENDING_PRIORITY_MAX; i--) {
+      const line = unsorted[i] as MonitorLine
+      if (this.isPriority(stream, line)) found.push(line)
+    }
+    found.reverse()
+    const older = PENDING_PRIORITY_MAX - found.length
+    stream.pendingPriority = older > 0 ? [...stream.pendingPriority.slice(-older), ...found] : found
+    stream.unsorted = []
+    return stream.pendingPriority
   }
 
   /**
@@ -328,34 +377,49 @@ export class ObservationBudget {
    * priority line (so an error printed just before a silence still arrives), and the summary being
    * due (never again once its summary past the session's total went). Never armed for a silent
    * stream: only holding a batch arms it.
+   *
+   * Held lines not looked at yet (a flood held batch after batch) could only bring that time down
+   * to when the bucket has room for the smallest envelope: until then they wait, and a timer for
+   * then looks at them and arms again, so a flood is looked at once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()
-    let at = stream.summarizedPastBudget
+    const summaryAt = stream.summarizedPastBudget
       ? Number.POSITIVE_INFINITY
       : stream.lastEnvelopeAt + this.options.summaryIntervalMs
-    const first = stream.pendingPriority[0]
-    if (first) {
-      const need = estimate([first])
-      if (need <= this.sessionLeft(stream.sessionID))
-        at = Math.min(at, now + ((need - stream.tokens) * 60_000) / this.options.bytesPerMinute)
-    }
+    const unsorted = stream.unsorted.length > 0
+    const first = unsorted ? undefined : stream.pendingPriority[0]
+    const lineAt = unsorted
+      ? this.roomAt(stream, ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES)
+      : first
+        ? this.roomAt(stream, estimate([first]))
+        : Number.POSITIVE_INFINITY
+    const look = lineAt < summaryAt && unsorted
+    let at = Math.min(summaryAt, lineAt)
     if (at === Number.POSITIVE_INFINITY) return
     at = Math.max(now + 1, Math.ceil(at))
     if (stream.timer && stream.timer.at <= at) return
     this.clearTimer(stream)
     const handle = this.deps.scheduler.setTimeout(() => {
       stream.timer = undefined
-      this.onTimer(stream)
+      if (!look) return this.onTimer(stream)
+      this.heldPriority(stream)
+      this.arm(stream)
     }, at - now)
     stream.timer = { handle, at }
+  }
+
+  /** When the bucket has room for `need` bytes (never, past what the session has left). */
+  private roomAt(stream: Stream, need: number): number {
+    if (need > this.sessionLeft(stream.sessionID)) return Number.POSITIVE_INFINITY
+    return this.deps.scheduler.now() + ((need - stream.tokens) * 60_000) / this.options.bytesPerMinute
   }
 
   private onTimer(stream: Stream): void {
     const last = stream.lastHeld
     if (!last || stream.held.lines === 0) return
     const available = this.room(stream)
-    const chosen = this.choose(stream.pendingPriority, last.line, available)
+    const chosen = this.choose(this.heldPriority(stream), last.line, available)
     // An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key.
     const held = { ...last.batch, lines: [], dropped: NO_DROPS }
     if (chosen) {

@@ -91,6 +91,7 @@ export class RawWordMatcher {
   private readonly needles: Buffer[]
   private readonly next: number[]
   private block: Buffer | undefined
+  private readonly inText = (text: Buffer) => this.needles.some((needle) => text.indexOf(needle) !== -1)
 
   private constructor(words: readonly string[]) {
     this.needles = words.map((word) => Buffer.from(word, "latin1"))
@@ -106,7 +107,7 @@ export class RawWordMatcher {
 
   /** The block the next lines are ranges of. */
   startBlock(block: Uint8Array): void {
-    this.block = Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength)
+    this.block = asBuffer(block)
     for (let i = 0; i < this.needles.length; i++) this.next[i] = this.block.indexOf(this.needles[i] as Buffer)
   }
 
@@ -122,44 +123,117 @@ export class RawWordMatcher {
       }
       if (at !== -1 && at < end) found = true
     }
-    let seen = 0
-    let colours = false
-    for (let i = start; i < end; i++) {
-      const b = block[i] as number
-      const kind = BYTE_CLASS[b] as number
-      if (kind === 0) continue
-      const sequence = b === 0x1b ? colourEnd(block, i, end) : -1
-      if (sequence !== -1) {
-        colours = true
-        i = sequence
-      } else {
-        seen |= kind === LEAD ? leadClass(block, i, end) : kind
-      }
-    }
-    // Colour sequences are all that sanitizing takes out: the words are looked for without them.
-    if (colours) return seen === 0 ? this.inUncoloured(start, end) : undefined
-    if (found) return (seen & HIDING) === 0 ? true : undefined
-    return (seen & REMOVABLE) === 0 ? false : undefined
+    return answerOnBytes(block, start, end, found, this.inText)
+  }
+}
+
+/**
+ * Whether a line's sanitized text holds one of `words` in any case, as a RegExp with the `i` flag
+ * and no `u` flag tests it: only ASCII letters fold, so the words (lowercase ASCII letters) are
+ * found in the raw bytes, each byte folded with `| 0x20`. Decided on the bytes like RawWordMatcher,
+ * any line on its own (no block to start).
+ */
+export class RawCaselessWords {
+  private readonly words: Uint8Array[]
+  /** Per pair of folded bytes, the words (bit i: word i) that start with it. */
+  private readonly starts = new Uint8Array(65_536)
+  private readonly inText = (text: Buffer) => this.find(text, 0, text.length)
+
+  constructor(words: readonly string[]) {
+    if (words.length > 8 || words.some((word) => !/^[a-z]{2,}$/.test(word)))
+      throw new Error("RawCaselessWords takes up to 8 lowercase ASCII words of 2 letters or more")
+    this.words = words.map((word) => Buffer.from(word, "latin1"))
+    this.words.forEach((word, i) => {
+      const pair = ((word[0] as number) << 8) | (word[1] as number)
+      this.starts[pair] = (this.starts[pair] as number) | (1 << i)
+    })
   }
 
-  /** Whether a word is in `[start, end)` once its colour sequences are taken out. */
-  private inUncoloured(start: number, end: number): boolean {
-    const block = this.block as Buffer
-    const kept = Buffer.allocUnsafe(end - start)
-    let length = 0
-    for (let i = start; i < end; i++) {
-      const sequence = block[i] === 0x1b ? colourEnd(block, i, end) : -1
-      if (sequence !== -1) i = sequence
-      else kept[length++] = block[i] as number
-    }
-    // Past `length` the copy holds leftover bytes: a word found there does not count, and then no
-    // word is before it (indexOf finds the first).
-    for (const needle of this.needles) {
-      const at = kept.indexOf(needle)
-      if (at !== -1 && at + needle.length <= length) return true
+  /** true / false when the bytes of `block[start, end)` decide; undefined when only the text can. */
+  test(block: Uint8Array, start: number, end: number): boolean | undefined {
+    return answerOnBytes(block, start, end, this.find(block, start, end), this.inText)
+  }
+
+  private find(bytes: Uint8Array, from: number, to: number): boolean {
+    const starts = this.starts
+    for (let i = from; i + 1 < to; i++) {
+      // `| 0x20` maps a byte to a given lowercase letter exactly when it is that letter in either case.
+      const candidates = starts[(((bytes[i] as number) | 0x20) << 8) | ((bytes[i + 1] as number) | 0x20)] as number
+      if (candidates !== 0 && wordAt(bytes, i, to, this.words, candidates)) return true
     }
     return false
   }
+}
+
+/** Whether one of `words` (bit i of `candidates`: word i, known to start with the bytes at `at`) is at `at`. */
+function wordAt(bytes: Uint8Array, at: number, to: number, words: Uint8Array[], candidates: number): boolean {
+  for (let w = 0; candidates !== 0; w++, candidates >>= 1) {
+    const word = words[w] as Uint8Array
+    if ((candidates & 1) === 0 || at + word.length > to) continue
+    let k = 2
+    while (k < word.length && ((bytes[at + k] as number) | 0x20) === word[k]) k++
+    if (k === word.length) return true
+  }
+  return false
+}
+
+const asBuffer = (block: Uint8Array): Buffer =>
+  Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength)
+
+/**
+ * The answer of a word filter on the sanitized text of `block[start, end)`, from its bytes: `found`
+ * says whether a word is in the raw bytes, `inText` looks for one in bytes that are the text
+ * (a coloured line with its colour sequences taken out). Undefined when only the text can tell.
+ */
+function answerOnBytes(
+  block: Uint8Array,
+  start: number,
+  end: number,
+  found: boolean,
+  inText: (text: Buffer) => boolean,
+): boolean | undefined {
+  // Most lines have no byte of a class at all: one branch-free pass says so, and `found` decides.
+  let any = 0
+  for (let i = start; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
+  if (any === 0) return found
+  let seen = 0
+  let colours = false
+  for (let i = start; i < end; i++) {
+    const b = block[i] as number
+    const kind = BYTE_CLASS[b] as number
+    if (kind === 0) continue
+    const sequence = b === 0x1b ? colourEnd(block, i, end) : -1
+    if (sequence !== -1) {
+      colours = true
+      i = sequence
+    } else {
+      seen |= kind === LEAD ? leadClass(block, i, end) : kind
+    }
+  }
+  // Colour sequences are all that sanitizing takes out: the words are looked for without them.
+  if (colours) return seen === 0 ? inText(uncoloured(asBuffer(block), start, end)) : undefined
+  if (found) return (seen & HIDING) === 0 ? true : undefined
+  return (seen & REMOVABLE) === 0 ? false : undefined
+}
+
+/** Reused for a coloured line without its colour sequences (one allocation, not one per line). */
+let scratch = Buffer.allocUnsafe(256)
+
+/** `[start, end)` with its colour sequences taken out, in a scratch buffer valid until the next call. */
+function uncoloured(block: Buffer, start: number, end: number): Buffer {
+  if (scratch.length < end - start) scratch = Buffer.allocUnsafe(end - start)
+  let length = 0
+  // The text between colour sequences is copied in pieces; an ESC that starts none stays.
+  let from = start
+  for (let at = block.indexOf(0x1b, start); at !== -1 && at < end; at = block.indexOf(0x1b, at + 1)) {
+    const sequence = colourEnd(block, at, end)
+    if (sequence === -1) continue
+    length += block.copy(scratch, length, from, at)
+    from = sequence + 1
+    at = sequence
+  }
+  length += block.copy(scratch, length, from, end)
+  return scratch.subarray(0, length)
 }
 
 // Final bytes of the CSI sequences taken as colour and cursor sequences on raw bytes: SGR (m),

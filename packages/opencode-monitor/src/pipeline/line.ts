@@ -75,6 +75,11 @@ export class MonitorLine {
     private breaks: 0 | 1 | 2 = 0,
   ) {}
 
+  /** The block this line points into (the ring keeps lines as ranges of it). */
+  get source(): Uint8Array {
+    return this.block
+  }
+
   get byteLength(): number {
     return this.end - this.start
   }
@@ -89,11 +94,6 @@ export class MonitorLine {
     return this.breaks === 2
   }
 
-  /** The block this line points into, for `moveTo` (pipeline compaction). */
-  isIn(block: Uint8Array): boolean {
-    return this.block === block
-  }
-
   get blockStart(): number {
     return this.start
   }
@@ -103,11 +103,6 @@ export class MonitorLine {
     this.block = copy
     this.start -= shift
     this.end -= shift
-  }
-
-  /** Frees the decoded text (an ended monitor keeps only bytes); it is decoded again on use. */
-  dropText(): void {
-    this.cachedText = undefined
   }
 
   /** Printable text: final state of `\r` redraws, no ANSI or control characters. */

@@ -7,7 +7,7 @@ import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
 import { LineSplitter } from "./line-splitter"
-import { MonitorRingBuffer } from "./ring-buffer"
+import { LINE_NO_BREAK, LINE_STDERR, LINE_TRUNCATED, MonitorRingBuffer } from "./ring-buffer"
 
 export type PipelineOptions = {
   monitorId: string
@@ -47,7 +47,7 @@ const SILENCE_LINES = 10
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
-  const drops = pendingDropCounts()
+  const drops = pendingDropCounts(ring)
   // The time of the chunk (or end of stream) whose lines are being split.
   let clock = 0
   const batcher = batcherOf(options, drops.take, () => clock)
@@ -57,15 +57,23 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   let finished = false
   const accept = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
     const inChunk = bytes === chunk.current
-    const line = new MonitorLine(++seq, stream, bytes, truncated, true, start, end, chunk.breaksOf(inChunk, start, end))
-    chunk.mark(line, inChunk, start, end)
-    drops.evicted(ring.push(line))
+    const breaks = chunk.breaksOf(inChunk, start, end)
+    const lineSeq = ++seq
+    // A line nothing matched stays bytes in the ring: it becomes an object only if someone reads it.
+    if (chunk.unmatched(inChunk, start, end)) {
+      const flags = (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0)
+      ring.pushRange(bytes, start, end, lineSeq, breaks === 1 ? flags | LINE_NO_BREAK : flags)
+      return
+    }
+    const line = new MonitorLine(lineSeq, stream, bytes, truncated, true, start, end, breaks)
+    chunk.complete(line)
+    ring.push(line)
     if (line.matched || line.wake) batcher.add(line)
     if (line.wake) wakeFlush.request()
   }
   const silence =
     options.silenceMs === undefined ? undefined : silenceWatch(options.silenceMs, options, ring, batcher, () => seq)
-  const splitters = lineSplitters(config.line_max_bytes, accept, (bytes) => drops.cut(ring, bytes))
+  const splitters = lineSplitters(config.line_max_bytes, accept, drops.cut)
 
   return {
     ring,
@@ -76,7 +84,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       chunk.start(bytes, seq + 1)
       splitters[stream].push(bytes)
       chunk.end()
-      releaseChunk(ring, bytes, chunk.firstSeq)
+      ring.releaseBlock(bytes, chunk.firstSeq)
     },
     endStream(stream) {
       if (finished) return
@@ -115,18 +123,32 @@ class ChunkFacts {
   private readonly wakeMatcher: RawWordMatcher | undefined
   private hasBreaks = false
   private readonly breaks = new BreakFinder()
+  /** The raw-bytes answers of the last `unmatched` (undefined: only the text can tell). */
+  private rawMatched: boolean | undefined
+  private rawWake: boolean | undefined
 
   constructor(private readonly options: Pick<PipelineOptions, "filter" | "wakeFilter" | "matchWakeLeft">) {
     this.matcher = RawWordMatcher.for(options.filter)
     this.wakeMatcher = RawWordMatcher.for(options.wakeFilter)
   }
 
-  /** match_pattern and wake_pattern on a line: on its raw bytes where they answer alike, else on its text. */
-  mark(line: MonitorLine, inChunk: boolean, start: number, end: number): void {
+  /**
+   * match_pattern and wake_pattern on a line's raw bytes: true when neither matches (the line stays
+   * bytes in the ring). Otherwise `complete` finishes the line with what the bytes could not tell.
+   */
+  unmatched(inChunk: boolean, start: number, end: number): boolean {
     const { filter, wakeFilter, matchWakeLeft } = this.options
-    if (filter) line.matched = (inChunk ? this.matcher?.test(start, end) : undefined) ?? filter(line.text)
-    if (wakeFilter && (matchWakeLeft?.() ?? true))
-      line.wake = (inChunk ? this.wakeMatcher?.test(start, end) : undefined) ?? wakeFilter(line.text)
+    const wakeAsked = wakeFilter !== undefined && (matchWakeLeft?.() ?? true)
+    this.rawMatched = !filter ? true : inChunk ? this.matcher?.test(start, end) : undefined
+    this.rawWake = !wakeAsked ? false : inChunk ? this.wakeMatcher?.test(start, end) : undefined
+    return this.rawMatched === false && this.rawWake === false
+  }
+
+  /** Sets the line's matched and wake flags: from the last `unmatched` answers, or else its text. */
+  complete(line: MonitorLine): void {
+    const { filter, wakeFilter } = this.options
+    line.matched = this.rawMatched ?? (filter as LineFilter)(line.text)
+    line.wake = this.rawWake ?? (wakeFilter as LineFilter)(line.text)
   }
 
   start(chunk: Uint8Array, firstSeq: number): void {
@@ -146,34 +168,6 @@ class ChunkFacts {
     if (!inChunk) return 0
     return this.hasBreaks && this.breaks.has(start, end) ? 2 : 1
   }
-}
-
-/**
- * The ring keeps lines of a chunk beyond it: when they are a small part of the memory the chunk
- * holds (a pooled read buffer, a flood of which the ring keeps the last lines), they move to a
- * copy of just their bytes, so the ring's memory stays what its lines hold.
- */
-function releaseChunk(ring: MonitorRingBuffer, chunk: Uint8Array, firstSeq: number): void {
-  let first: MonitorLine | undefined
-  let last: MonitorLine | undefined
-  ring.forEachNewest((line) => {
-    if (line.seq < firstSeq) return false
-    if (line.isIn(chunk)) {
-      last ??= line
-      first = line
-    }
-    return true
-  })
-  if (!first || !last) return
-  const from = first.blockStart
-  const to = last.blockStart + last.byteLength
-  if ((to - from) * 2 >= chunk.buffer.byteLength) return
-  const copy = chunk.slice(from, to)
-  ring.forEachNewest((line) => {
-    if (line.seq < firstSeq) return false
-    if (line.isIn(chunk)) line.moveTo(copy, from)
-    return true
-  })
 }
 
 /** Batches by the config's bounds and interval, each measured as the envelope will count it. */
@@ -218,31 +212,26 @@ function silenceWatch(
 }
 
 /**
- * Drops not yet reported in a batch: over-long line remainders and unmatched lines that left the
- * ring (matched lines leaving the ring were already handed to the batcher).
+ * Drops not yet reported in a batch: over-long line remainders, and unmatched lines that left the
+ * ring (the ring counts those; matched lines leaving it were already handed to the batcher).
  */
-function pendingDropCounts() {
-  const pending: DropCounts = { matched: 0, unmatched: 0, bytes: 0 }
+function pendingDropCounts(ring: MonitorRingBuffer) {
+  let cutBytes = 0
   const take = (): DropCounts => {
-    if (pending.matched === 0 && pending.unmatched === 0 && pending.bytes === 0) return NO_DROPS
-    const taken = { ...pending }
-    pending.matched = 0
-    pending.unmatched = 0
-    pending.bytes = 0
+    const evicted = ring.unreported
+    if (evicted.lines === 0 && evicted.bytes === 0 && cutBytes === 0) return NO_DROPS
+    const taken = { matched: 0, unmatched: evicted.lines, bytes: evicted.bytes + cutBytes }
+    evicted.lines = 0
+    evicted.bytes = 0
+    cutBytes = 0
     return taken
   }
-  /** An unmatched line left the ring before any batch carried it. */
-  const evicted = (line: MonitorLine | undefined) => {
-    if (!line || line.matched || line.wake) return
-    pending.unmatched++
-    pending.bytes += line.byteLength
-  }
   /** The remainder of an over-long line, counted where monitor_output and the next batch see it. */
-  const cut = (ring: MonitorRingBuffer, bytes: number) => {
+  const cut = (bytes: number) => {
     ring.countDroppedBytes(bytes)
-    pending.bytes += bytes
+    cutBytes += bytes
   }
-  return { pending, take, evicted, cut }
+  return { take, cut }
 }
 
 /**

@@ -1,4 +1,4 @@
-import type { MonitorLine } from "./line"
+import { MonitorLine, type MonitorStream } from "./line"
 
 export type RingCounters = {
   total: number
@@ -16,17 +16,37 @@ export type RingQuery = {
   limit: number
 }
 
+/** What the ring knows of a line it holds as bytes only (bits of one byte). */
+export const LINE_MATCHED = 1
+export const LINE_WAKE = 2
+export const LINE_TRUNCATED = 4
+export const LINE_STDERR = 8
+/** Known to have no byte that may break it into rows (else not known yet). */
+export const LINE_NO_BREAK = 16
+
 // A MonitorLine object and its byte array header, as measured with Bun (rounded up).
 const LINE_OVERHEAD_BYTES = 160
 
 /**
- * Retains the last `capacity` lines, matched and unmatched, in a fixed array: O(1) per push,
- * no shifting. Lines pushed out are counted, never lost silently.
+ * Retains the last `capacity` lines, matched and unmatched, in fixed arrays: O(1) per push, no
+ * shifting. A line is kept as its range of the block it was read in; its MonitorLine is made when
+ * a query hands it out (or when it came as one), so a line nobody reads never becomes an object.
+ * Lines pushed out are counted, never lost silently.
  */
 export class MonitorRingBuffer {
-  private readonly slots: (MonitorLine | undefined)[]
+  private readonly blocks: (Uint8Array | undefined)[]
+  private readonly starts: Int32Array
+  private readonly ends: Int32Array
+  private readonly seqs: Float64Array
+  private readonly flags: Uint8Array
+  private readonly made: (MonitorLine | undefined)[]
   private head = 0
   private size = 0
+  /**
+   * Lines that left the ring matched by nothing (no batch carried them), not yet reported in a
+   * batch's `dropped:`; whoever reports them sets both back to 0.
+   */
+  readonly unreported = { lines: 0, bytes: 0 }
   readonly counters: RingCounters = {
     total: 0,
     matched: 0,
@@ -38,28 +58,59 @@ export class MonitorRingBuffer {
   }
 
   constructor(readonly capacity: number) {
-    this.slots = new Array(capacity)
+    this.blocks = new Array(capacity)
+    this.made = new Array(capacity)
+    this.starts = new Int32Array(capacity)
+    this.ends = new Int32Array(capacity)
+    this.seqs = new Float64Array(capacity)
+    this.flags = new Uint8Array(capacity)
   }
 
-  push(line: MonitorLine): MonitorLine | undefined {
+  /** Keeps a line that is already an object (it was matched, delivered or decoded). */
+  push(line: MonitorLine): void {
+    const flags =
+      (line.matched ? LINE_MATCHED : 0) |
+      (line.wake ? LINE_WAKE : 0) |
+      (line.truncated ? LINE_TRUNCATED : 0) |
+      (line.stream === "stderr" ? LINE_STDERR : 0)
+    const slot = this.pushRange(line.source, line.blockStart, line.blockStart + line.byteLength, line.seq, flags)
+    this.made[slot] = line
+  }
+
+  /** Keeps `block[start, end)` as line `seq`; returns its slot. */
+  pushRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): number {
     const counters = this.counters
     counters.total++
-    if (line.matched) counters.matched++
+    if ((flags & LINE_MATCHED) !== 0) counters.matched++
     else counters.unmatched++
-    counters.lastSeq = line.seq
-    let index = this.head + this.size
-    if (index >= this.capacity) index -= this.capacity
-    const evicted = this.size === this.capacity ? this.slots[index] : undefined
-    this.slots[index] = line
-    if (evicted) {
+    counters.lastSeq = seq
+    let slot = this.head + this.size
+    if (slot >= this.capacity) slot -= this.capacity
+    if (this.size === this.capacity) {
+      this.evict(slot)
       this.head = this.head + 1 === this.capacity ? 0 : this.head + 1
-      if (evicted.matched) counters.droppedMatched++
-      else counters.droppedUnmatched++
-      counters.bytesDropped += evicted.byteLength
     } else {
       this.size++
     }
-    return evicted
+    this.blocks[slot] = block
+    this.starts[slot] = start
+    this.ends[slot] = end
+    this.seqs[slot] = seq
+    this.flags[slot] = flags
+    this.made[slot] = undefined
+    return slot
+  }
+
+  private evict(slot: number): void {
+    const flags = this.flags[slot] as number
+    const bytes = (this.ends[slot] as number) - (this.starts[slot] as number)
+    if ((flags & LINE_MATCHED) !== 0) this.counters.droppedMatched++
+    else this.counters.droppedUnmatched++
+    this.counters.bytesDropped += bytes
+    if ((flags & (LINE_MATCHED | LINE_WAKE)) === 0) {
+      this.unreported.lines++
+      this.unreported.bytes += bytes
+    }
   }
 
   /** Bytes that never made it into a line (over-long line remainders). */
@@ -68,23 +119,45 @@ export class MonitorRingBuffer {
   }
 
   /**
-   * Estimated memory of the retained lines (bytes plus a per-line object cost), after dropping
-   * their decoded text: an ended monitor keeps only raw bytes, decoded again when read.
+   * Estimated memory of the retained lines (bytes plus a per-line object cost), after letting go of
+   * their objects: an ended monitor keeps only raw bytes, made into lines again when read.
    */
   compact(): number {
     let total = 0
     for (let i = 0; i < this.size; i++) {
-      const line = this.slots[(this.head + i) % this.capacity] as MonitorLine
-      line.dropText()
-      total += line.byteLength + LINE_OVERHEAD_BYTES
+      const slot = this.slotAt(i)
+      this.made[slot] = undefined
+      total += (this.ends[slot] as number) - (this.starts[slot] as number) + LINE_OVERHEAD_BYTES
     }
     return total
   }
 
-  /** Visits the retained lines newest first while `visit` returns true. */
-  forEachNewest(visit: (line: MonitorLine) => boolean): void {
+  /**
+   * The lines kept from `block` (lines `firstSeq` on) move to a copy of just their bytes when they
+   * are a small part of the memory the block holds (a pooled read buffer, a flood of which the ring
+   * keeps the last lines), so the ring's memory stays what its lines hold.
+   */
+  releaseBlock(block: Uint8Array, firstSeq: number): void {
+    let from = -1
+    let to = -1
+    let oldest = -1
     for (let i = this.size - 1; i >= 0; i--) {
-      if (!visit(this.slots[(this.head + i) % this.capacity] as MonitorLine)) return
+      const slot = this.slotAt(i)
+      if ((this.seqs[slot] as number) < firstSeq) break
+      if (this.blocks[slot] !== block) continue
+      if (to === -1) to = this.ends[slot] as number
+      from = this.starts[slot] as number
+      oldest = i
+    }
+    if (oldest === -1 || (to - from) * 2 >= block.buffer.byteLength) return
+    const copy = block.slice(from, to)
+    for (let i = oldest; i < this.size; i++) {
+      const slot = this.slotAt(i)
+      if (this.blocks[slot] !== block) continue
+      this.blocks[slot] = copy
+      this.starts[slot] = (this.starts[slot] as number) - from
+      this.ends[slot] = (this.ends[slot] as number) - from
+      this.made[slot]?.moveTo(copy, from)
     }
   }
 
@@ -98,12 +171,39 @@ export class MonitorRingBuffer {
     const since = query.sinceSequence ?? 0
     const result: MonitorLine[] = []
     for (let i = 0; i < this.size && result.length < query.limit; i++) {
-      const line = this.slots[(this.head + i) % this.capacity] as MonitorLine
-      if (line.seq <= since) continue
-      if (wanted === "matched" && !line.matched) continue
-      if (wanted === "unmatched" && line.matched) continue
-      result.push(line)
+      const slot = this.slotAt(i)
+      if ((this.seqs[slot] as number) <= since) continue
+      const matched = ((this.flags[slot] as number) & LINE_MATCHED) !== 0
+      if (wanted === "matched" && !matched) continue
+      if (wanted === "unmatched" && matched) continue
+      result.push(this.lineAt(slot))
     }
     return result
+  }
+
+  private slotAt(index: number): number {
+    const slot = this.head + index
+    return slot >= this.capacity ? slot - this.capacity : slot
+  }
+
+  /** The slot's line, made from its bytes on first use. */
+  private lineAt(slot: number): MonitorLine {
+    const made = this.made[slot]
+    if (made) return made
+    const flags = this.flags[slot] as number
+    const stream: MonitorStream = (flags & LINE_STDERR) !== 0 ? "stderr" : "stdout"
+    const line = new MonitorLine(
+      this.seqs[slot] as number,
+      stream,
+      this.blocks[slot] as Uint8Array,
+      (flags & LINE_TRUNCATED) !== 0,
+      (flags & LINE_MATCHED) !== 0,
+      this.starts[slot] as number,
+      this.ends[slot] as number,
+      (flags & LINE_NO_BREAK) !== 0 ? 1 : 0,
+    )
+    line.wake = (flags & LINE_WAKE) !== 0
+    this.made[slot] = line
+    return line
   }
 }
