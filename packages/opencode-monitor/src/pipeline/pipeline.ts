@@ -7,7 +7,7 @@ import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
 import { LineSplitter } from "./line-splitter"
-import { LINE_NO_BREAK, LINE_STDERR, LINE_TRUNCATED, MonitorRingBuffer } from "./ring-buffer"
+import { LINE_STDERR, LINE_TRUNCATED, MonitorRingBuffer } from "./ring-buffer"
 
 export type PipelineOptions = {
   monitorId: string
@@ -57,15 +57,29 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   let finished = false
   const accept = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
     const inChunk = bytes === chunk.current
-    const breaks = chunk.breaksOf(inChunk, start, end)
     const lineSeq = ++seq
-    // A line nothing matched stays bytes in the ring: it becomes an object only if someone reads it.
+    // A line nothing matched stays bytes in the ring: it becomes an object only if someone reads it
+    // (and whether it may break into rows is found out then).
     if (chunk.unmatched(inChunk, start, end)) {
-      const flags = (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0)
-      ring.pushRange(bytes, start, end, lineSeq, breaks === 1 ? flags | LINE_NO_BREAK : flags)
+      ring.pushRange(
+        bytes,
+        start,
+        end,
+        lineSeq,
+        (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0),
+      )
       return
     }
-    const line = new MonitorLine(lineSeq, stream, bytes, truncated, true, start, end, breaks)
+    const line = new MonitorLine(
+      lineSeq,
+      stream,
+      bytes,
+      truncated,
+      true,
+      start,
+      end,
+      chunk.breaksOf(inChunk, start, end),
+    )
     chunk.complete(line)
     ring.push(line)
     if (line.matched || line.wake) batcher.add(line)
