@@ -134,8 +134,8 @@ export const MUTATIONS: Mutation[] = [
     id: "flood-colour-split-word",
     what: "a coloured line is decided on its raw bytes as they are: a word split by a colour sequence is missed",
     file: "src/pipeline/filter.ts",
-    find: "if (colours) return seen === 0 ? inText(uncoloured(asBuffer(block), start, end)) : undefined",
-    replace: "if (colours) return seen === 0 ? found : undefined",
+    find: "    return inText(scratch.subarray(0, copied))",
+    replace: "    return found",
     tests: PIPELINE,
   },
   {

@@ -197,44 +197,39 @@ function answerOnBytes(
   for (let i = start; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
   if (any === 0) return found
   let seen = 0
-  let colours = false
+  // Colour sequences are all that sanitizing takes out: the text between them is copied, in pieces,
+  // into a scratch buffer, and the words are looked for there.
+  let source: Buffer | undefined
+  let copied = 0
+  let from = start
   for (let i = start; i < end; i++) {
     const b = block[i] as number
     const kind = BYTE_CLASS[b] as number
     if (kind === 0) continue
     const sequence = b === 0x1b ? colourEnd(block, i, end) : -1
     if (sequence !== -1) {
-      colours = true
+      if (!source) {
+        source = asBuffer(block)
+        if (scratch.length < end - start) scratch = Buffer.allocUnsafe(end - start)
+      }
+      copied += source.copy(scratch, copied, from, i)
+      from = sequence + 1
       i = sequence
     } else {
       seen |= kind === LEAD ? leadClass(block, i, end) : kind
     }
   }
-  // Colour sequences are all that sanitizing takes out: the words are looked for without them.
-  if (colours) return seen === 0 ? inText(uncoloured(asBuffer(block), start, end)) : undefined
+  if (source) {
+    if (seen !== 0) return undefined
+    copied += source.copy(scratch, copied, from, end)
+    return inText(scratch.subarray(0, copied))
+  }
   if (found) return (seen & HIDING) === 0 ? true : undefined
   return (seen & REMOVABLE) === 0 ? false : undefined
 }
 
 /** Reused for a coloured line without its colour sequences (one allocation, not one per line). */
 let scratch = Buffer.allocUnsafe(256)
-
-/** `[start, end)` with its colour sequences taken out, in a scratch buffer valid until the next call. */
-function uncoloured(block: Buffer, start: number, end: number): Buffer {
-  if (scratch.length < end - start) scratch = Buffer.allocUnsafe(end - start)
-  let length = 0
-  // The text between colour sequences is copied in pieces; an ESC that starts none stays.
-  let from = start
-  for (let at = block.indexOf(0x1b, start); at !== -1 && at < end; at = block.indexOf(0x1b, at + 1)) {
-    const sequence = colourEnd(block, at, end)
-    if (sequence === -1) continue
-    length += block.copy(scratch, length, from, at)
-    from = sequence + 1
-    at = sequence
-  }
-  length += block.copy(scratch, length, from, end)
-  return scratch.subarray(0, length)
-}
 
 // Final bytes of the CSI sequences taken as colour and cursor sequences on raw bytes: SGR (m),
 // erase (J K), cursor moves (A–D, G, H, f). Both ANSI strippers of line.ts (the runtime's and the
