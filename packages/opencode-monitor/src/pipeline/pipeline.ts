@@ -53,40 +53,13 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const batcher = batcherOf(options, drops.take, () => clock)
   const wakeFlush = promptFlush(options.scheduler, batcher)
   const chunk = new ChunkFacts(options)
-  let seq = 0
+  const lines = { seq: 0 }
   let finished = false
-  const accept = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
-    const inChunk = bytes === chunk.current
-    const lineSeq = ++seq
-    // A line nothing matched stays bytes in the ring: it becomes an object only if someone reads it
-    // (and whether it may break into rows is found out then).
-    if (chunk.unmatched(inChunk, start, end)) {
-      ring.pushRange(
-        bytes,
-        start,
-        end,
-        lineSeq,
-        (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0),
-      )
-      return
-    }
-    const line = new MonitorLine(
-      lineSeq,
-      stream,
-      bytes,
-      truncated,
-      true,
-      start,
-      end,
-      chunk.breaksOf(inChunk, start, end),
-    )
-    chunk.complete(line)
-    ring.push(line)
-    if (line.matched || line.wake) batcher.add(line)
-    if (line.wake) wakeFlush.request()
-  }
+  const accept = lineAcceptor(ring, batcher, chunk, wakeFlush, lines)
   const silence =
-    options.silenceMs === undefined ? undefined : silenceWatch(options.silenceMs, options, ring, batcher, () => seq)
+    options.silenceMs === undefined
+      ? undefined
+      : silenceWatch(options.silenceMs, options, ring, batcher, () => lines.seq)
   const splitters = lineSplitters(config.line_max_bytes, accept, drops.cut)
 
   return {
@@ -95,7 +68,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       if (finished) return
       silence?.output()
       clock = options.scheduler.now()
-      chunk.start(bytes, seq + 1)
+      chunk.start(bytes, lines.seq + 1)
       splitters[stream].push(bytes)
       chunk.end()
       ring.releaseBlock(bytes, chunk.firstSeq)
@@ -122,6 +95,33 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       wakeFlush.cancel()
       batcher.close()
     },
+  }
+}
+
+/**
+ * Takes each line the splitters cut (numbered from `lines.seq`): the ring keeps it, and the batcher
+ * gets it when it matched. A line nothing matched stays bytes in the ring: it becomes an object only
+ * if someone reads it (and whether it may break into rows is found out then).
+ */
+function lineAcceptor(
+  ring: MonitorRingBuffer,
+  batcher: MonitorBatcher,
+  chunk: ChunkFacts,
+  wakeFlush: ReturnType<typeof promptFlush>,
+  lines: { seq: number },
+) {
+  return (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
+    const inChunk = bytes === chunk.current
+    const seq = ++lines.seq
+    if (chunk.unmatched(inChunk, start, end)) {
+      ring.pushRange(bytes, start, end, seq, (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0))
+      return
+    }
+    const line = new MonitorLine(seq, stream, bytes, truncated, true, start, end, chunk.breaksOf(inChunk, start, end))
+    chunk.complete(line)
+    ring.push(line)
+    if (line.matched || line.wake) batcher.add(line)
+    if (line.wake) wakeFlush.request()
   }
 }
 
