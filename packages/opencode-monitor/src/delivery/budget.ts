@@ -62,7 +62,7 @@ const ERROR_LOOKING = new RegExp(ERROR_WORDS.join("|"), "i")
 const ERROR_WORDS_IN_BYTES = new RawCaselessWords(ERROR_WORDS)
 
 /**
- * True when the line's text contains one of ERROR_WORDS, in any case. Checked on every line of a
+ * True when the line's text contains one of ERROR_WORDS, in any case. Checked on the held lines of a
  * flood past the budget: decided on the raw bytes where they answer as the text does, so most lines
  * are never decoded.
  */
