@@ -961,4 +961,12 @@ export const MUTATIONS: Mutation[] = [
     replace: "      ? Number.POSITIVE_INFINITY",
     tests: ["budget.test.ts"],
   },
+  {
+    id: "budget-held-looked-per-batch",
+    what: "a flood past the bucket is looked at for priority lines batch by batch as it is held",
+    file: "src/delivery/budget.ts",
+    find: "    if (available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES && estimate(batch.lines) > available) {",
+    replace: "    if (false) {",
+    tests: ["budget.test.ts"],
+  },
 ]

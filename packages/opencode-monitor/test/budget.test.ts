@@ -219,6 +219,43 @@ describe("ObservationBudget", () => {
     expect(shown).toEqual(lastTwenty.slice(0, shown.length))
   })
 
+  test("a flood held batch after batch is looked at once per refill, not line by line as it is held", () => {
+    // Lines the bytes cannot decide (a zero-width space may join letters): each look decodes one.
+    let looks = 0
+    class Counted extends MonitorLine {
+      override get text(): string {
+        looks++
+        return super.text
+      }
+    }
+    const { budget, scheduler, sent } = setup({ sessionBytes: 10_000_000 })
+    let seq = 0
+    const total = 240 * 50
+    for (let b = 1; b <= 240; b++) {
+      const lines = Array.from({ length: 50 }, () => {
+        const n = ++seq
+        const text = n % 37 === 0 ? `ERROR job ${n} failed` : `GET /api/items/${n} 200 OK\u200b`
+        return new Counted(n, "stdout", enc.encode(text), false, true)
+      })
+      const batch = { monitorId: "mon_a", batchSeq: b, lines, stillRunning: true, status: { kind: "running" as const } }
+      budget.admit(
+        { ...batch, dropped: NO_DROPS },
+        { sessionID: "ses_1", wake: false },
+        {
+          label: "dev-server",
+          hasPattern: false,
+          wakeLimit: 0,
+          matchWakeLeft: false,
+        },
+      )
+    }
+    scheduler.advance(60_000)
+    expect(sent.some((s) => s.batch.lines.some((l) => l.text.startsWith("ERROR")))).toBe(true)
+    // What was sent, and the newest held lines up to the 20 kept error lines (20 × 37), a few times:
+    // far from one look at each of the 12 000 lines.
+    expect(looks).toBeLessThan(total / 3)
+  })
+
   test("each word of the fixed list makes a line error-looking, in any case", () => {
     for (const word of ["ERROR", "Failed", "panic:", "NullPointerException", "Traceback (most recent call last):"]) {
       const { chatter, print, texts } = setup({ sessionBytes: 10_000_000 })
