@@ -7,7 +7,7 @@ import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
 import { LineSplitter } from "./line-splitter"
-import { LINE_STDERR, LINE_TRUNCATED, MonitorRingBuffer } from "./ring-buffer"
+import { lineFlags, MonitorRingBuffer } from "./ring-buffer"
 
 export type PipelineOptions = {
   monitorId: string
@@ -114,7 +114,7 @@ function lineAcceptor(
     const inChunk = bytes === chunk.current
     const seq = ++lines.seq
     if (chunk.unmatched(inChunk, start, end)) {
-      ring.pushRange(bytes, start, end, seq, (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0))
+      ring.pushRange(bytes, start, end, seq, lineFlags(stream, truncated))
       return
     }
     const line = new MonitorLine(seq, stream, bytes, truncated, true, start, end, chunk.breaksOf(inChunk, start, end))

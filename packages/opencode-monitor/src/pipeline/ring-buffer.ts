@@ -21,8 +21,10 @@ export const LINE_MATCHED = 1
 export const LINE_WAKE = 2
 export const LINE_TRUNCATED = 4
 export const LINE_STDERR = 8
-/** Known to have no byte that may break it into rows (else not known yet). */
-export const LINE_NO_BREAK = 16
+
+/** The flags of a line from its pipe and cut, before any pattern is asked. */
+export const lineFlags = (stream: MonitorStream, truncated: boolean): number =>
+  (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0)
 
 // A MonitorLine object and its byte array header, as measured with Bun (rounded up).
 const LINE_OVERHEAD_BYTES = 160
@@ -69,10 +71,7 @@ export class MonitorRingBuffer {
   /** Keeps a line that is already an object (it was matched, delivered or decoded). */
   push(line: MonitorLine): void {
     const flags =
-      (line.matched ? LINE_MATCHED : 0) |
-      (line.wake ? LINE_WAKE : 0) |
-      (line.truncated ? LINE_TRUNCATED : 0) |
-      (line.stream === "stderr" ? LINE_STDERR : 0)
+      lineFlags(line.stream, line.truncated) | (line.matched ? LINE_MATCHED : 0) | (line.wake ? LINE_WAKE : 0)
     const slot = this.pushRange(line.source, line.blockStart, line.blockStart + line.byteLength, line.seq, flags)
     this.made[slot] = line
   }
@@ -200,7 +199,6 @@ export class MonitorRingBuffer {
       (flags & LINE_MATCHED) !== 0,
       this.starts[slot] as number,
       this.ends[slot] as number,
-      (flags & LINE_NO_BREAK) !== 0 ? 1 : 0,
     )
     line.wake = (flags & LINE_WAKE) !== 0
     this.made[slot] = line
