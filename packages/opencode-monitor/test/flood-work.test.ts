@@ -256,6 +256,47 @@ describe("line work only where a line is read (issue 28)", () => {
     expect(decided).toBe(3000)
   })
 
+  test("a word that may start inside a colour sequence is looked for in the text, not taken from the bytes", async () => {
+    // Each word starts with a byte a colour sequence holds after its ESC (a digit, `;`, a final letter).
+    const filter = await compileLineFilter("1mode|;2x|mk", 512)
+    const matcher = RawWordMatcher.for(filter) as RawWordMatcher
+    const random = prng(31)
+    const colours = ["\x1b[31m", "\x1b[1;2m", "\x1b[m", "\x1b[2K", "\x1b[1;2H"]
+    const pieces = ["1mode", "ode", "1m", ";2x", "2x", "x", "mk", "k", "m", "ok "]
+    let matched = 0
+    for (let i = 0; i < 3000; i++) {
+      let text = ""
+      for (let k = 0; k < 5; k++)
+        text +=
+          random() < 0.5 ? colours[Math.floor(random() * colours.length)] : pieces[Math.floor(random() * pieces.length)]
+      const block = Buffer.from(`${text}\n`)
+      matcher.startBlock(block)
+      const clean = new MonitorLine(1, "stdout", block.subarray(0, block.length - 1), false, true).text
+      const expected = filter?.(clean)
+      if (expected) matched++
+      expect([text, matcher.test(0, block.length - 1)]).toEqual([text, expected])
+    }
+    expect(matched).toBeGreaterThan(300)
+    expect(3000 - matched).toBeGreaterThan(300)
+  })
+
+  test("the error words are found across colour sequences, and not inside one, in any case", () => {
+    const words = new RawCaselessWords(["error", "fail"])
+    const cases: [string, boolean][] = [
+      ["\x1b[2fail", false],
+      ["x \x1b[2fFAIL", true],
+      ["ER\x1b[0mRoR", true],
+      ["er\x1b[0m ror", false],
+      ["e\x1b[1mr\x1b[0mr\x1b[31mor", true],
+      ["\x1b[1;5Hfa\x1b[mIl", true],
+      ["\x1b[31mok\x1b[0m", false],
+    ]
+    for (const [text, expected] of cases) {
+      const block = Buffer.from(text)
+      expect([text, words.test(block, 0, block.length)]).toEqual([text, expected])
+    }
+  })
+
   test("a sequence taken as colour on raw bytes is removed whole by both ANSI strippers", () => {
     const random = prng(7)
     const finals = "mJKABCDGHf"

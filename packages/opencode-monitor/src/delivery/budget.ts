@@ -95,8 +95,9 @@ type Stream = {
   lastHeld: { batch: OutputBatch; line: MonitorLine | undefined } | undefined
   /** The last priority lines held (at most PENDING_PRIORITY_MAX), oldest first, up to `unsorted`. */
   pendingPriority: MonitorLine[]
-  /** Lines held after those, not yet looked at: see `heldPriority`. */
-  unsorted: MonitorLine[]
+  /** The lines of the batches held after those, not yet looked at (see `heldPriority`), and how many. */
+  unsorted: (readonly MonitorLine[])[]
+  unsortedLines: number
   /** Sent its one summary that did not fit the session's total: silent until a person writes. */
   summarizedPastBudget: boolean
   /** Where held-back observations go: never a wake route. */
@@ -231,6 +232,7 @@ export class ObservationBudget {
         lastHeld: undefined,
         pendingPriority: [],
         unsorted: [],
+        unsortedLines: 0,
         summarizedPastBudget: false,
         route,
         label,
@@ -329,6 +331,7 @@ export class ObservationBudget {
     stream.lastHeld = undefined
     stream.pendingPriority = []
     stream.unsorted = []
+    stream.unsortedLines = 0
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
     this.deps.forward(out, how.route ?? stream.route, stream.label, stream.wakeLimit)
@@ -340,15 +343,17 @@ export class ObservationBudget {
    * batch's lines wait unsorted until `heldPriority` looks at them.
    */
   private hold(stream: Stream, batch: OutputBatch, priority: MonitorLine[] | undefined): void {
-    for (const line of batch.lines) countHeld(stream.held, line)
+    countHeldLines(stream.held, batch.lines)
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
     stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
     if (priority) {
       stream.pendingPriority = priority.slice(-PENDING_PRIORITY_MAX)
       stream.unsorted = []
+      stream.unsortedLines = 0
     } else {
-      for (const line of batch.lines) stream.unsorted.push(line)
-      if (stream.unsorted.length > UNSORTED_MAX) this.heldPriority(stream)
+      stream.unsorted.push(batch.lines)
+      stream.unsortedLines += batch.lines.length
+      if (stream.unsortedLines > UNSORTED_MAX) this.heldPriority(stream)
     }
     if (this.options.bytesPerMinute > 0) this.arm(stream)
   }
@@ -361,14 +366,18 @@ export class ObservationBudget {
     const unsorted = stream.unsorted
     if (unsorted.length === 0) return stream.pendingPriority
     const found: MonitorLine[] = []
-    for (let i = unsorted.length - 1; i >= 0 && found.length < PENDING_PRIORITY_MAX; i--) {
-      const line = unsorted[i] as MonitorLine
-      if (this.isPriority(stream, line)) found.push(line)
+    for (let b = unsorted.length - 1; b >= 0 && found.length < PENDING_PRIORITY_MAX; b--) {
+      const lines = unsorted[b] as readonly MonitorLine[]
+      for (let i = lines.length - 1; i >= 0 && found.length < PENDING_PRIORITY_MAX; i--) {
+        const line = lines[i] as MonitorLine
+        if (this.isPriority(stream, line)) found.push(line)
+      }
     }
     found.reverse()
     const older = PENDING_PRIORITY_MAX - found.length
     stream.pendingPriority = older > 0 ? [...stream.pendingPriority.slice(-older), ...found] : found
     stream.unsorted = []
+    stream.unsortedLines = 0
     return stream.pendingPriority
   }
 
@@ -452,6 +461,20 @@ function estimate(lines: readonly MonitorLine[]): number {
   let bytes = ENVELOPE_OVERHEAD_BYTES
   for (const line of lines) bytes += line.byteLength + LINE_PREFIX_BYTES
   return bytes
+}
+
+/** countHeld for each of `lines`, summed first. */
+function countHeldLines(held: Stream["held"], lines: readonly MonitorLine[]): void {
+  if (lines.length === 0) return
+  let bytes = 0
+  let firstSeq = (lines[0] as MonitorLine).seq
+  for (const line of lines) {
+    bytes += line.byteLength
+    if (line.seq < firstSeq) firstSeq = line.seq
+  }
+  if (held.lines === 0 || firstSeq < held.firstSeq) held.firstSeq = firstSeq
+  held.lines += lines.length
+  held.bytes += bytes
 }
 
 function countHeld(held: Stream["held"], line: MonitorLine): void {

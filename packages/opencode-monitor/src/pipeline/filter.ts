@@ -90,12 +90,13 @@ function leadClass(bytes: Uint8Array, at: number, end: number): number {
 export class RawWordMatcher {
   private readonly needles: Buffer[]
   private readonly next: number[]
+  private readonly words: WordSet
   private block: Buffer | undefined
-  private readonly inText = (text: Buffer) => this.needles.some((needle) => text.indexOf(needle) !== -1)
 
   private constructor(words: readonly string[]) {
     this.needles = words.map((word) => Buffer.from(word, "latin1"))
     this.next = words.map(() => -1)
+    this.words = wordSet(this.needles, 0, (text) => this.needles.some((needle) => text.indexOf(needle) !== -1))
   }
 
   /** A matcher for `filter`, or undefined when its answer needs the decoded text. */
@@ -123,7 +124,7 @@ export class RawWordMatcher {
       }
       if (at !== -1 && at < end) found = true
     }
-    return answerOnBytes(block, start, end, found, this.inText)
+    return answerOnBytes(block, start, end, found, this.words)
   }
 }
 
@@ -137,7 +138,7 @@ export class RawCaselessWords {
   private readonly words: Uint8Array[]
   /** Per pair of folded bytes, the words (bit i: word i) that start with it. */
   private readonly starts = new Uint8Array(65_536)
-  private readonly inText = (text: Buffer) => this.find(text, 0, text.length)
+  private readonly set: WordSet
 
   constructor(words: readonly string[]) {
     if (words.length > 8 || words.some((word) => !/^[a-z]{2,}$/.test(word)))
@@ -147,11 +148,12 @@ export class RawCaselessWords {
       const pair = ((word[0] as number) << 8) | (word[1] as number)
       this.starts[pair] = (this.starts[pair] as number) | (1 << i)
     })
+    this.set = wordSet(this.words, 0x20, (text) => this.find(text, 0, text.length))
   }
 
   /** true / false when the bytes of `block[start, end)` decide; undefined when only the text can. */
   test(block: Uint8Array, start: number, end: number): boolean | undefined {
-    return answerOnBytes(block, start, end, this.find(block, start, end), this.inText)
+    return answerOnBytes(block, start, end, this.find(block, start, end), this.set)
   }
 
   private find(bytes: Uint8Array, from: number, to: number): boolean {
@@ -177,55 +179,107 @@ function wordAt(bytes: Uint8Array, at: number, to: number, words: Uint8Array[], 
   return false
 }
 
+/** The words of a raw-bytes check, as `answerOnBytes` needs them for a coloured line. */
+type WordSet = {
+  /** A text byte matches a word's byte when `byte | fold` equals it. */
+  readonly fold: number
+  /** Bit `(x << 8) | y` is set when some word holds the (folded) bytes x, y side by side. */
+  readonly pairs: Uint32Array
+  /** Some word starts with a byte a colour sequence holds after its ESC: it may be found in one. */
+  readonly mayStartInSequence: boolean
+  /** Whether a word is anywhere in `text`. */
+  inText(text: Buffer): boolean
+}
+
+const IN_SEQUENCE = [..."[0123456789;mJKABCDGHf"].map((c) => c.charCodeAt(0))
+
+function wordSet(words: readonly Uint8Array[], fold: number, inText: (text: Buffer) => boolean): WordSet {
+  const pairs = new Uint32Array(65_536 / 32)
+  for (const word of words) {
+    for (let k = 1; k < word.length; k++) {
+      const pair = ((word[k - 1] as number) << 8) | (word[k] as number)
+      pairs[pair >> 5] = (pairs[pair >> 5] as number) | (1 << (pair & 31))
+    }
+  }
+  return {
+    fold,
+    pairs,
+    mayStartInSequence: words.some((word) => IN_SEQUENCE.some((b) => (b | fold) === word[0])),
+    inText,
+  }
+}
+
 const asBuffer = (block: Uint8Array): Buffer =>
   Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength)
 
 /**
  * The answer of a word filter on the sanitized text of `block[start, end)`, from its bytes: `found`
- * says whether a word is in the raw bytes, `inText` looks for one in bytes that are the text
- * (a coloured line with its colour sequences taken out). Undefined when only the text can tell.
+ * says whether a word is in the raw bytes. Undefined when only the text can tell.
  */
 function answerOnBytes(
   block: Uint8Array,
   start: number,
   end: number,
   found: boolean,
-  inText: (text: Buffer) => boolean,
+  words: WordSet,
 ): boolean | undefined {
   // Most lines have no byte of a class at all: one branch-free pass says so, and `found` decides.
   let any = 0
   for (let i = start; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
   if (any === 0) return found
+  // Colour sequences are all that sanitizing takes out of a coloured line. A word of its text that
+  // is not in its bytes spans a place where a sequence was: the text bytes on either side of it
+  // are then side by side in the word.
+  const { fold, pairs } = words
   let seen = 0
-  // Colour sequences are all that sanitizing takes out: the text between them is copied, in pieces,
-  // into a scratch buffer, and the words are looked for there.
-  let source: Buffer | undefined
-  let copied = 0
-  let from = start
+  let coloured = false
+  let joins = false
+  let last = -1
+  let before = -1
   for (let i = start; i < end; i++) {
     const b = block[i] as number
     const kind = BYTE_CLASS[b] as number
-    if (kind === 0) continue
+    if (kind === 0) {
+      if (before !== -1) {
+        const pair = ((before | fold) << 8) | (b | fold)
+        if ((((pairs[pair >> 5] as number) >>> (pair & 31)) & 1) !== 0) joins = true
+        before = -1
+      }
+      last = b
+      continue
+    }
     const sequence = b === 0x1b ? colourEnd(block, i, end) : -1
     if (sequence !== -1) {
-      if (!source) {
-        source = asBuffer(block)
-        if (scratch.length < end - start) scratch = Buffer.allocUnsafe(end - start)
-      }
-      copied += source.copy(scratch, copied, from, i)
-      from = sequence + 1
+      coloured = true
+      if (before === -1) before = last
       i = sequence
-    } else {
-      seen |= kind === LEAD ? leadClass(block, i, end) : kind
+      continue
     }
+    seen |= kind === LEAD ? leadClass(block, i, end) : kind
+    last = b
+    before = -1
   }
-  if (source) {
-    if (seen !== 0) return undefined
-    copied += source.copy(scratch, copied, from, end)
-    return inText(scratch.subarray(0, copied))
+  if (!coloured) {
+    if (found) return (seen & HIDING) === 0 ? true : undefined
+    return (seen & REMOVABLE) === 0 ? false : undefined
   }
-  if (found) return (seen & HIDING) === 0 ? true : undefined
-  return (seen & REMOVABLE) === 0 ? false : undefined
+  if (seen !== 0) return undefined
+  // A word in the bytes that cannot start inside a sequence is in the text as it was.
+  if (found ? !words.mayStartInSequence : !joins) return found
+  return words.inText(withoutColour(block, start, end))
+}
+
+/** The bytes of a coloured line without its colour sequences (in a buffer reused from line to line). */
+function withoutColour(block: Uint8Array, start: number, end: number): Buffer {
+  if (scratch.length < end - start) scratch = Buffer.allocUnsafe(end - start)
+  const text = scratch
+  let copied = 0
+  for (let i = start; i < end; i++) {
+    const sequence = block[i] === 0x1b ? colourEnd(block, i, end) : -1
+    if (sequence !== -1) i = sequence
+    else text[copied++] = block[i] as number
+  }
+  return text.subarray(0, copied)
 }
 
 /** Reused for a coloured line without its colour sequences (one allocation, not one per line). */
