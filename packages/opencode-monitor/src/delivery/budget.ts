@@ -296,7 +296,8 @@ export class ObservationBudget {
     const held = { ...stream.held }
     const fresh = new Set(batch.lines)
     const visible = new Set(shown)
-    for (const line of batch.lines) if (!visible.has(line)) countHeld(held, line)
+    const notShown = batch.lines.filter((line) => !visible.has(line))
+    countHeld(held, notShown)
     for (const line of shown) if (!fresh.has(line)) uncountHeld(held, line)
     // A summary always says so: its line is cut by the envelope even when it is the only one held.
     const budget: BudgetNote | undefined =
@@ -343,7 +344,7 @@ export class ObservationBudget {
    * batch's lines wait unsorted until `heldPriority` looks at them.
    */
   private hold(stream: Stream, batch: OutputBatch, priority: MonitorLine[] | undefined): void {
-    countHeldLines(stream.held, batch.lines)
+    countHeld(stream.held, batch.lines)
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
     stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
     if (priority) {
@@ -463,8 +464,8 @@ function estimate(lines: readonly MonitorLine[]): number {
   return bytes
 }
 
-/** countHeld for each of `lines`, summed first. */
-function countHeldLines(held: Stream["held"], lines: readonly MonitorLine[]): void {
+/** Counts `lines` as held back: how many, their bytes, and the first seq held. */
+function countHeld(held: Stream["held"], lines: readonly MonitorLine[]): void {
   if (lines.length === 0) return
   let bytes = 0
   let firstSeq = (lines[0] as MonitorLine).seq
@@ -475,12 +476,6 @@ function countHeldLines(held: Stream["held"], lines: readonly MonitorLine[]): vo
   if (held.lines === 0 || firstSeq < held.firstSeq) held.firstSeq = firstSeq
   held.lines += lines.length
   held.bytes += bytes
-}
-
-function countHeld(held: Stream["held"], line: MonitorLine): void {
-  if (held.lines === 0 || line.seq < held.firstSeq) held.firstSeq = line.seq
-  held.lines++
-  held.bytes += line.byteLength
 }
 
 function uncountHeld(held: Stream["held"], line: MonitorLine): void {
