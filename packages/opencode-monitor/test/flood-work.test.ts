@@ -241,14 +241,8 @@ describe("line work only where a line is read (issue 28)", () => {
     const words = ["er", "ror", "error", "wa", "rn", "warn", "ok ", "→", " 日本 "]
     let decided = 0
     for (let i = 0; i < 3000; i++) {
-      let text = ""
-      for (let k = 0; k < 6; k++)
-        text +=
-          random() < 0.5 ? colours[Math.floor(random() * colours.length)] : words[Math.floor(random() * words.length)]
-      const block = Buffer.from(`${text}\n`)
-      matcher.startBlock(block)
-      const answer = matcher.test(0, block.length - 1)
-      const clean = new MonitorLine(1, "stdout", block.subarray(0, block.length - 1), false, true).text
+      const text = colouredLine(random, colours, words, 6)
+      const { answer, clean } = askRawAndText(matcher, text)
       if (answer !== undefined) decided++
       expect([text, answer ?? filter?.(clean)]).toEqual([text, filter?.(clean)])
     }
@@ -265,16 +259,11 @@ describe("line work only where a line is read (issue 28)", () => {
     const pieces = ["1mode", "ode", "1m", ";2x", "2x", "x", "mk", "k", "m", "ok "]
     let matched = 0
     for (let i = 0; i < 3000; i++) {
-      let text = ""
-      for (let k = 0; k < 5; k++)
-        text +=
-          random() < 0.5 ? colours[Math.floor(random() * colours.length)] : pieces[Math.floor(random() * pieces.length)]
-      const block = Buffer.from(`${text}\n`)
-      matcher.startBlock(block)
-      const clean = new MonitorLine(1, "stdout", block.subarray(0, block.length - 1), false, true).text
+      const text = colouredLine(random, colours, pieces, 5)
+      const { answer, clean } = askRawAndText(matcher, text)
       const expected = filter?.(clean)
       if (expected) matched++
-      expect([text, matcher.test(0, block.length - 1)]).toEqual([text, expected])
+      expect([text, answer]).toEqual([text, expected])
     }
     expect(matched).toBeGreaterThan(300)
     expect(3000 - matched).toBeGreaterThan(300)
@@ -373,3 +362,22 @@ describe("line work only where a line is read (issue 28)", () => {
     for (const line of kept) expect(line.bytes.buffer.byteLength).toBeLessThan(64)
   })
 })
+
+/** `count` pieces, each a colour sequence or a piece of text (even odds), as one line. */
+function colouredLine(random: () => number, colours: readonly string[], pieces: readonly string[], count: number) {
+  let text = ""
+  for (let k = 0; k < count; k++) {
+    const from = random() < 0.5 ? colours : pieces
+    text += from[Math.floor(random() * from.length)]
+  }
+  return text
+}
+
+/** The matcher's raw-bytes answer for `text` as a line of its own, and the line's sanitized text. */
+function askRawAndText(matcher: RawWordMatcher, text: string) {
+  const block = Buffer.from(`${text}\n`)
+  matcher.startBlock(block)
+  const answer = matcher.test(0, block.length - 1)
+  const clean = new MonitorLine(1, "stdout", block.subarray(0, block.length - 1), false, true).text
+  return { answer, clean }
+}

@@ -331,8 +331,7 @@ export class ObservationBudget {
     stream.held = emptyHeld()
     stream.lastHeld = undefined
     stream.pendingPriority = []
-    stream.unsorted = []
-    stream.unsortedLines = 0
+    clearUnsorted(stream)
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
     this.deps.forward(out, how.route ?? stream.route, stream.label, stream.wakeLimit)
@@ -349,8 +348,7 @@ export class ObservationBudget {
     stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
     if (priority) {
       stream.pendingPriority = priority.slice(-PENDING_PRIORITY_MAX)
-      stream.unsorted = []
-      stream.unsortedLines = 0
+      clearUnsorted(stream)
     } else {
       stream.unsorted.push(batch.lines)
       stream.unsortedLines += batch.lines.length
@@ -377,8 +375,7 @@ export class ObservationBudget {
     found.reverse()
     const older = PENDING_PRIORITY_MAX - found.length
     stream.pendingPriority = older > 0 ? [...stream.pendingPriority.slice(-older), ...found] : found
-    stream.unsorted = []
-    stream.unsortedLines = 0
+    clearUnsorted(stream)
     return stream.pendingPriority
   }
 
@@ -456,6 +453,12 @@ export class ObservationBudget {
     this.clearTimer(stream)
     this.streams.delete(stream.key)
   }
+}
+
+/** Forgets the held batches not looked at yet (they were looked at, sent, or their priority lines are known). */
+function clearUnsorted(stream: Stream): void {
+  stream.unsorted = []
+  stream.unsortedLines = 0
 }
 
 function estimate(lines: readonly MonitorLine[]): number {

@@ -179,6 +179,11 @@ function wordAt(bytes: Uint8Array, at: number, to: number, words: Uint8Array[], 
   return false
 }
 
+// Final bytes of the CSI sequences taken as colour and cursor sequences on raw bytes: SGR (m),
+// erase (J K), cursor moves (A–D, G, H, f). Both ANSI strippers of line.ts (the runtime's and the
+// fallback) remove such a sequence whole when its parameters are at most 8 groups of at most 4 digits.
+const COLOUR_FINALS = "mJKABCDGHf"
+
 /** The words of a raw-bytes check, as `answerOnBytes` needs them for a coloured line. */
 type WordSet = {
   /** A text byte matches a word's byte when `byte | fold` equals it. */
@@ -191,7 +196,7 @@ type WordSet = {
   inText(text: Buffer): boolean
 }
 
-const IN_SEQUENCE = [..."[0123456789;mJKABCDGHf"].map((c) => c.charCodeAt(0))
+const IN_SEQUENCE = [..."[0123456789;", ...COLOUR_FINALS].map((c) => c.charCodeAt(0))
 
 function wordSet(words: readonly Uint8Array[], fold: number, inText: (text: Buffer) => boolean): WordSet {
   const pairs = new Uint32Array(65_536 / 32)
@@ -285,11 +290,9 @@ function withoutColour(block: Uint8Array, start: number, end: number): Buffer {
 /** Reused for a coloured line without its colour sequences (one allocation, not one per line). */
 let scratch = Buffer.allocUnsafe(256)
 
-// Final bytes of the CSI sequences taken as colour and cursor sequences on raw bytes: SGR (m),
-// erase (J K), cursor moves (A–D, G, H, f). Both ANSI strippers of line.ts (the runtime's and the
-// fallback) remove such a sequence whole when its parameters are at most 8 groups of at most 4 digits.
+/** Per byte, 1 when it ends a colour sequence (one of COLOUR_FINALS). */
 const COLOUR_FINAL = new Uint8Array(256)
-for (const c of "mJKABCDGHf") COLOUR_FINAL[c.charCodeAt(0)] = 1
+for (const c of COLOUR_FINALS) COLOUR_FINAL[c.charCodeAt(0)] = 1
 
 /**
  * The index of the last byte of a colour or cursor sequence (`ESC [ d;d… final`) starting with
