@@ -2,7 +2,8 @@ import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
-import { isErrorLooking } from "../src/delivery/budget"
+import { isErrorLooking, ObservationBudget } from "../src/delivery/budget"
+import { fieldsOf, linesOf } from "../src/pipeline/batch-lines"
 import { colourEnd, compileLineFilter, type LineFilter, RawCaselessWords, RawWordMatcher } from "../src/pipeline/filter"
 import { fallbackStripAnsi, hasBreakByte, MonitorLine } from "../src/pipeline/line"
 import { envelopeBytes, envelopeBytesBound } from "../src/pipeline/render"
@@ -361,7 +362,85 @@ describe("line work only where a line is read (issue 28)", () => {
     expect(kept.map((line) => line.text)).toEqual(["first line", "second line"])
     for (const line of kept) expect(line.bytes.buffer.byteLength).toBeLessThan(64)
   })
+
+  for (const match of [undefined, "warn"]) {
+    test(`the budget sends from recorded batches what it sends from their lines as objects, and holds bytes (${match ?? "no pattern"})`, async () => {
+      // Each flood twice through a tight budget: once as the batcher records it, once with every
+      // batch's lines made objects before the budget sees them.
+      const asObjects = (batch: OutputBatch) => ({ ...fieldsOf(batch), lines: [...batch.lines] })
+      for (const stream of [trickyStream(2800, 6000), logStream(2801, 6000)]) {
+        const recorded = await throughBudget(stream, match, (batch) => batch)
+        const objects = await throughBudget(stream, match, asObjects)
+        expect(recorded.envelopes.length).toBeGreaterThan(10)
+        expect(recorded.envelopes.some((text) => text.includes("budget:"))).toBe(true)
+        expect(recorded.envelopes).toEqual(objects.envelopes)
+        expect(objects.made).toBe(objects.lines)
+      }
+    })
+  }
+
+  test("a flood the budget holds back stays bytes: only lines sent or looked at become objects", async () => {
+    const plain = await throughBudget(logStream(2801, 6000), undefined, (batch) => batch)
+    expect(plain.envelopes.some((text) => text.includes("budget:"))).toBe(true)
+    expect(plain.lines).toBe(6000)
+    expect(plain.made).toBeLessThan(plain.lines / 4)
+  })
 })
+
+/** `lines` lines of a plain log: requests, some warnings, now and then an error. */
+function logStream(seed: number, lines: number): Uint8Array {
+  const random = prng(seed)
+  let text = ""
+  for (let i = 0; i < lines; i++) {
+    const roll = random()
+    const kind = roll < 0.02 ? "ERROR db timeout" : roll < 0.08 ? "warn slow query" : "info GET /api/items 200"
+    text += `${i} ${kind} ${Math.floor(random() * 1e6)}ms\n`
+  }
+  return enc.encode(text)
+}
+
+/** A flood through the pipeline and a small observation budget; `admitted` is what the budget is given. */
+async function throughBudget(
+  stream: Uint8Array,
+  match: string | undefined,
+  admitted: (batch: OutputBatch) => OutputBatch,
+) {
+  const config = { ...defaultMonitorConfig(), line_max_bytes: 256 }
+  const scheduler = new FakeScheduler()
+  const envelopes: string[] = []
+  const budget = new ObservationBudget(
+    { bytesPerMinute: 30_000, burstBytes: 2_000, sessionBytes: 1_000_000, summaryIntervalMs: 2_000 },
+    { scheduler, forward: (batch, _route, label) => envelopes.push(formatMonitorBatch({ batch, label })) },
+  )
+  const given: OutputBatch[] = []
+  const route = { sessionID: "ses_b", wake: false }
+  const source = { label: "job", hasPattern: match !== undefined, wakeLimit: 0, matchWakeLeft: false }
+  const pipeline = createMonitorPipeline({
+    monitorId: "mon_b",
+    config,
+    filter: await compileLineFilter(match, config.pattern_max_length),
+    scheduler,
+    onBatch: (batch) => {
+      const admit = admitted(batch)
+      given.push(admit)
+      budget.admit(admit, route, source)
+    },
+  })
+  for (let at = 0; at < stream.length; at += 2048) {
+    pipeline.push("stdout", stream.slice(at, at + 2048))
+    scheduler.advance(200)
+  }
+  scheduler.advance(10_000)
+  pipeline.finish({ kind: "exited", code: 0 })
+  let made = 0
+  let lines = 0
+  for (const batch of given) {
+    const records = linesOf(batch)
+    lines += records.length
+    for (let i = 0; i < records.length; i++) if (records.made(i)) made++
+  }
+  return { envelopes, made, lines }
+}
 
 /** `count` pieces, each a colour sequence or a piece of text (even odds), as one line. */
 function colouredLine(random: () => number, colours: readonly string[], pieces: readonly string[], count: number) {

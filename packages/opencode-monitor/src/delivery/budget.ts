@@ -6,6 +6,7 @@ import {
   NO_DROPS,
   type OutputBatch,
 } from "../pipeline/batcher"
+import { type BatchLines, fieldsOf, linesOf } from "../pipeline/batch-lines"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { RawCaselessWords } from "../pipeline/filter"
@@ -70,6 +71,10 @@ export const isErrorLooking = (line: MonitorLine): boolean =>
   ERROR_WORDS_IN_BYTES.test(line.source, line.blockStart, line.blockStart + line.byteLength) ??
   ERROR_LOOKING.test(line.text)
 
+/** `isErrorLooking` of line `i` of `lines`, made into an object only when its bytes cannot tell. */
+const isErrorLookingAt = (lines: BatchLines, i: number): boolean =>
+  ERROR_WORDS_IN_BYTES.test(lines.block(i), lines.start(i), lines.end(i)) ?? ERROR_LOOKING.test(lines.line(i).text)
+
 /**
  * Wakes are never held back by the budget: the terminal batch, and a running batch routed to wake
  * (it carries a `wake_pattern` match) while its monitor has match wakes left. Past `wake_limit`
@@ -96,7 +101,7 @@ type Stream = {
   /** The last priority lines held (at most PENDING_PRIORITY_MAX), oldest first, up to `unsorted`. */
   pendingPriority: MonitorLine[]
   /** The lines of the batches held after those, not yet looked at (see `heldPriority`), and how many. */
-  unsorted: (readonly MonitorLine[])[]
+  unsorted: BatchLines[]
   unsortedLines: number
   /** Sent its one summary that did not fit the session's total: silent until a person writes. */
   summarizedPastBudget: boolean
@@ -161,24 +166,29 @@ export class ObservationBudget {
    */
   private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
+    const records = linesOf(batch)
+    const size = records.bytes + records.length * LINE_PREFIX_BYTES
     // Nothing can be sent: the batch alone does not fit, and not one line would. Its lines are looked
     // at only once room may come (a flood past its bucket is held batch after batch).
-    if (available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES && estimate(batch.lines) > available) {
-      this.hold(stream, batch, undefined)
+    if (available < ENVELOPE_OVERHEAD_BYTES + LINE_PREFIX_BYTES && ENVELOPE_OVERHEAD_BYTES + size > available) {
+      this.hold(stream, batch, undefined, records)
       return
     }
     const pending = this.heldPriority(stream)
-    const candidates = pending.length > 0 ? [...pending, ...batch.lines] : batch.lines
-    if (estimate(candidates) <= available) {
+    if (estimate(pending) + size <= available) {
+      const candidates = pending.length > 0 ? [...pending, ...batch.lines] : batch.lines
       this.send(stream, this.compose(stream, batch, candidates), { charge: true })
       return
     }
-    // Each new line is looked at once; held priority lines were found when they were looked at.
-    const fresh = batch.lines.filter((line) => this.isPriority(stream, line))
+    // Each new line is looked at once (as bytes; only priority lines become objects); held priority
+    // lines were found when they were looked at.
+    const fresh: MonitorLine[] = []
+    for (let i = 0; i < records.length; i++) if (this.isPriorityAt(stream, records, i)) fresh.push(records.line(i))
     const priority = pending.length > 0 ? [...pending, ...fresh] : fresh
-    const chosen = this.choose(priority, batch.lines[batch.lines.length - 1], available)
+    const latest = records.length > 0 ? records.line(records.length - 1) : undefined
+    const chosen = this.choose(priority, latest, available)
     if (chosen) this.send(stream, this.compose(stream, batch, chosen), { charge: true })
-    else this.hold(stream, batch, priority)
+    else this.hold(stream, batch, priority, records)
   }
 
   /** A person wrote in the session: its total, its monitors' buckets and summaries start afresh. */
@@ -262,8 +272,12 @@ export class ObservationBudget {
     return this.options.sessionBytes - this.spent(sessionID)
   }
 
-  private isPriority(stream: Stream, line: MonitorLine): boolean {
-    return line.seq <= STARTUP_LINES || (stream.hasPattern && line.matched) || isErrorLooking(line)
+  /**
+   * Whether line `i` of `lines` is a priority line (startup, matching, error-looking), without making
+   * it an object unless only its text can tell.
+   */
+  private isPriorityAt(stream: Stream, lines: BatchLines, i: number): boolean {
+    return lines.seq(i) <= STARTUP_LINES || (stream.hasPattern && lines.matched(i)) || isErrorLookingAt(lines, i)
   }
 
   /**
@@ -294,10 +308,15 @@ export class ObservationBudget {
    */
   private compose(stream: Stream, batch: OutputBatch, shown: MonitorLine[], summary = false): OutputBatch {
     const held = { ...stream.held }
-    const fresh = new Set(batch.lines)
+    const records = linesOf(batch)
     const visible = new Set(shown)
-    const notShown = batch.lines.filter((line) => !visible.has(line))
-    countHeld(held, notShown)
+    const fresh = new Set<MonitorLine>()
+    for (let i = 0; i < records.length; i++) {
+      const made = records.made(i)
+      if (made && visible.has(made)) fresh.add(made)
+    }
+    countHeld(held, records, fresh)
+    // Shown lines held earlier were counted then.
     for (const line of shown) if (!fresh.has(line)) uncountHeld(held, line)
     // A summary always says so: its line is cut by the envelope even when it is the only one held.
     const budget: BudgetNote | undefined =
@@ -305,7 +324,7 @@ export class ObservationBudget {
         ? { kind: summary ? "summary" : "held", lines: held.lines, bytes: held.bytes, sinceSequence: held.firstSeq - 1 }
         : undefined
     return {
-      ...batch,
+      ...fieldsOf(batch),
       lines: shown,
       dropped: addDrops(held.dropped, batch.dropped, {
         matched: held.lines,
@@ -342,16 +361,22 @@ export class ObservationBudget {
    * `priority` (every priority line held so far, the batch's included) they are known; without, the
    * batch's lines wait unsorted until `heldPriority` looks at them.
    */
-  private hold(stream: Stream, batch: OutputBatch, priority: MonitorLine[] | undefined): void {
-    countHeld(stream.held, batch.lines)
+  private hold(
+    stream: Stream,
+    batch: OutputBatch,
+    priority: MonitorLine[] | undefined,
+    records: BatchLines = linesOf(batch),
+  ): void {
+    countHeld(stream.held, records)
     stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
-    stream.lastHeld = { batch, line: batch.lines[batch.lines.length - 1] ?? stream.lastHeld?.line }
+    const last = records.length > 0 ? records.line(records.length - 1) : stream.lastHeld?.line
+    stream.lastHeld = { batch, line: last }
     if (priority) {
       stream.pendingPriority = priority.slice(-PENDING_PRIORITY_MAX)
       clearUnsorted(stream)
     } else {
-      stream.unsorted.push(batch.lines)
-      stream.unsortedLines += batch.lines.length
+      stream.unsorted.push(records)
+      stream.unsortedLines += records.length
       if (stream.unsortedLines > UNSORTED_MAX) this.heldPriority(stream)
     }
     if (this.options.bytesPerMinute > 0) this.arm(stream)
@@ -366,11 +391,9 @@ export class ObservationBudget {
     if (unsorted.length === 0) return stream.pendingPriority
     const found: MonitorLine[] = []
     for (let b = unsorted.length - 1; b >= 0 && found.length < PENDING_PRIORITY_MAX; b--) {
-      const lines = unsorted[b] as readonly MonitorLine[]
-      for (let i = lines.length - 1; i >= 0 && found.length < PENDING_PRIORITY_MAX; i--) {
-        const line = lines[i] as MonitorLine
-        if (this.isPriority(stream, line)) found.push(line)
-      }
+      const lines = unsorted[b] as BatchLines
+      for (let i = lines.length - 1; i >= 0 && found.length < PENDING_PRIORITY_MAX; i--)
+        if (this.isPriorityAt(stream, lines, i)) found.push(lines.line(i))
     }
     found.reverse()
     const older = PENDING_PRIORITY_MAX - found.length
@@ -428,7 +451,7 @@ export class ObservationBudget {
     const available = this.room(stream)
     const chosen = this.choose(this.heldPriority(stream), last.line, available)
     // An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key.
-    const held = { ...last.batch, lines: [], dropped: NO_DROPS }
+    const held = { ...fieldsOf(last.batch), lines: [], dropped: NO_DROPS }
     if (chosen) {
       this.send(stream, this.compose(stream, held, chosen), { charge: true })
     } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
@@ -467,17 +490,24 @@ function estimate(lines: readonly MonitorLine[]): number {
   return bytes
 }
 
-/** Counts `lines` as held back: how many, their bytes, and the first seq held. */
-function countHeld(held: Stream["held"], lines: readonly MonitorLine[]): void {
-  if (lines.length === 0) return
-  let bytes = 0
-  let firstSeq = (lines[0] as MonitorLine).seq
-  for (const line of lines) {
-    bytes += line.byteLength
-    if (line.seq < firstSeq) firstSeq = line.seq
+/** Counts `lines` (but those `shown`) as held back: how many, their bytes, and the first seq held. */
+function countHeld(held: Stream["held"], lines: BatchLines, shown?: ReadonlySet<MonitorLine>): void {
+  let count = lines.length
+  let bytes = lines.bytes
+  let firstSeq = lines.firstSeq
+  if (shown && shown.size > 0) {
+    firstSeq = Number.POSITIVE_INFINITY
+    for (let i = 0; i < lines.length; i++) {
+      const made = lines.made(i)
+      if (made && shown.has(made)) {
+        count--
+        bytes -= made.byteLength
+      } else if (lines.seq(i) < firstSeq) firstSeq = lines.seq(i)
+    }
   }
+  if (count === 0) return
   if (held.lines === 0 || firstSeq < held.firstSeq) held.firstSeq = firstSeq
-  held.lines += lines.length
+  held.lines += count
   held.bytes += bytes
 }
 

@@ -1,4 +1,5 @@
 import { addDrops, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { linesOf } from "../pipeline/batch-lines"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
 import { envelopeBytes } from "../pipeline/render"
@@ -95,7 +96,7 @@ export class MatchWakePolicy {
 }
 
 /** A batch carrying a `wake_pattern` match. */
-const carriesMatch = (batch: OutputBatch): boolean => batch.lines.some((line) => line.wake)
+const carriesMatch = (batch: OutputBatch): boolean => linesOf(batch).wakes > 0
 
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)

@@ -1,5 +1,6 @@
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../codec"
+import { BatchLines, recordedBatch, recordedLine } from "./batch-lines"
 import type { MonitorLine } from "./line"
 
 export type DropCounts = { matched: number; unmatched: number; bytes: number }
@@ -56,10 +57,10 @@ export function addDrops(...counts: DropCounts[]): DropCounts {
  * is decoded only when its size can change where a batch ends. The batches are the same.
  */
 export class MonitorBatcher {
-  private lines: MonitorLine[] = []
-  /** Per line: its `bound`, or its `measure` for the first `measured` lines. */
-  private sizes: number[] = []
-  private measured = 0
+  private lines: BatchLines
+  /** The batch's lines whose size so far is their `bound` (their index), and that size. */
+  private bounded: number[] = []
+  private boundedSizes: number[] = []
   private bytes = 0
   private batchSeq = 0
   private batchStartedAt = 0
@@ -84,6 +85,7 @@ export class MonitorBatcher {
   ) {
     this.measure = deps.measure ?? ((line) => line.byteLength)
     this.bound = deps.bound ?? this.measure
+    this.lines = new BatchLines(limits.maxLines)
   }
 
   private readonly measure: (line: MonitorLine) => number
@@ -92,17 +94,51 @@ export class MonitorBatcher {
   add(line: MonitorLine): void {
     if (this.closed) return
     let size = this.bound(line)
-    if (this.lines.length > 0 && this.bytes + size > this.limits.maxBytes) {
-      this.measureAll()
+    if (this.overflows(size)) {
       size = this.measure(line)
       if (this.bytes + size > this.limits.maxBytes) this.flushNow()
     }
-    if (this.lines.length === 0) {
-      this.batchStartedAt = this.deps.lineTime?.() ?? this.deps.scheduler.now()
-      this.armTimer(this.limits.intervalMs)
+    this.opening()
+    this.lines.addLine(line)
+    this.added(size, this.bound === this.measure)
+  }
+
+  /**
+   * A line kept as `block[start, end)` with its flags (see BatchLines), made an object only if it
+   * must be measured: `size` is what `measure` gives for it when `exact`, else what `bound` gives.
+   */
+  addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number, size: number, exact: boolean) {
+    if (this.closed) return
+    if (this.overflows(size)) {
+      // Where the batch ends depends on its measured size: that takes the line's text.
+      if (!exact) return this.add(recordedLine(block, start, end, seq, flags))
+      if (this.bytes + size > this.limits.maxBytes) this.flushNow()
     }
-    this.lines.push(line)
-    this.sizes.push(size)
+    this.opening()
+    this.lines.addRange(block, start, end, seq, flags)
+    this.added(size, exact)
+  }
+
+  /** Whether a line of `size` might not fit; the batch's lines are then measured. */
+  private overflows(size: number): boolean {
+    if (this.lines.length === 0 || this.bytes + size <= this.limits.maxBytes) return false
+    this.measureAll()
+    return true
+  }
+
+  /** Before the first line of a batch: when it started, and its interval's timer. */
+  private opening(): void {
+    if (this.lines.length > 0) return
+    this.batchStartedAt = this.deps.lineTime?.() ?? this.deps.scheduler.now()
+    this.armTimer(this.limits.intervalMs)
+  }
+
+  /** After a line of `size` (its bound unless `exact`) joined the batch: flushes at a bound. */
+  private added(size: number, exact: boolean): void {
+    if (!exact) {
+      this.bounded.push(this.lines.length - 1)
+      this.boundedSizes.push(size)
+    }
     this.bytes += size
     if (this.lines.length >= this.limits.maxLines) this.flushNow()
     else if (this.bytes >= this.limits.maxBytes) {
@@ -113,12 +149,12 @@ export class MonitorBatcher {
 
   /** Replaces the bounds of the batch's lines by their measured sizes. */
   private measureAll(): void {
-    for (let i = this.measured; i < this.lines.length; i++) {
-      const size = this.measure(this.lines[i] as MonitorLine)
-      this.bytes += size - (this.sizes[i] as number)
-      this.sizes[i] = size
+    for (let i = 0; i < this.bounded.length; i++) {
+      const size = this.measure(this.lines.line(this.bounded[i] as number))
+      this.bytes += size - (this.boundedSizes[i] as number)
     }
-    this.measured = this.lines.length
+    this.bounded = []
+    this.boundedSizes = []
   }
 
   // One timer stays armed across batches: a flood makes thousands of batches a second, and a
@@ -142,21 +178,18 @@ export class MonitorBatcher {
     if (this.closed) return
     if (this.lines.length === 0 && options.allowEmpty !== true) return
     const lines = this.lines
-    this.lines = []
-    this.sizes = []
-    this.measured = 0
-    this.bytes = 0
+    this.reset()
     this.batchSeq += 1
     const terminal = options.status !== undefined
     if (terminal) this.close()
-    this.onBatch({
+    const fields = {
       monitorId: this.monitorId,
       batchSeq: this.batchSeq,
-      lines,
       stillRunning: !terminal,
-      status: options.status ?? { kind: "running" },
+      status: options.status ?? { kind: "running" as const },
       dropped: this.deps.takeDropped?.() ?? NO_DROPS,
-    })
+    }
+    this.onBatch(recordedBatch(fields, lines))
   }
 
   /** A silence wake as a batch of its own (its own batchSeq), after any buffered lines. */
@@ -180,9 +213,13 @@ export class MonitorBatcher {
     this.closed = true
     if (this.timer !== undefined) this.deps.scheduler.clearTimeout(this.timer)
     this.timer = undefined
-    this.lines = []
-    this.sizes = []
-    this.measured = 0
+    this.reset()
+  }
+
+  private reset(): void {
+    this.lines = new BatchLines(this.limits.maxLines)
+    this.bounded = []
+    this.boundedSizes = []
     this.bytes = 0
   }
 }

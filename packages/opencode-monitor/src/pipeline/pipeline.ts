@@ -1,13 +1,14 @@
 import type { MonitorConfig } from "../config"
 import type { MonitorStatus } from "../codec"
 import type { Scheduler, TimerHandle } from "../scheduler"
+import { LINE_MAY_BREAK } from "./batch-lines"
 import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
 import { type LineFilter, RawWordMatcher } from "./filter"
 import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
-import { envelopeBytes, envelopeBytesBound } from "./render"
+import { boundOf, envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
 import { LineSplitter } from "./line-splitter"
-import { lineFlags, MonitorRingBuffer } from "./ring-buffer"
+import { LINE_MATCHED, lineFlags, MonitorRingBuffer } from "./ring-buffer"
 
 export type PipelineOptions = {
   monitorId: string
@@ -100,8 +101,10 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
 
 /**
  * Takes each line the splitters cut (numbered from `lines.seq`): the ring keeps it, and the batcher
- * gets it when it matched. A line nothing matched stays bytes in the ring: it becomes an object only
- * if someone reads it (and whether it may break into rows is found out then).
+ * gets it when it matched. A line nothing matched stays bytes in the ring, and so does a matched one
+ * its bytes decided (the batch records its range): either becomes an object only if someone reads
+ * it. The others (decided on their text, wake lines, lines assembled across chunks) are objects
+ * from the start.
  */
 function lineAcceptor(
   ring: MonitorRingBuffer,
@@ -117,7 +120,16 @@ function lineAcceptor(
       ring.pushRange(bytes, start, end, seq, lineFlags(stream, truncated))
       return
     }
-    const line = new MonitorLine(seq, stream, bytes, truncated, true, start, end, chunk.breaksOf(inChunk, start, end))
+    const breaks = chunk.breaksOf(inChunk, start, end)
+    if (breaks !== 0 && chunk.decided()) {
+      const flags = lineFlags(stream, truncated) | LINE_MATCHED
+      ring.pushRange(bytes, start, end, seq, flags)
+      const mayBreak = breaks === 2
+      const size = boundOf(end - start, stream, seq, truncated, mayBreak)
+      batcher.addRange(bytes, start, end, seq, mayBreak ? flags | LINE_MAY_BREAK : flags, size, !mayBreak)
+      return
+    }
+    const line = new MonitorLine(seq, stream, bytes, truncated, true, start, end, breaks)
     chunk.complete(line)
     ring.push(line)
     if (line.matched || line.wake) batcher.add(line)
@@ -156,6 +168,11 @@ class ChunkFacts {
     this.rawMatched = !filter ? true : inChunk ? this.matcher?.test(start, end) : undefined
     this.rawWake = !wakeAsked ? false : inChunk ? this.wakeMatcher?.test(start, end) : undefined
     return this.rawMatched === false && this.rawWake === false
+  }
+
+  /** After `unmatched`: the bytes decided that the line matched and is no wake (it needs no object). */
+  decided(): boolean {
+    return this.rawMatched === true && this.rawWake === false
   }
 
   /** Sets the line's matched and wake flags: from the last `unmatched` answers, or else its text. */

@@ -1,5 +1,5 @@
 import { neutralizeMarkers } from "../codec"
-import type { MonitorLine } from "./line"
+import type { MonitorLine, MonitorStream } from "./line"
 
 /** Visual rows one output line may yield; the rest is cut and counted in `dropped:`. */
 export const MAX_ROWS_PER_LINE = 16
@@ -44,11 +44,15 @@ export function renderLine(line: MonitorLine, maxBytes?: number): RenderedLine {
  */
 export function envelopeBytes(line: MonitorLine): number {
   // Hot path (every matched line of a flood): no string is built unless the line may break.
-  if (!line.mayBreak)
-    return line.byteLength + line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
+  if (!line.mayBreak) return oneRowBytes(line.byteLength, line.stream, line.seq, line.truncated)
   let total = 0
   for (const row of renderLine(line).rows) total += Buffer.byteLength(row) + 1
   return total
+}
+
+/** `envelopeBytes` of a line that cannot break: its one row, prefix, suffix and line break. */
+export function oneRowBytes(byteLength: number, stream: MonitorStream, seq: number, truncated: boolean): number {
+  return byteLength + stream.length + decimalDigits(seq) + 9 + (truncated ? 12 : 0)
 }
 
 /**
@@ -56,8 +60,13 @@ export function envelopeBytes(line: MonitorLine): number {
  * decoding to at most 3 (U+FFFD for an invalid byte) and every row carrying its prefix.
  */
 export function envelopeBytesBound(line: MonitorLine): number {
-  const row = line.stream.length + decimalDigits(line.seq) + 9 + (line.truncated ? 12 : 0)
-  return line.mayBreak ? 3 * line.byteLength + MAX_ROWS_PER_LINE * row : line.byteLength + row
+  return boundOf(line.byteLength, line.stream, line.seq, line.truncated, line.mayBreak)
+}
+
+/** `envelopeBytesBound` from a line's facts (a line the pipeline keeps as bytes). */
+export function boundOf(byteLength: number, stream: MonitorStream, seq: number, truncated: boolean, mayBreak: boolean) {
+  const row = oneRowBytes(0, stream, seq, truncated)
+  return mayBreak ? 3 * byteLength + MAX_ROWS_PER_LINE * row : byteLength + row
 }
 
 /** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */

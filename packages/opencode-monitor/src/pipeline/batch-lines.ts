@@ -1,0 +1,183 @@
+import type { OutputBatch } from "./batcher"
+import { MonitorLine, type MonitorStream } from "./line"
+import { LINE_MATCHED, LINE_STDERR, LINE_TRUNCATED, LINE_WAKE } from "./ring-buffer"
+
+/** A flag of a recorded line besides the ring's: it has a byte that may break it into rows. */
+export const LINE_MAY_BREAK = 16
+
+/**
+ * The lines of one batch as the pipeline cut them: each a range of the block it was read in, with
+ * its seq and flags (the ring's LINE_* bits). A line becomes a MonitorLine only when someone asks
+ * for it (an envelope, the budget's choice), and then always the same object; a batch that the
+ * budget holds back and nobody reads never makes one.
+ */
+export class BatchLines {
+  private readonly blocks: Uint8Array[]
+  /** Per line: its start and end in its block, its seq and its flags. */
+  private readonly columns: number[]
+  private count = 0
+  private madeLines: (MonitorLine | undefined)[] | undefined
+  private array: MonitorLine[] | undefined
+  /** The lines' bytes, all together. */
+  bytes = 0
+  /** The smallest seq (the first, for a batch the pipeline made). */
+  firstSeq = 0
+  /** Lines that matched `wake_pattern`. */
+  wakes = 0
+
+  /** `capacity`: how many lines it will likely hold (room is made at once, up to a bound). */
+  constructor(capacity = 0) {
+    const room = Math.min(capacity, PREALLOCATED_MAX)
+    this.blocks = new Array(room)
+    this.columns = new Array(room * COLUMNS)
+  }
+
+  /** The records of lines that are objects already (a batch built by hand, or merged). */
+  static of(lines: readonly MonitorLine[]): BatchLines {
+    const records = new BatchLines(lines.length)
+    for (const line of lines) records.addLine(line)
+    return records
+  }
+
+  get length(): number {
+    return this.count
+  }
+
+  /** The line `block[start, end)`, with its LINE_* flags (LINE_MAY_BREAK included). */
+  addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): void {
+    const at = this.count++
+    if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
+    // Writes at an index (not push): the room made at once is filled, not grown line by line.
+    this.blocks[at] = block
+    const column = at * COLUMNS
+    this.columns[column] = start
+    this.columns[column + 1] = end
+    this.columns[column + 2] = seq
+    this.columns[column + 3] = flags
+    this.bytes += end - start
+    if ((flags & LINE_WAKE) !== 0) this.wakes++
+    this.array = undefined
+  }
+
+  /** A line that is already an object: it is the one handed out for it. */
+  addLine(line: MonitorLine): void {
+    const at = this.count
+    const flags =
+      (line.stream === "stderr" ? LINE_STDERR : 0) |
+      (line.truncated ? LINE_TRUNCATED : 0) |
+      (line.matched ? LINE_MATCHED : 0) |
+      (line.wake ? LINE_WAKE : 0)
+    this.addRange(line.source, line.blockStart, line.blockStart + line.byteLength, line.seq, flags)
+    this.madeLines ??= []
+    this.madeLines[at] = line
+  }
+
+  seq(i: number): number {
+    return this.columns[i * COLUMNS + 2] as number
+  }
+
+  private flags(i: number): number {
+    return this.columns[i * COLUMNS + 3] as number
+  }
+
+  matched(i: number): boolean {
+    return (this.flags(i) & LINE_MATCHED) !== 0
+  }
+
+  block(i: number): Uint8Array {
+    return this.blocks[i] as Uint8Array
+  }
+
+  start(i: number): number {
+    return this.columns[i * COLUMNS] as number
+  }
+
+  end(i: number): number {
+    return this.columns[i * COLUMNS + 1] as number
+  }
+
+  /** Line `i` if it was made an object already. */
+  made(i: number): MonitorLine | undefined {
+    return this.madeLines?.[i]
+  }
+
+  /** Line `i` as an object, made on first use. */
+  line(i: number): MonitorLine {
+    const made = this.madeLines?.[i]
+    if (made) return made
+    const line = recordedLine(this.blocks[i] as Uint8Array, this.start(i), this.end(i), this.seq(i), this.flags(i))
+    this.madeLines ??= []
+    this.madeLines[i] = line
+    return line
+  }
+
+  /** Every line as an object, in order (the same array each time). */
+  toArray(): MonitorLine[] {
+    if (this.array) return this.array
+    const lines = new Array<MonitorLine>(this.length)
+    for (let i = 0; i < lines.length; i++) lines[i] = this.line(i)
+    this.array = lines
+    return lines
+  }
+}
+
+/** The object for a recorded line. */
+export function recordedLine(block: Uint8Array, start: number, end: number, seq: number, flags: number): MonitorLine {
+  const stream: MonitorStream = (flags & LINE_STDERR) !== 0 ? "stderr" : "stdout"
+  const truncated = (flags & LINE_TRUNCATED) !== 0
+  const breaks = (flags & LINE_MAY_BREAK) !== 0 ? 2 : 1
+  const line = new MonitorLine(seq, stream, block, truncated, (flags & LINE_MATCHED) !== 0, start, end, breaks)
+  line.wake = (flags & LINE_WAKE) !== 0
+  return line
+}
+
+const COLUMNS = 4
+/** Room made at once for this many lines at most (`batch_max_lines` may be far larger). */
+const PREALLOCATED_MAX = 512
+
+/**
+ * A batch the batcher made: its `lines` are made from its records when first read. Its lines are a
+ * getter, so a spread copy of it has none: `fieldsOf` says so where a copy takes other lines.
+ */
+class RecordedBatch implements OutputBatch {
+  readonly #records: BatchLines
+
+  constructor(
+    readonly monitorId: string,
+    readonly batchSeq: number,
+    readonly stillRunning: boolean,
+    readonly status: OutputBatch["status"],
+    readonly dropped: OutputBatch["dropped"],
+    records: BatchLines,
+  ) {
+    this.#records = records
+  }
+
+  get lines(): MonitorLine[] {
+    return this.#records.toArray()
+  }
+
+  get records(): BatchLines {
+    return this.#records
+  }
+}
+
+/** A batch of `records`, their objects made when first read. */
+export function recordedBatch(
+  fields: Pick<OutputBatch, "monitorId" | "batchSeq" | "stillRunning" | "status" | "dropped">,
+  records: BatchLines,
+): OutputBatch {
+  const { monitorId, batchSeq, stillRunning, status, dropped } = fields
+  return new RecordedBatch(monitorId, batchSeq, stillRunning, status, dropped, records)
+}
+
+/** A batch's fields but its lines (its `lines` are not made for it). */
+export function fieldsOf(batch: OutputBatch): Omit<OutputBatch, "lines"> {
+  const { lines: _lines, ...fields } = batch
+  return fields
+}
+
+/** A batch's lines, read without making objects where the batcher recorded them. */
+export function linesOf(batch: OutputBatch): BatchLines {
+  return batch instanceof RecordedBatch ? batch.records : BatchLines.of(batch.lines)
+}
