@@ -1,10 +1,24 @@
 import { describe, expect, test } from "bun:test"
-import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
+import { MonitorBatcher, NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
+import { fieldsOf, linesOf } from "../src/pipeline/batch-lines"
 import { MonitorLine } from "../src/pipeline/line"
+import { LINE_MATCHED, LINE_STDERR } from "../src/pipeline/ring-buffer"
 import { FakeScheduler } from "./support/fake-scheduler"
 
 const line = (seq: number, text = `line ${seq}`) =>
   new MonitorLine(seq, "stdout", new TextEncoder().encode(text), false, true)
+
+/** A batch of two lines recorded as ranges, fields read and copied but its lines never. */
+function setupBatchOfRanges(): OutputBatch {
+  const { batches, batcher } = setup({ maxLines: 2, maxBytes: 1024, intervalMs: 1000 })
+  const block = new TextEncoder().encode("a\nb\n")
+  batcher.addRange(block, 0, 1, 1, LINE_MATCHED, 14)
+  batcher.addRange(block, 2, 3, 2, LINE_MATCHED, 14)
+  const batch = batches[0] as OutputBatch
+  fieldsOf(batch)
+  void { ...fieldsOf(batch), lines: [] }
+  return batch
+}
 
 function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
   const scheduler = new FakeScheduler()
@@ -14,6 +28,38 @@ function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
 }
 
 describe("MonitorBatcher", () => {
+  test("a batch of lines recorded as ranges makes each line once, the same object for every reader", () => {
+    const { batches, batcher } = setup()
+    const block = new TextEncoder().encode("one\ntwo\nthree\n")
+    batcher.addRange(block, 0, 3, 1, LINE_MATCHED, 16)
+    batcher.addRange(block, 4, 7, 2, LINE_MATCHED | LINE_STDERR, 16)
+    batcher.add(line(3, "made"))
+    const [batch] = batches as [OutputBatch]
+    const records = linesOf(batch)
+    expect([records.length, records.bytes, records.firstSeq]).toEqual([3, 10, 1])
+    expect(records.made(0)).toBeUndefined()
+    expect(records.made(2)?.text).toBe("made")
+    const lines = batch.lines
+    expect(lines.map((l) => [l.seq, l.stream, l.text, l.matched])).toEqual([
+      [1, "stdout", "one", true],
+      [2, "stderr", "two", true],
+      [3, "stdout", "made", true],
+    ])
+    expect(batch.lines).toBe(lines)
+    expect(records.line(1)).toBe(lines[1] as MonitorLine)
+    // A copy that takes other lines keeps every other field, and does not make the lines.
+    const again = linesOf(setupBatchOfRanges())
+    const copy = fieldsOf(batches[0] as OutputBatch)
+    expect(copy).toEqual({
+      monitorId: "mon_1",
+      batchSeq: 1,
+      stillRunning: true,
+      status: { kind: "running" },
+      dropped: NO_DROPS,
+    })
+    expect(again.made(0)).toBeUndefined()
+  })
+
   test("flushes when a batch reaches batch_max_lines", () => {
     const { batches, batcher } = setup()
     for (let seq = 1; seq <= 7; seq++) batcher.add(line(seq))

@@ -131,6 +131,10 @@ describe("ObservationBudget", () => {
     const held = sent.reduce((n, s) => n + s.batch.dropped.matched, 0)
     const last = sent[sent.length - 1]?.batch.lines.at(-1)?.seq ?? 0
     expect(shown + held).toBe(last)
+    // since_sequence is where the held lines start: right after the last line of the envelope before.
+    const notes = sent.flatMap((s, i) => (s.batch.budget && i > 0 ? [[s.batch.budget.sinceSequence, i]] : []))
+    expect(notes.length).toBeGreaterThan(3)
+    for (const [since, i] of notes) expect(since).toBe(sent[(i as number) - 1]?.batch.lines.at(-1)?.seq ?? -1)
   })
 
   test("session total: all monitors of a session together stay within it between user turns", () => {

@@ -173,8 +173,10 @@ export function recordedBatch(
 
 /** A batch's fields but its lines (its `lines` are not made for it). */
 export function fieldsOf(batch: OutputBatch): Omit<OutputBatch, "lines"> {
-  const { lines: _lines, ...fields } = batch
-  return fields
+  // Key by key: a destructuring that names `lines` would read it, and so make them.
+  const fields: Record<string, unknown> = {}
+  for (const key of Object.keys(batch)) if (key !== "lines") fields[key] = batch[key as keyof OutputBatch]
+  return fields as Omit<OutputBatch, "lines">
 }
 
 /** A batch's lines, read without making objects where the batcher recorded them. */
