@@ -12,8 +12,8 @@ const line = (seq: number, text = `line ${seq}`) =>
 function setupBatchOfRanges(): OutputBatch {
   const { batches, batcher } = setup({ maxLines: 2, maxBytes: 1024, intervalMs: 1000 })
   const block = new TextEncoder().encode("a\nb\n")
-  batcher.addRange(block, 0, 1, 1, LINE_MATCHED, 14)
-  batcher.addRange(block, 2, 3, 2, LINE_MATCHED, 14)
+  batcher.addRange(block, 0, 1, 1, LINE_MATCHED, 14, true)
+  batcher.addRange(block, 2, 3, 2, LINE_MATCHED, 14, true)
   const batch = batches[0] as OutputBatch
   fieldsOf(batch)
   void { ...fieldsOf(batch), lines: [] }
@@ -31,8 +31,8 @@ describe("MonitorBatcher", () => {
   test("a batch of lines recorded as ranges makes each line once, the same object for every reader", () => {
     const { batches, batcher } = setup()
     const block = new TextEncoder().encode("one\ntwo\nthree\n")
-    batcher.addRange(block, 0, 3, 1, LINE_MATCHED, 16)
-    batcher.addRange(block, 4, 7, 2, LINE_MATCHED | LINE_STDERR, 16)
+    batcher.addRange(block, 0, 3, 1, LINE_MATCHED, 16, true)
+    batcher.addRange(block, 4, 7, 2, LINE_MATCHED | LINE_STDERR, 16, true)
     batcher.add(line(3, "made"))
     const [batch] = batches as [OutputBatch]
     const records = linesOf(batch)
