@@ -53,8 +53,12 @@ const STARTUP_LINES = 20
 const ERROR_WORDS = ["error", "fail", "panic", "exception", "traceback"] as const
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PENDING_PRIORITY_MAX = 20
-/** Held lines waiting to be looked at for priority lines, at most (each pins its read block). */
-const UNSORTED_MAX = 8_192
+/**
+ * Held lines waiting to be looked at for priority lines, at most. Each is a record of ~40 bytes that
+ * pins its read block (a flood's blocks are shared by thousands of lines); a look finds the same
+ * lines whenever it comes, so a larger bound only means fewer looks.
+ */
+const UNSORTED_MAX = 32_768
 // Estimate of an envelope's fixed text (header, status, dropped and budget lines) and of one
 // line's `[stream seq=N] ` prefix, used to choose lines; what is charged is the real text's size.
 const ENVELOPE_OVERHEAD_BYTES = 480
