@@ -62,10 +62,37 @@ async function start(server: string, tuiPlugin: string, npmrc: string): Promise<
   return tui
 }
 
+/** opencode's own log of a TUI run: where a plugin that failed to install or load says why. */
+function opencodeLog(driver: TuiDriver): string {
+  const logDir = join(driver.dirs.data, "opencode", "log")
+  return readdirSync(logDir)
+    .map((name) => readFileSync(join(logDir, name), "utf8"))
+    .join("\n")
+}
+
+/** `wait`, and when it fails, the log's plugin and error lines with the failure: a red names its cause. */
+async function explained<T>(driver: TuiDriver, wait: Promise<T>): Promise<T> {
+  try {
+    return await wait
+  } catch (error) {
+    const lines = opencodeLog(driver)
+      .split("\n")
+      .filter((line) => /plugin|ERROR|error=/.test(line))
+    console.error(`[tui] opencode's plugin and error log lines:\n${lines.slice(-40).join("\n")}`)
+    throw error
+  }
+}
+
 /** The sidebar shows qa-build, then its exit, as the person sees it. */
 async function expectSidebar(driver: TuiDriver): Promise<string> {
-  await driver.waitForScreen((s) => sidebarShows(s, "qa-build"), 180_000, "qa-build in the sidebar")
-  return driver.waitForScreen((s) => sidebarShows(s, "exited (code=3)"), 60_000, "exited (code=3) in the sidebar")
+  await explained(
+    driver,
+    driver.waitForScreen((s) => sidebarShows(s, "qa-build"), 180_000, "qa-build in the sidebar"),
+  )
+  return explained(
+    driver,
+    driver.waitForScreen((s) => sidebarShows(s, "exited (code=3)"), 60_000, "exited (code=3) in the sidebar"),
+  )
 }
 
 test('by name: tui.json\'s "opencode-monitor" from the registry shows the monitor in the sidebar', async () => {
@@ -91,14 +118,17 @@ test("from a tarball: opencode-monitor@file: in tui.json is reported with what t
   // while the sidebar never shows the monitor.
   let toast = ""
   let sidebarSawMonitor = false
-  const woke = await driver.waitForScreen(
-    (screen) => {
-      if (!toast && screen.includes("TUI part not loaded")) toast = screen
-      if (sidebarShows(screen, "qa-build")) sidebarSawMonitor = true
-      return toast !== "" && screen.includes("finished: exited (code=3)")
-    },
-    180_000,
-    "the warning toast and the exit report",
+  const woke = await explained(
+    driver,
+    driver.waitForScreen(
+      (screen) => {
+        if (!toast && screen.includes("TUI part not loaded")) toast = screen
+        if (sidebarShows(screen, "qa-build")) sidebarSawMonitor = true
+        return toast !== "" && screen.includes("finished: exited (code=3)")
+      },
+      180_000,
+      "the warning toast and the exit report",
+    ),
   )
   console.log(
     `[tui file:] the toast:\n${toast
@@ -108,11 +138,9 @@ test("from a tarball: opencode-monitor@file: in tui.json is reported with what t
   )
   await sleep(2_000)
   expect(sidebarSawMonitor || sidebarShows(woke, "qa-build") || sidebarShows(driver.capture(), "qa-build")).toBe(false)
-  const logDir = join(driver.dirs.data, "opencode", "log")
-  const logText = readdirSync(logDir)
-    .map((name) => readFileSync(join(logDir, name), "utf8"))
-    .join("\n")
-  const warning = logText.split("\n").find((line) => line.includes("cannot load, so the sidebar shows no monitors"))
+  const warning = opencodeLog(driver)
+    .split("\n")
+    .find((line) => line.includes("cannot load, so the sidebar shows no monitors"))
   console.log(`[tui file:] the log: ${warning}`)
   expect(warning).toContain("opencode-monitor@file:")
   expect(warning).toContain("/absolute/path/package/src/tui/index.ts")
