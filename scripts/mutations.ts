@@ -965,7 +965,7 @@ export const MUTATIONS: Mutation[] = [
     id: "ring-line-wake-lost",
     what: "a line the ring kept as bytes loses its wake flag when a query makes it a line",
     file: "src/pipeline/ring-buffer.ts",
-    find: "    line.wake = (flags & LINE_WAKE) !== 0\n",
+    find: "  line.wake = (flags & LINE_WAKE) !== 0\n",
     replace: "",
     tests: ["filter-ring.test.ts"],
   },

@@ -1,6 +1,6 @@
 import type { OutputBatch } from "./batcher"
-import { MonitorLine, type MonitorStream } from "./line"
-import { LINE_MATCHED, LINE_STDERR, LINE_TRUNCATED, LINE_WAKE } from "./ring-buffer"
+import type { MonitorLine } from "./line"
+import { flagsOf, LINE_MATCHED, LINE_WAKE, lineOf } from "./ring-buffer"
 
 /** A flag of a recorded line besides the ring's: it has a byte that may break it into rows. */
 export const LINE_MAY_BREAK = 16
@@ -62,12 +62,7 @@ export class BatchLines {
   /** A line that is already an object: it is the one handed out for it. */
   addLine(line: MonitorLine): void {
     const at = this.count
-    const flags =
-      (line.stream === "stderr" ? LINE_STDERR : 0) |
-      (line.truncated ? LINE_TRUNCATED : 0) |
-      (line.matched ? LINE_MATCHED : 0) |
-      (line.wake ? LINE_WAKE : 0)
-    this.addRange(line.source, line.blockStart, line.blockStart + line.byteLength, line.seq, flags)
+    this.addRange(line.source, line.blockStart, line.blockStart + line.byteLength, line.seq, flagsOf(line))
     this.madeLines ??= []
     this.madeLines[at] = line
   }
@@ -121,15 +116,9 @@ export class BatchLines {
   }
 }
 
-/** The object for a recorded line. */
-export function recordedLine(block: Uint8Array, start: number, end: number, seq: number, flags: number): MonitorLine {
-  const stream: MonitorStream = (flags & LINE_STDERR) !== 0 ? "stderr" : "stdout"
-  const truncated = (flags & LINE_TRUNCATED) !== 0
-  const breaks = (flags & LINE_MAY_BREAK) !== 0 ? 2 : 1
-  const line = new MonitorLine(seq, stream, block, truncated, (flags & LINE_MATCHED) !== 0, start, end, breaks)
-  line.wake = (flags & LINE_WAKE) !== 0
-  return line
-}
+/** The object for a recorded line (whether it may break is known: LINE_MAY_BREAK). */
+export const recordedLine = (block: Uint8Array, start: number, end: number, seq: number, flags: number) =>
+  lineOf(block, start, end, seq, flags, (flags & LINE_MAY_BREAK) !== 0 ? 2 : 1)
 
 const COLUMNS = 4
 /** Room made at once for this many lines at most (`batch_max_lines` may be far larger). */

@@ -26,6 +26,29 @@ export const LINE_STDERR = 8
 export const lineFlags = (stream: MonitorStream, truncated: boolean): number =>
   (stream === "stderr" ? LINE_STDERR : 0) | (truncated ? LINE_TRUNCATED : 0)
 
+/** The flags of a line that is an object: its pipe, cut, and what the patterns said. */
+export const flagsOf = (line: MonitorLine): number =>
+  lineFlags(line.stream, line.truncated) | (line.matched ? LINE_MATCHED : 0) | (line.wake ? LINE_WAKE : 0)
+
+/**
+ * The object for a line kept as `block[start, end)` with its flags. `breaks` as MonitorLine takes it:
+ * 0 when not known, 1 when it cannot break into rows, 2 when it may.
+ */
+export function lineOf(
+  block: Uint8Array,
+  start: number,
+  end: number,
+  seq: number,
+  flags: number,
+  breaks: 0 | 1 | 2,
+): MonitorLine {
+  const stream: MonitorStream = (flags & LINE_STDERR) !== 0 ? "stderr" : "stdout"
+  const truncated = (flags & LINE_TRUNCATED) !== 0
+  const line = new MonitorLine(seq, stream, block, truncated, (flags & LINE_MATCHED) !== 0, start, end, breaks)
+  line.wake = (flags & LINE_WAKE) !== 0
+  return line
+}
+
 // A MonitorLine object and its byte array header, as measured with Bun (rounded up).
 const LINE_OVERHEAD_BYTES = 160
 
@@ -70,9 +93,13 @@ export class MonitorRingBuffer {
 
   /** Keeps a line that is already an object (it was matched, delivered or decoded). */
   push(line: MonitorLine): void {
-    const flags =
-      lineFlags(line.stream, line.truncated) | (line.matched ? LINE_MATCHED : 0) | (line.wake ? LINE_WAKE : 0)
-    const slot = this.pushRange(line.source, line.blockStart, line.blockStart + line.byteLength, line.seq, flags)
+    const slot = this.pushRange(
+      line.source,
+      line.blockStart,
+      line.blockStart + line.byteLength,
+      line.seq,
+      flagsOf(line),
+    )
     this.made[slot] = line
   }
 
@@ -189,18 +216,16 @@ export class MonitorRingBuffer {
   private lineAt(slot: number): MonitorLine {
     const made = this.made[slot]
     if (made) return made
-    const flags = this.flags[slot] as number
-    const stream: MonitorStream = (flags & LINE_STDERR) !== 0 ? "stderr" : "stdout"
-    const line = new MonitorLine(
-      this.seqs[slot] as number,
-      stream,
-      this.blocks[slot] as Uint8Array,
-      (flags & LINE_TRUNCATED) !== 0,
-      (flags & LINE_MATCHED) !== 0,
-      this.starts[slot] as number,
+    const block = this.blocks[slot] as Uint8Array
+    const start = this.starts[slot] as number
+    const line = lineOf(
+      block,
+      start,
       this.ends[slot] as number,
+      this.seqs[slot] as number,
+      this.flags[slot] as number,
+      0,
     )
-    line.wake = (flags & LINE_WAKE) !== 0
     this.made[slot] = line
     return line
   }
