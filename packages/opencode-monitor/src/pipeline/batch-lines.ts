@@ -128,7 +128,7 @@ const PREALLOCATED_MAX = 512
  * A batch the batcher made: its `lines` are made from its records when first read. Its lines are a
  * getter, so a spread copy of it has none: `fieldsOf` says so where a copy takes other lines.
  */
-class RecordedBatch implements OutputBatch {
+export class RecordedBatch implements OutputBatch {
   readonly #records: BatchLines
 
   constructor(
@@ -149,15 +149,6 @@ class RecordedBatch implements OutputBatch {
   get records(): BatchLines {
     return this.#records
   }
-}
-
-/** A batch of `records`, their objects made when first read. */
-export function recordedBatch(
-  fields: Pick<OutputBatch, "monitorId" | "batchSeq" | "stillRunning" | "status" | "dropped">,
-  records: BatchLines,
-): OutputBatch {
-  const { monitorId, batchSeq, stillRunning, status, dropped } = fields
-  return new RecordedBatch(monitorId, batchSeq, stillRunning, status, dropped, records)
 }
 
 /** A batch's fields but its lines (its `lines` are not made for it). */

@@ -1,6 +1,6 @@
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../codec"
-import { BatchLines, recordedBatch, recordedLine } from "./batch-lines"
+import { BatchLines, RecordedBatch, recordedLine } from "./batch-lines"
 import type { MonitorLine } from "./line"
 
 export type DropCounts = { matched: number; unmatched: number; bytes: number }
@@ -178,18 +178,13 @@ export class MonitorBatcher {
     if (this.closed) return
     if (this.lines.length === 0 && options.allowEmpty !== true) return
     const lines = this.lines
-    this.reset()
     this.batchSeq += 1
     const terminal = options.status !== undefined
     if (terminal) this.close()
-    const fields = {
-      monitorId: this.monitorId,
-      batchSeq: this.batchSeq,
-      stillRunning: !terminal,
-      status: options.status ?? { kind: "running" as const },
-      dropped: this.deps.takeDropped?.() ?? NO_DROPS,
-    }
-    this.onBatch(recordedBatch(fields, lines))
+    else this.reset()
+    const status = options.status ?? { kind: "running" }
+    const dropped = this.deps.takeDropped?.() ?? NO_DROPS
+    this.onBatch(new RecordedBatch(this.monitorId, this.batchSeq, !terminal, status, dropped, lines))
   }
 
   /** A silence wake as a batch of its own (its own batchSeq), after any buffered lines. */
