@@ -7,7 +7,7 @@ import { fieldsOf, linesOf } from "../src/pipeline/batch-lines"
 import { colourEnd, compileLineFilter, type LineFilter, RawCaselessWords, RawWordMatcher } from "../src/pipeline/filter"
 import { fallbackStripAnsi, hasBreakByte, MonitorLine } from "../src/pipeline/line"
 import { envelopeBytes, envelopeBytesBound } from "../src/pipeline/render"
-import { createMonitorPipeline } from "../src/pipeline/pipeline"
+import { createMonitorPipeline, RELEASE_DELAY_MS } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
 
 // Issue 28: a line is decoded, sanitized and classified only where someone reads it; the shortcuts
@@ -360,7 +360,41 @@ describe("line work only where a line is read (issue 28)", () => {
     pipeline.push("stdout", buffer.subarray(4096, 4096 + text.length))
     const kept = pipeline.ring.query({ limit: 10 })
     expect(kept.map((line) => line.text)).toEqual(["first line", "second line"])
-    for (const line of kept) expect(line.bytes.buffer.byteLength).toBeLessThan(64)
+    // Right after the read the lines are views (a flood's lines leave the ring before they are copied)...
+    for (const line of kept) expect(line.bytes.buffer).toBe(buffer.buffer)
+    scheduler.advance(RELEASE_DELAY_MS)
+    // ...then the lines the ring kept point into one small copy of their bytes.
+    expect(kept.map((line) => line.text)).toEqual(["first line", "second line"])
+    expect(pipeline.ring.query({ limit: 10 }).map((line) => line.text)).toEqual(["first line", "second line"])
+    for (const line of kept) expect(line.bytes.buffer.byteLength).toBe(text.length - 1)
+  })
+
+  test("a flood's lines that leave the ring soon after their read are never copied", async () => {
+    const scheduler = new FakeScheduler()
+    const config = { ...defaultMonitorConfig(), ring_max_lines: 100 }
+    const pipeline = createMonitorPipeline({
+      monitorId: "mon_m",
+      config,
+      filter: undefined,
+      scheduler,
+      onBatch: () => {},
+    })
+    const buffers: Uint8Array[] = []
+    for (let b = 0; b < 4; b++) {
+      const buffer = new Uint8Array(256 * 1024)
+      buffer.set(enc.encode(Array.from({ length: 300 }, (_, i) => `line ${b}.${i}\n`).join("")), 0)
+      buffers.push(buffer)
+      pipeline.push("stdout", buffer.subarray(0, buffer.indexOf(0)))
+    }
+    scheduler.advance(RELEASE_DELAY_MS)
+    const kept = pipeline.ring.query({ limit: 200 })
+    expect(kept.length).toBe(100)
+    expect(kept[0]?.text).toBe("line 3.200")
+    // Only the last buffer had lines left in the ring: one copy of just those 100 lines.
+    const copies = new Set(kept.map((line) => line.bytes.buffer))
+    expect(copies.size).toBe(1)
+    for (const line of kept) expect(buffers.some((b) => b.buffer === line.bytes.buffer)).toBe(false)
+    expect([...copies][0]?.byteLength).toBe(kept.reduce((n, line) => n + line.byteLength + 1, 0) - 1)
   })
 
   for (const match of [undefined, "warn"]) {

@@ -17,22 +17,17 @@ export function hasBreakByte(bytes: Uint8Array, start: number, end: number): boo
 
 /**
  * Answers `hasBreakByte` for the lines of one block, asked in order, with one native search per
- * break byte over the block instead of a scan of every line.
+ * break byte over the block instead of a scan of every line. A byte is searched for only once a
+ * line is asked about (most lines of a pattern's monitor never are).
  */
 export class BreakFinder {
   private block: Uint8Array = new Uint8Array(0)
-  private readonly next = [-1, -1, -1, -1]
+  /** Per break byte: where it is next, from the last line asked (-1: nowhere; NOT_SEARCHED). */
+  private readonly next = [NOT_SEARCHED, NOT_SEARCHED, NOT_SEARCHED, NOT_SEARCHED]
 
-  /** False when the block has no break byte at all. */
-  startBlock(block: Uint8Array): boolean {
+  startBlock(block: Uint8Array): void {
     this.block = block
-    let any = false
-    for (let i = 0; i < BREAK_BYTES.length; i++) {
-      const at = block.indexOf(BREAK_BYTES[i] as number)
-      this.next[i] = at
-      if (at !== -1) any = true
-    }
-    return any
+    this.next.fill(NOT_SEARCHED)
   }
 
   /** Whether `block[start, end)` has a break byte; `start` never goes back between calls. */
@@ -49,6 +44,9 @@ export class BreakFinder {
     return found
   }
 }
+
+/** Below every line start: the byte is looked for on the next question. */
+const NOT_SEARCHED = -2
 
 /**
  * One captured line. It points into the block of bytes it was read in (no copy per line); its

@@ -62,6 +62,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       ? undefined
       : silenceWatch(options.silenceMs, options, ring, batcher, () => lines.seq)
   const splitters = lineSplitters(config.line_max_bytes, accept, drops.cut)
+  const release = blockRelease(options.scheduler, ring)
 
   return {
     ring,
@@ -72,7 +73,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       chunk.start(bytes, lines.seq + 1)
       splitters[stream].push(bytes)
       chunk.end()
-      ring.releaseBlock(bytes, chunk.firstSeq)
+      if (lines.seq >= chunk.firstSeq) release.request(chunk.firstSeq)
     },
     endStream(stream) {
       if (finished) return
@@ -88,12 +89,14 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       splitters.stderr.end()
       finished = true
       wakeFlush.cancel()
+      release.now()
       batcher.flushNow({ allowEmpty: true, status })
     },
     close() {
       silence?.stop()
       finished = true
       wakeFlush.cancel()
+      release.now()
       batcher.close()
     },
   }
@@ -138,16 +141,15 @@ function lineAcceptor(
 }
 
 /**
- * The chunk being split. Its lines are ranges of it (no copy per line); what it decides for all of
- * its lines at once: none may break into rows (no break byte in it), and where the bytes alone
- * answer a plain-words pattern.
+ * The chunk being split. Its lines are ranges of it (no copy per line); what it decides with one
+ * search over the chunk per byte looked for: which lines may break into rows (a break byte), and
+ * where the bytes alone answer a plain-words pattern.
  */
 class ChunkFacts {
   current: Uint8Array | undefined
   firstSeq = 0
   private readonly matcher: RawWordMatcher | undefined
   private readonly wakeMatcher: RawWordMatcher | undefined
-  private hasBreaks = false
   private readonly breaks = new BreakFinder()
   /** The raw-bytes answers of the last `unmatched` (undefined: only the text can tell). */
   private rawMatched: boolean | undefined
@@ -185,7 +187,7 @@ class ChunkFacts {
   start(chunk: Uint8Array, firstSeq: number): void {
     this.current = chunk
     this.firstSeq = firstSeq
-    this.hasBreaks = this.breaks.startBlock(chunk)
+    this.breaks.startBlock(chunk)
     this.matcher?.startBlock(chunk)
     this.wakeMatcher?.startBlock(chunk)
   }
@@ -197,7 +199,7 @@ class ChunkFacts {
   /** 0: not known (a line assembled across chunks); 1: it cannot break into rows; 2: it may. */
   breaksOf(inChunk: boolean, start: number, end: number): 0 | 1 | 2 {
     if (!inChunk) return 0
-    return this.hasBreaks && this.breaks.has(start, end) ? 2 : 1
+    return this.breaks.has(start, end) ? 2 : 1
   }
 }
 
@@ -263,6 +265,35 @@ function pendingDropCounts(ring: MonitorRingBuffer) {
     cutBytes += bytes
   }
   return { take, cut }
+}
+
+/**
+ * How long after a read its lines may still point into the read buffer: a flood's lines mostly
+ * leave the ring within it and are never copied, while a buffer is held at most this much longer.
+ */
+export const RELEASE_DELAY_MS = 20
+
+/**
+ * The ring's lines point into the blocks they were read in; RELEASE_DELAY_MS after a read, the
+ * lines of a read buffer that the ring still keeps move to a copy of their bytes.
+ */
+function blockRelease(scheduler: Scheduler, ring: MonitorRingBuffer) {
+  let timer: TimerHandle | undefined
+  let since = 0
+  const now = () => {
+    if (timer !== undefined) scheduler.clearTimeout(timer)
+    timer = undefined
+    if (since !== 0) ring.releaseSince(since)
+    since = 0
+  }
+  return {
+    /** Lines from `firstSeq` on may point into a read buffer. */
+    request(firstSeq: number) {
+      if (since === 0) since = firstSeq
+      timer ??= scheduler.setTimeout(now, RELEASE_DELAY_MS)
+    },
+    now,
+  }
 }
 
 /**

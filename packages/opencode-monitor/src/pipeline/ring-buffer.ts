@@ -49,6 +49,9 @@ export function lineOf(
   return line
 }
 
+/** The bytes of one read buffer that lines of the ring point into, and the copy they move to. */
+type BufferSpan = { buffer: ArrayBufferLike; from: number; to: number; copy: Uint8Array | undefined }
+
 // A MonitorLine object and its byte array header, as measured with Bun (rounded up).
 const LINE_OVERHEAD_BYTES = 160
 
@@ -159,31 +162,43 @@ export class MonitorRingBuffer {
   }
 
   /**
-   * The lines kept from `block` (lines `firstSeq` on) move to a copy of just their bytes when they
-   * are a small part of the memory the block holds (a pooled read buffer, a flood of which the ring
-   * keeps the last lines), so the ring's memory stays what its lines hold.
+   * The lines from `firstSeq` on that point into a read buffer they are a small part of (a pooled
+   * buffer, a flood of which the ring keeps the last lines) move to one copy of just their bytes,
+   * one copy per buffer, so the ring's memory stays what its lines hold.
    */
-  releaseBlock(block: Uint8Array, firstSeq: number): void {
-    let from = -1
-    let to = -1
-    let oldest = -1
+  releaseSince(firstSeq: number): void {
+    const spans: BufferSpan[] = []
+    let span: BufferSpan | undefined
+    let oldest = this.size
     for (let i = this.size - 1; i >= 0; i--) {
       const slot = this.slotAt(i)
       if ((this.seqs[slot] as number) < firstSeq) break
-      if (this.blocks[slot] !== block) continue
-      if (to === -1) to = this.ends[slot] as number
-      from = this.starts[slot] as number
       oldest = i
+      const block = this.blocks[slot] as Uint8Array
+      const from = block.byteOffset + (this.starts[slot] as number)
+      const to = block.byteOffset + (this.ends[slot] as number)
+      if (span?.buffer !== block.buffer) span = spans.find((s) => s.buffer === block.buffer)
+      if (!span) {
+        span = { buffer: block.buffer, from, to, copy: undefined }
+        spans.push(span)
+      }
+      span.from = Math.min(span.from, from)
+      span.to = Math.max(span.to, to)
     }
-    if (oldest === -1 || (to - from) * 2 >= block.buffer.byteLength) return
-    const copy = block.slice(from, to)
+    for (const s of spans)
+      if ((s.to - s.from) * 2 < s.buffer.byteLength) s.copy = new Uint8Array(s.buffer, s.from, s.to - s.from).slice()
+    if (!spans.some((s) => s.copy)) return
+    span = undefined
     for (let i = oldest; i < this.size; i++) {
       const slot = this.slotAt(i)
-      if (this.blocks[slot] !== block) continue
-      this.blocks[slot] = copy
-      this.starts[slot] = (this.starts[slot] as number) - from
-      this.ends[slot] = (this.ends[slot] as number) - from
-      this.made[slot]?.moveTo(copy, from)
+      const block = this.blocks[slot] as Uint8Array
+      if (span?.buffer !== block.buffer) span = spans.find((s) => s.buffer === block.buffer) as BufferSpan
+      if (!span.copy) continue
+      const shift = span.from - block.byteOffset
+      this.blocks[slot] = span.copy
+      this.starts[slot] = (this.starts[slot] as number) - shift
+      this.ends[slot] = (this.ends[slot] as number) - shift
+      this.made[slot]?.moveTo(span.copy, shift)
     }
   }
 
