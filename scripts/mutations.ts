@@ -195,6 +195,22 @@ export const MUTATIONS: Mutation[] = [
     tests: PIPELINE,
   },
   {
+    id: "filter-pair-class-one-byte",
+    what: "the raw-bytes check reads two bytes at a time but classes only one of them",
+    file: "src/pipeline/filter.ts",
+    find: "PAIR_CLASS[x] = (BYTE_CLASS[x & 0xff] as number) | (BYTE_CLASS[x >> 8] as number)",
+    replace: "PAIR_CLASS[x] = BYTE_CLASS[x & 0xff] as number",
+    tests: PIPELINE,
+  },
+  {
+    id: "filter-pair-tail-lost",
+    what: "the raw-bytes check skips a line's last byte when it has an odd one",
+    file: "src/pipeline/filter.ts",
+    find: "  for (; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number\n  return any",
+    replace: "  return any",
+    tests: PIPELINE,
+  },
+  {
     id: "breaks-stale-block",
     what: "where the break bytes are is kept from the block before",
     file: "src/pipeline/line.ts",

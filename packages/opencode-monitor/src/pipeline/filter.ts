@@ -92,6 +92,7 @@ export class RawWordMatcher {
   private readonly next: number[]
   private readonly words: WordSet
   private block: Buffer | undefined
+  private byTwo: Uint16Array | undefined
 
   private constructor(words: readonly string[]) {
     this.needles = words.map((word) => Buffer.from(word, "latin1"))
@@ -109,6 +110,7 @@ export class RawWordMatcher {
   /** The block the next lines are ranges of. */
   startBlock(block: Uint8Array): void {
     this.block = asBuffer(block)
+    this.byTwo = twoByTwo(block)
     for (let i = 0; i < this.needles.length; i++) this.next[i] = this.block.indexOf(this.needles[i] as Buffer)
   }
 
@@ -124,7 +126,7 @@ export class RawWordMatcher {
       }
       if (at !== -1 && at < end) found = true
     }
-    return answerOnBytes(block, start, end, found, this.words)
+    return answerOnBytes(block, start, end, found, this.words, this.byTwo)
   }
 }
 
@@ -214,6 +216,28 @@ function wordSet(words: readonly Uint8Array[], fold: number, inText: (text: Buff
   }
 }
 
+/** BYTE_CLASS of two bytes side by side (in either order): the classes of both. */
+const PAIR_CLASS = new Uint8Array(65_536)
+for (let x = 0; x < 65_536; x++) PAIR_CLASS[x] = (BYTE_CLASS[x & 0xff] as number) | (BYTE_CLASS[x >> 8] as number)
+
+/** `block` two bytes at a time (element `w` is bytes 2w and 2w + 1), when its start in memory allows. */
+const twoByTwo = (block: Uint8Array): Uint16Array | undefined =>
+  block.byteOffset % 2 === 0 ? new Uint16Array(block.buffer, block.byteOffset, block.length >> 1) : undefined
+
+/** The BYTE_CLASS bits of the bytes of `block[start, end)`, or'ed; two at a time through `byTwo`. */
+function classesOf(block: Uint8Array, start: number, end: number, byTwo: Uint16Array | undefined): number {
+  let any = 0
+  let i = start
+  if (byTwo) {
+    if ((i & 1) !== 0 && i < end) any |= BYTE_CLASS[block[i++] as number] as number
+    const to = end >> 1
+    for (let w = i >> 1; w < to; w++) any |= PAIR_CLASS[byTwo[w] as number] as number
+    i = Math.max(i, to << 1)
+  }
+  for (; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
+  return any
+}
+
 const asBuffer = (block: Uint8Array): Buffer =>
   Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.byteLength)
 
@@ -227,11 +251,11 @@ function answerOnBytes(
   end: number,
   found: boolean,
   words: WordSet,
+  /** `block` read two bytes at a time (see `twoByTwo`), when it can be. */
+  byTwo?: Uint16Array,
 ): boolean | undefined {
   // Most lines have no byte of a class at all: one branch-free pass says so, and `found` decides.
-  let any = 0
-  for (let i = start; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
-  if (any === 0) return found
+  if (classesOf(block, start, end, byTwo) === 0) return found
   // Colour sequences are all that sanitizing takes out of a coloured line. A word of its text that
   // is not in its bytes spans a place where a sequence was: the text bytes on either side of it
   // are then side by side in the word.
