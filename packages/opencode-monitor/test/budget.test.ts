@@ -410,6 +410,36 @@ describe("ObservationBudget", () => {
     expect(last?.batch.budget?.kind).toBe("held")
   })
 
+  test("the last line held is not lost to a lineless batch held after it", () => {
+    const { chatter, print, sent } = setup({ sessionBytes: 1_024 })
+    chatter(120)
+    print(["chatty-last-line"])
+    const count = sent.length
+    print([])
+    expect(sent).toHaveLength(count)
+    print([], { status: { kind: "exited", code: 3 } })
+    expect(sent.at(-1)?.batch.lines.map((l) => l.text)).toEqual(["chatty-last-line"])
+  })
+
+  test("a monitor's batches to two sessions are budgeted apart: a wake to the root carries nothing its child held", () => {
+    const { chatter, print, sent, wakesLeft, scheduler } = setup()
+    chatter(60, { sessionID: "ses_child" })
+    expect(sent.filter((s) => s.route.sessionID === "ses_child").length).toBeGreaterThan(0)
+    wakesLeft.set("mon_a", 1)
+    print(["GET /health 500 FAIL"], { wakeLimit: 1, route: { sessionID: "ses_root", subagentSessionID: "ses_child" } })
+    const wake = sent.at(-1)
+    expect(wake?.route.sessionID).toBe("ses_root")
+    expect(wake?.batch.lines.map((l) => l.text)).toEqual(["GET /health 500 FAIL"])
+    expect(wake?.batch.budget).toBeUndefined()
+    expect(wake?.batch.dropped.matched).toBe(0)
+    // What the child's stream held is still reported in the child's next envelope.
+    const before = sent.length
+    scheduler.advance(300_000)
+    const next = sent.slice(before).find((s) => s.route.sessionID === "ses_child")
+    expect(next?.batch.budget?.kind).toBeDefined()
+    expect(next?.batch.budget?.lines).toBeGreaterThan(0)
+  })
+
   test("a line that can still become a match wake passes straight through, with its wake_limit; past it, it is budgeted", () => {
     const { chatter, print, sent, wakesLeft, budget } = setup({ sessionBytes: 1_024 })
     chatter(120)
@@ -465,6 +495,10 @@ describe("ObservationBudget", () => {
     expect(budget.streamCount).toBe(2)
     print([], { status: { kind: "exited", code: 0 } })
     expect(budget.streamCount).toBe(1)
+    // A stream once forgotten is never taken again: the monitor's next batch starts a new one.
+    print(["back again"])
+    expect(budget.streamCount).toBe(2)
+    budget.forgetMonitor("mon_a")
     budget.forgetMonitor("mon_b")
     expect(budget.streamCount).toBe(0)
     expect(scheduler.pendingTimers).toBe(0)

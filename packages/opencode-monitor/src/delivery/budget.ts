@@ -101,7 +101,8 @@ type Stream = {
   refilledAt: number
   lastEnvelopeAt: number
   held: { lines: number; bytes: number; firstSeq: number; dropped: DropCounts }
-  lastHeld: { batch: OutputBatch; line: MonitorLine | undefined } | undefined
+  /** The last batch held, and where its latest line is (made an object only when it is shown). */
+  lastHeld: { batch: OutputBatch; lines: BatchLines; at: number } | undefined
   /** The last priority lines held (at most PENDING_PRIORITY_MAX), oldest first, up to `unsorted`. */
   pendingPriority: MonitorLine[]
   /** The lines of the batches held after those, not yet looked at (see `heldPriority`), and how many. */
@@ -130,6 +131,8 @@ type Stream = {
  */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
+  /** The stream the last batch went to. */
+  private recent: Stream | undefined
   private readonly ledger: ContextLedger
 
   constructor(
@@ -153,7 +156,7 @@ export class ObservationBudget {
       // Never held back, and never without a line: when the latest output was held (it may have
       // been flushed just before the exit), the wake shows it. A match wake is charged by the
       // injector when it is sent, as it went out.
-      const held = stream.lastHeld?.line
+      const held = lastHeldLine(stream)
       const lines = held && batch.lines.length === 0 ? [held] : batch.lines
       this.send(stream, this.compose(stream, batch, lines), { charge: false, route })
       if (isTerminalBatch(batch)) this.forgetStream(stream)
@@ -231,6 +234,10 @@ export class ObservationBudget {
   }
 
   private stream(monitorId: string, route: Route, label: string, hasPattern: boolean, wakeLimit: number): Stream {
+    // A flood brings batch after batch of one monitor: its stream is found without a key then.
+    const recent = this.recent
+    if (recent?.monitorId === monitorId && recent.sessionID === route.sessionID)
+      return this.refresh(recent, route, label, wakeLimit)
     const key = `${route.sessionID}|${monitorId}`
     let stream = this.streams.get(key)
     if (!stream) {
@@ -256,6 +263,11 @@ export class ObservationBudget {
       }
       this.streams.set(key, stream)
     }
+    this.recent = stream
+    return this.refresh(stream, route, label, wakeLimit)
+  }
+
+  private refresh(stream: Stream, route: Route, label: string, wakeLimit: number): Stream {
     // A match wake's route is never kept: what the stream sends later is an observation.
     stream.route = route.wake ? { ...route, wake: false } : route
     stream.label = label
@@ -372,9 +384,9 @@ export class ObservationBudget {
     records: BatchLines = linesOf(batch),
   ): void {
     countHeld(stream.held, records)
-    stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
-    const last = records.length > 0 ? records.line(records.length - 1) : stream.lastHeld?.line
-    stream.lastHeld = { batch, line: last }
+    if (batch.dropped !== NO_DROPS) stream.held.dropped = addDrops(stream.held.dropped, batch.dropped)
+    if (records.length > 0) stream.lastHeld = { batch, lines: records, at: records.length - 1 }
+    else stream.lastHeld = stream.lastHeld ? { ...stream.lastHeld, batch } : { batch, lines: records, at: -1 }
     if (priority) {
       stream.pendingPriority = priority.slice(-PENDING_PRIORITY_MAX)
       clearUnsorted(stream)
@@ -453,14 +465,15 @@ export class ObservationBudget {
     const last = stream.lastHeld
     if (!last || stream.held.lines === 0) return
     const available = this.room(stream)
-    const chosen = this.choose(this.heldPriority(stream), last.line, available)
+    const latest = lastHeldLine(stream)
+    const chosen = this.choose(this.heldPriority(stream), latest, available)
     // An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key.
     const held = { ...fieldsOf(last.batch), lines: [], dropped: NO_DROPS }
     if (chosen) {
       this.send(stream, this.compose(stream, held, chosen), { charge: true })
     } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
       // Past the budget: one short summary, the counts and the last line (cut by the envelope).
-      const summary = this.compose(stream, held, last.line ? [last.line] : [], true)
+      const summary = this.compose(stream, held, latest ? [latest] : [], true)
       const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
       // Past the session's total: one summary per monitor, then silence until a person writes.
       if (pastTotal && stream.summarizedPastBudget) return
@@ -477,9 +490,16 @@ export class ObservationBudget {
   }
 
   private forgetStream(stream: Stream): void {
+    if (this.recent === stream) this.recent = undefined
     this.clearTimer(stream)
     this.streams.delete(stream.key)
   }
+}
+
+/** The latest line held, as an object (the same one each time: its batch's records keep it). */
+function lastHeldLine(stream: Stream): MonitorLine | undefined {
+  const last = stream.lastHeld
+  return last && last.at >= 0 ? last.lines.line(last.at) : undefined
 }
 
 /** Forgets the held batches not looked at yet (they were looked at, sent, or their priority lines are known). */

@@ -12,8 +12,9 @@ export const LINE_MAY_BREAK = 16
  * budget holds back and nobody reads never makes one.
  */
 export class BatchLines {
-  private readonly blocks: Uint8Array[]
-  /** Per line: its start and end in its block, its seq and its flags. */
+  /** The blocks the lines are ranges of, each once per run of lines in it (a batch mostly has one). */
+  private readonly blocks: Uint8Array[] = []
+  /** Per line: its start and end in its block, its seq, and its flags with its block's index above them. */
   private readonly columns: number[]
   private count = 0
   private madeLines: (MonitorLine | undefined)[] | undefined
@@ -28,7 +29,6 @@ export class BatchLines {
   /** `capacity`: how many lines it will likely hold (room is made at once, up to a bound). */
   constructor(capacity = 0) {
     const room = Math.min(capacity, PREALLOCATED_MAX)
-    this.blocks = new Array(room)
     this.columns = new Array(room * COLUMNS)
   }
 
@@ -47,13 +47,14 @@ export class BatchLines {
   addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): void {
     const at = this.count++
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
+    let blockIndex = this.blocks.length - 1
+    if (blockIndex < 0 || this.blocks[blockIndex] !== block) blockIndex = this.blocks.push(block) - 1
     // Writes at an index (not push): the room made at once is filled, not grown line by line.
-    this.blocks[at] = block
     const column = at * COLUMNS
     this.columns[column] = start
     this.columns[column + 1] = end
     this.columns[column + 2] = seq
-    this.columns[column + 3] = flags
+    this.columns[column + 3] = flags | (blockIndex << BLOCK_SHIFT)
     this.bytes += end - start
     if ((flags & LINE_WAKE) !== 0) this.wakes++
     this.array = undefined
@@ -72,7 +73,7 @@ export class BatchLines {
   }
 
   private flags(i: number): number {
-    return this.columns[i * COLUMNS + 3] as number
+    return (this.columns[i * COLUMNS + 3] as number) & FLAGS_MASK
   }
 
   matched(i: number): boolean {
@@ -80,7 +81,7 @@ export class BatchLines {
   }
 
   block(i: number): Uint8Array {
-    return this.blocks[i] as Uint8Array
+    return this.blocks[(this.columns[i * COLUMNS + 3] as number) >>> BLOCK_SHIFT] as Uint8Array
   }
 
   start(i: number): number {
@@ -100,7 +101,7 @@ export class BatchLines {
   line(i: number): MonitorLine {
     const made = this.madeLines?.[i]
     if (made) return made
-    const line = recordedLine(this.blocks[i] as Uint8Array, this.start(i), this.end(i), this.seq(i), this.flags(i))
+    const line = recordedLine(this.block(i), this.start(i), this.end(i), this.seq(i), this.flags(i))
     this.madeLines ??= []
     this.madeLines[i] = line
     return line
@@ -121,6 +122,9 @@ export const recordedLine = (block: Uint8Array, start: number, end: number, seq:
   lineOf(block, start, end, seq, flags, (flags & LINE_MAY_BREAK) !== 0 ? 2 : 1)
 
 const COLUMNS = 4
+/** A line's LINE_* flags take the low byte of its flags column; its block's index is above. */
+const BLOCK_SHIFT = 8
+const FLAGS_MASK = (1 << BLOCK_SHIFT) - 1
 /** Room made at once for this many lines at most (`batch_max_lines` may be far larger). */
 const PREALLOCATED_MAX = 512
 
