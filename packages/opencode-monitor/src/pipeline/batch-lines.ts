@@ -16,6 +16,9 @@ export class BatchLines {
   private readonly blocks: Uint8Array[] = []
   /** Per line: its start and end in its block, its seq, and its flags with its block's index above them. */
   private readonly columns: number[]
+  /** The block of the last line added, and its index as it stands in the flags column. */
+  private lastBlock: Uint8Array | undefined
+  private blockBits = 0
   private count = 0
   private madeLines: (MonitorLine | undefined)[] | undefined
   private array: MonitorLine[] | undefined
@@ -47,14 +50,16 @@ export class BatchLines {
   addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): void {
     const at = this.count++
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    let blockIndex = this.blocks.length - 1
-    if (blockIndex < 0 || this.blocks[blockIndex] !== block) blockIndex = this.blocks.push(block) - 1
+    if (block !== this.lastBlock) {
+      this.lastBlock = block
+      this.blockBits = (this.blocks.push(block) - 1) << BLOCK_SHIFT
+    }
     // Writes at an index (not push): the room made at once is filled, not grown line by line.
     const column = at * COLUMNS
     this.columns[column] = start
     this.columns[column + 1] = end
     this.columns[column + 2] = seq
-    this.columns[column + 3] = flags | (blockIndex << BLOCK_SHIFT)
+    this.columns[column + 3] = flags | this.blockBits
     this.bytes += end - start
     if ((flags & LINE_WAKE) !== 0) this.wakes++
     this.array = undefined

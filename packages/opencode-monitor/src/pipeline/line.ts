@@ -25,19 +25,25 @@ export class BreakFinder {
   /** Per break byte: where it is next, from the last line asked (-1: nowhere; NOT_SEARCHED). */
   private readonly next = [NOT_SEARCHED, NOT_SEARCHED, NOT_SEARCHED, NOT_SEARCHED]
 
+  /** How many of the break bytes the block has no more of (most blocks have none at all). */
+  private gone = 0
+
   startBlock(block: Uint8Array): void {
     this.block = block
     this.next.fill(NOT_SEARCHED)
+    this.gone = 0
   }
 
   /** Whether `block[start, end)` has a break byte; `start` never goes back between calls. */
   has(start: number, end: number): boolean {
+    if (this.gone === BREAK_BYTES.length) return false
     let found = false
     for (let i = 0; i < 4; i++) {
       let at = this.next[i] as number
       if (at !== -1 && at < start) {
         at = this.block.indexOf(BREAK_BYTES[i] as number, start)
         this.next[i] = at
+        if (at === -1) this.gone++
       }
       if (at !== -1 && at < end) found = true
     }
