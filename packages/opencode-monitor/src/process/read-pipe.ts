@@ -6,7 +6,7 @@ import type { Readable } from "node:stream"
 // in pieces. Past the budget a pipe is paused until the next turn: nothing more is read, the pipe
 // fills, and the kernel blocks the writer. Memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
-const PIECE_BYTES = 64 * 1024
+const PIECE_BYTES = 32 * 1024
 
 let sliceOpen = false
 let sliceStart = 0
