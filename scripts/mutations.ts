@@ -222,8 +222,8 @@ export const MUTATIONS: Mutation[] = [
     id: "flood-release-not-deferred",
     what: "every read's lines are copied at once, though a flood's mostly leave the ring first",
     file: "src/pipeline/pipeline.ts",
-    find: "timer ??= scheduler.setTimeout(now, RELEASE_DELAY_MS)",
-    replace: "now()",
+    find: "timer ??= scheduler.setTimeout(release, RELEASE_DELAY_MS)",
+    replace: "release()",
     tests: PIPELINE,
   },
   {

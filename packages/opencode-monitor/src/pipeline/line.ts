@@ -15,6 +15,9 @@ export function hasBreakByte(bytes: Uint8Array, start: number, end: number): boo
   return false
 }
 
+/** Below every line start: the byte is looked for on the next question. */
+const NOT_SEARCHED = -2
+
 /**
  * Answers `hasBreakByte` for the lines of one block, asked in order, with one native search per
  * break byte over the block instead of a scan of every line. A byte is searched for only once a
@@ -50,9 +53,6 @@ export class BreakFinder {
     return found
   }
 }
-
-/** Below every line start: the byte is looked for on the next question. */
-const NOT_SEARCHED = -2
 
 /**
  * One captured line. It points into the block of bytes it was read in (no copy per line); its

@@ -280,8 +280,7 @@ export const RELEASE_DELAY_MS = 20
 function blockRelease(scheduler: Scheduler, ring: MonitorRingBuffer) {
   let timer: TimerHandle | undefined
   let since = 0
-  const now = () => {
-    if (timer !== undefined) scheduler.clearTimeout(timer)
+  const release = () => {
     timer = undefined
     if (since !== 0) ring.releaseSince(since)
     since = 0
@@ -290,9 +289,13 @@ function blockRelease(scheduler: Scheduler, ring: MonitorRingBuffer) {
     /** Lines from `firstSeq` on may point into a read buffer. */
     request(firstSeq: number) {
       if (since === 0) since = firstSeq
-      timer ??= scheduler.setTimeout(now, RELEASE_DELAY_MS)
+      timer ??= scheduler.setTimeout(release, RELEASE_DELAY_MS)
     },
-    now,
+    /** The monitor is done reading: release what is pending at once. */
+    now() {
+      if (timer !== undefined) scheduler.clearTimeout(timer)
+      release()
+    },
   }
 }
 
