@@ -164,6 +164,77 @@ describe("line work only where a line is read (issue 28)", () => {
     })
   }
 
+  // With no pattern a chunk's lines are gathered and taken by the ring and the batcher together
+  // (PlainRun): a filter that takes every line on its text goes line by line, and must agree.
+  for (const shape of [
+    { ring: 40, lines: 50, bytes: 1024, tiny: false },
+    { ring: 1000, lines: 50, bytes: 16_384, tiny: true },
+    { ring: 7, lines: 3, bytes: 1024, tiny: true },
+    { ring: 7, lines: 5000, bytes: 1024, tiny: true },
+    { ring: 300, lines: 500, bytes: 2048, tiny: false },
+  ]) {
+    test(`no pattern: lines taken a chunk at a time give what line by line gives (${JSON.stringify(shape)})`, () => {
+      // Tiny lines (a `yes` flood) mixed with tricky ones: breaks, over-long lines, seqs of 1 to 5 digits.
+      const random = prng(shape.ring)
+      const parts: Uint8Array[] = []
+      for (let i = 0; i < 60; i++)
+        parts.push(
+          shape.tiny && random() < 0.7 ? enc.encode("y\n".repeat(1 + Math.floor(random() * 600))) : trickyStream(i, 40),
+        )
+      const stream = Uint8Array.from(parts.flatMap((part) => [...part]))
+      const sizes = prng(shape.lines)
+      const chunks = Array.from({ length: stream.length }, () => 1 + Math.floor(sizes() * 6000))
+      const config: MonitorConfig = {
+        ...defaultMonitorConfig(),
+        line_max_bytes: 256,
+        ring_max_lines: shape.ring,
+        batch_max_lines: shape.lines,
+        batch_max_bytes: shape.bytes,
+      }
+      const replay = (filter: LineFilter | undefined) => {
+        const scheduler = new FakeScheduler()
+        const batches: OutputBatch[] = []
+        const seen: unknown[] = []
+        const pipeline = createMonitorPipeline({
+          monitorId: "mon_p",
+          config,
+          filter,
+          scheduler,
+          onBatch: (batch) => batches.push(batch),
+        })
+        let at = 0
+        for (let i = 0; at < stream.length; i++) {
+          const size = chunks[i] as number
+          pipeline.push(i % 3 === 2 ? "stderr" : "stdout", stream.slice(at, at + size))
+          at += size
+          // What monitor_output and monitor_list read between two reads of the pipe.
+          seen.push(
+            { ...pipeline.ring.counters },
+            pipeline.ring.query({ limit: 5 }).map((line) => line.seq),
+          )
+          scheduler.advance(i % 5 === 0 ? 700 : 10)
+        }
+        pipeline.finish({ kind: "exited", code: 0 })
+        return {
+          envelopes: batches.map((batch) => formatMonitorBatch({ batch, label: "job" })),
+          times: batches.map((batch) => batch.batchSeq),
+          ring: pipeline.ring
+            .query({ limit: 100_000 })
+            .map((line) => [line.seq, line.stream, line.text, line.truncated]),
+          counters: { ...pipeline.ring.counters },
+          seen,
+        }
+      }
+      const gathered = replay(undefined)
+      const oneByOne = replay(() => true)
+      expect(gathered.counters).toEqual(oneByOne.counters)
+      expect(gathered.counters.total).toBeGreaterThan(2_000)
+      expect(gathered.ring).toEqual(oneByOne.ring)
+      expect(gathered.envelopes).toEqual(oneByOne.envelopes)
+      expect(gathered.seen).toEqual(oneByOne.seen)
+    })
+  }
+
   test("a plain-words pattern decided on raw bytes answers as the filter on the text, or leaves it to the text", async () => {
     const filter = await compileLineFilter("error|warn", 512)
     const matcher = RawWordMatcher.for(filter)

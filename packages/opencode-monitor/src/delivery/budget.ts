@@ -192,7 +192,8 @@ export class ObservationBudget {
     const fresh: MonitorLine[] = []
     for (let i = 0; i < records.length; i++) if (this.isPriorityAt(stream, records, i)) fresh.push(records.line(i))
     const priority = pending.length > 0 ? [...pending, ...fresh] : fresh
-    const latest = records.length > 0 ? records.line(records.length - 1) : undefined
+    // No priority line: nothing is chosen, and the latest line need not become an object.
+    const latest = records.length > 0 && priority.length > 0 ? records.line(records.length - 1) : undefined
     const chosen = this.choose(priority, latest, available)
     if (chosen) this.send(stream, this.compose(stream, batch, chosen), { charge: true })
     else this.hold(stream, batch, priority, records)

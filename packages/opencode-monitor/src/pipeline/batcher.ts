@@ -35,6 +35,11 @@ export type BatchLimits = { maxLines: number; maxBytes: number; intervalMs: numb
 
 export const NO_DROPS: DropCounts = Object.freeze({ matched: 0, unmatched: 0, bytes: 0 })
 
+const NO_OPTIONS = {}
+
+/** The status of every running batch (one object: a flood makes thousands of batches a second). */
+const RUNNING: MonitorStatus = Object.freeze({ kind: "running" })
+
 /** Drop counts added up: the one place they are summed (budget, coalescing, match-wake merges). */
 export function addDrops(...counts: DropCounts[]): DropCounts {
   const sum = { matched: 0, unmatched: 0, bytes: 0 }
@@ -119,6 +124,55 @@ export class MonitorBatcher {
     this.added(size, exact)
   }
 
+  /**
+   * Lines `from` to `to` (excluded) of a run in `block`, line i being `block[starts[i], ends[i])`,
+   * numbered on from `seq`, each exactly its bytes plus `extra` in size: as many `addRange` calls,
+   * with the bounds checked once per batch while its lines are sure to fit.
+   */
+  addSpan(
+    block: Uint8Array,
+    starts: Int32Array,
+    ends: Int32Array,
+    from: number,
+    to: number,
+    seq: number,
+    flags: number,
+    extra: number,
+  ) {
+    const { maxLines, maxBytes } = this.limits
+    let i = from
+    while (i < to) {
+      if (this.closed) return
+      const lines = this.lines
+      const first = (ends[i] as number) - (starts[i] as number) + extra
+      if (lines.length > 0 && this.bytes + first > maxBytes) {
+        this.addRange(block, starts[i] as number, ends[i] as number, seq + i - from, flags, first, true)
+        i++
+        continue
+      }
+      this.opening()
+      let bytes = this.bytes
+      let count = lines.length
+      for (;;) {
+        const start = starts[i] as number
+        const end = ends[i] as number
+        const size = end - start + extra
+        if (count > 0 && bytes + size > maxBytes) break
+        lines.addRange(block, start, end, seq + i - from, flags)
+        bytes += size
+        count++
+        i++
+        if (count >= maxLines || i >= to) break
+      }
+      this.bytes = bytes
+      if (count >= maxLines) this.flushNow()
+      else if (bytes >= maxBytes) {
+        this.measureAll()
+        if (this.bytes >= maxBytes) this.flushNow()
+      }
+    }
+  }
+
   /** Whether a line of `size` might not fit; the batch's lines are then measured. */
   private overflows(size: number): boolean {
     if (this.lines.length === 0 || this.bytes + size <= this.limits.maxBytes) return false
@@ -153,6 +207,10 @@ export class MonitorBatcher {
       const size = this.measure(this.lines.line(this.bounded[i] as number))
       this.bytes += size - (this.boundedSizes[i] as number)
     }
+    this.forgetBounds()
+  }
+
+  private forgetBounds(): void {
     this.bounded = []
     this.boundedSizes = []
   }
@@ -174,7 +232,7 @@ export class MonitorBatcher {
    * Emits the buffered lines as a batch. An empty buffer emits nothing unless `allowEmpty`;
    * passing `status` makes this the terminal batch (`stillRunning: false`) and closes the batcher.
    */
-  flushNow(options: { allowEmpty?: boolean; status?: MonitorStatus } = {}): void {
+  flushNow(options: { allowEmpty?: boolean; status?: MonitorStatus } = NO_OPTIONS): void {
     if (this.closed) return
     if (this.lines.length === 0 && options.allowEmpty !== true) return
     const lines = this.lines
@@ -182,7 +240,7 @@ export class MonitorBatcher {
     const terminal = options.status !== undefined
     if (terminal) this.close()
     else this.reset()
-    const status = options.status ?? { kind: "running" }
+    const status = options.status ?? RUNNING
     const dropped = this.deps.takeDropped?.() ?? NO_DROPS
     this.onBatch(new RecordedBatch(this.monitorId, this.batchSeq, !terminal, status, dropped, lines))
   }
@@ -197,7 +255,7 @@ export class MonitorBatcher {
       batchSeq: this.batchSeq,
       lines: [],
       stillRunning: true,
-      status: { kind: "running" },
+      status: RUNNING,
       dropped: this.deps.takeDropped?.() ?? NO_DROPS,
       silence,
     })
@@ -213,8 +271,7 @@ export class MonitorBatcher {
 
   private reset(): void {
     this.lines = new BatchLines(this.limits.maxLines)
-    this.bounded = []
-    this.boundedSizes = []
+    if (this.bounded.length > 0) this.forgetBounds()
     this.bytes = 0
   }
 }

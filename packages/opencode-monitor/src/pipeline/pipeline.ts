@@ -56,12 +56,13 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const chunk = new ChunkFacts(options)
   const lines = { seq: 0 }
   let finished = false
-  const accept = lineAcceptor(ring, batcher, chunk, wakeFlush, lines)
+  const plain = PlainRun.when(options, ring, batcher, chunk)
+  const accept = lineAcceptor(ring, batcher, chunk, wakeFlush, lines, plain)
   const silence =
     options.silenceMs === undefined
       ? undefined
       : silenceWatch(options.silenceMs, options, ring, batcher, () => lines.seq)
-  const splitters = lineSplitters(config.line_max_bytes, accept, drops.cut)
+  const splitters = lineSplitters(config.line_max_bytes, accept, plain ? plain.before(drops.cut) : drops.cut)
   const release = blockRelease(options.scheduler, ring)
 
   return {
@@ -72,6 +73,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       clock = options.scheduler.now()
       chunk.start(bytes, lines.seq + 1)
       splitters[stream].push(bytes)
+      plain?.take()
       chunk.end()
       if (lines.seq >= chunk.firstSeq) release.request(chunk.firstSeq)
     },
@@ -115,9 +117,14 @@ function lineAcceptor(
   chunk: ChunkFacts,
   wakeFlush: ReturnType<typeof promptFlush>,
   lines: { seq: number },
+  plain: PlainRun | undefined,
 ) {
   return (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
     const inChunk = bytes === chunk.current
+    if (plain) {
+      if (inChunk && !truncated) return plain.add(stream, start, end, ++lines.seq)
+      plain.take()
+    }
     const seq = ++lines.seq
     if (chunk.unmatched(inChunk, start, end)) {
       ring.pushRange(bytes, start, end, seq, lineFlags(stream, truncated))
@@ -138,6 +145,96 @@ function lineAcceptor(
     if (line.matched || line.wake) batcher.add(line)
     if (line.wake) wakeFlush.request()
   }
+}
+
+/**
+ * With no match_pattern and no wake_pattern every line is delivered: the lines of a chunk are
+ * gathered as they are cut, and the ring and the batcher take them together, in the same order and
+ * with the same flags and sizes as one by one. Taken before anything else can happen to the ring or
+ * the batcher: another kind of line, a count of dropped bytes, the end of the chunk.
+ */
+class PlainRun {
+  private starts: Int32Array = new Int32Array(1_024)
+  private ends: Int32Array = new Int32Array(1_024)
+  private count = 0
+  private firstSeq = 0
+  private stream: MonitorStream = "stdout"
+
+  constructor(
+    private readonly ring: MonitorRingBuffer,
+    private readonly batcher: MonitorBatcher,
+    private readonly chunk: ChunkFacts,
+  ) {}
+
+  /** A run for a pipeline with neither pattern; else undefined (its lines go one by one). */
+  static when(options: PipelineOptions, ring: MonitorRingBuffer, batcher: MonitorBatcher, chunk: ChunkFacts) {
+    const plain = options.filter === undefined && options.wakeFilter === undefined
+    return plain ? new PlainRun(ring, batcher, chunk) : undefined
+  }
+
+  /** `then`, after the gathered lines are taken (a count of dropped bytes comes after them). */
+  before(then: (bytes: number) => void): (bytes: number) => void {
+    return (bytes) => {
+      this.take()
+      then(bytes)
+    }
+  }
+
+  /** Line `seq` is `block[start, end)` of the chunk being split. */
+  add(stream: MonitorStream, start: number, end: number, seq: number): void {
+    const at = this.count++
+    if (at === 0) {
+      this.firstSeq = seq
+      this.stream = stream
+    } else if (at === this.starts.length) {
+      this.starts = grown(this.starts)
+      this.ends = grown(this.ends)
+    }
+    this.starts[at] = start
+    this.ends[at] = end
+  }
+
+  /** The gathered lines go to the ring, then to the batcher. */
+  take(): void {
+    const count = this.count
+    if (count === 0) return
+    this.count = 0
+    const { starts, ends, firstSeq, stream, chunk } = this
+    const block = chunk.current as Uint8Array
+    const flags = lineFlags(stream, false) | LINE_MATCHED
+    this.ring.pushRun(block, starts, ends, count, firstSeq, flags)
+    let i = 0
+    while (i < count) {
+      const seq = firstSeq + i
+      const start = starts[i] as number
+      const end = ends[i] as number
+      if (chunk.breaksOf(true, start, end) === 2) {
+        const size = boundOf(end - start, stream, seq, false, true)
+        this.batcher.addRange(block, start, end, seq, flags | LINE_MAY_BREAK, size, false)
+        i++
+        continue
+      }
+      // Up to a line that may break, or a seq with one more digit: sized as their bytes plus one prefix.
+      const sameDigits = Math.min(count, nextPowerOfTen(seq) - firstSeq)
+      let next = i + 1
+      while (next < sameDigits && chunk.breaksOf(true, starts[next] as number, ends[next] as number) !== 2) next++
+      this.batcher.addSpan(block, starts, ends, i, next, seq, flags, boundOf(0, stream, seq, false, false))
+      i = next
+    }
+  }
+}
+
+/** The smallest power of ten above `n`: the first number with one more digit. */
+function nextPowerOfTen(n: number): number {
+  let power = 10
+  while (power <= n) power *= 10
+  return power
+}
+
+const grown = (array: Int32Array): Int32Array => {
+  const larger = new Int32Array(array.length * 2)
+  larger.set(array)
+  return larger
 }
 
 /**

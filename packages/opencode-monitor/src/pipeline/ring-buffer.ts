@@ -108,11 +108,36 @@ export class MonitorRingBuffer {
 
   /** Keeps `block[start, end)` as line `seq`; returns its slot. */
   pushRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): number {
+    this.count(1, seq, flags)
+    return this.store(block, start, end, seq, flags)
+  }
+
+  /**
+   * Keeps `count` lines of one block with the same flags, line i being `block[starts[i], ends[i])`
+   * numbered `firstSeq + i`. Lines that would leave the ring before the last of them came are only
+   * counted, as they would have been pushed out: a flood of tiny lines writes `capacity` lines, not all.
+   */
+  pushRun(block: Uint8Array, starts: Int32Array, ends: Int32Array, count: number, firstSeq: number, flags: number) {
+    this.count(count, firstSeq + count - 1, flags)
+    // The lines kept push out the ring's older ones, as line by line; those before them come and go.
+    const passing = Math.max(0, count - this.capacity)
+    if (passing > 0) {
+      let bytes = 0
+      for (let i = 0; i < passing; i++) bytes += (ends[i] as number) - (starts[i] as number)
+      this.countEvicted(passing, bytes, flags)
+    }
+    for (let i = passing; i < count; i++) this.store(block, starts[i] as number, ends[i] as number, firstSeq + i, flags)
+  }
+
+  private count(lines: number, lastSeq: number, flags: number): void {
     const counters = this.counters
-    counters.total++
-    if ((flags & LINE_MATCHED) !== 0) counters.matched++
-    else counters.unmatched++
-    counters.lastSeq = seq
+    counters.total += lines
+    if ((flags & LINE_MATCHED) !== 0) counters.matched += lines
+    else counters.unmatched += lines
+    counters.lastSeq = lastSeq
+  }
+
+  private store(block: Uint8Array, start: number, end: number, seq: number, flags: number): number {
     let slot = this.head + this.size
     if (slot >= this.capacity) slot -= this.capacity
     if (this.size === this.capacity) {
@@ -131,13 +156,15 @@ export class MonitorRingBuffer {
   }
 
   private evict(slot: number): void {
-    const flags = this.flags[slot] as number
-    const bytes = (this.ends[slot] as number) - (this.starts[slot] as number)
-    if ((flags & LINE_MATCHED) !== 0) this.counters.droppedMatched++
-    else this.counters.droppedUnmatched++
+    this.countEvicted(1, (this.ends[slot] as number) - (this.starts[slot] as number), this.flags[slot] as number)
+  }
+
+  private countEvicted(lines: number, bytes: number, flags: number): void {
+    if ((flags & LINE_MATCHED) !== 0) this.counters.droppedMatched += lines
+    else this.counters.droppedUnmatched += lines
     this.counters.bytesDropped += bytes
     if ((flags & (LINE_MATCHED | LINE_WAKE)) === 0) {
-      this.unreported.lines++
+      this.unreported.lines += lines
       this.unreported.bytes += bytes
     }
   }
