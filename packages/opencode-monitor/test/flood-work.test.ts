@@ -177,10 +177,13 @@ describe("line work only where a line is read (issue 28)", () => {
       // Tiny lines (a `yes` flood) mixed with tricky ones: breaks, over-long lines, seqs of 1 to 5 digits.
       const random = prng(shape.ring)
       const parts: Uint8Array[] = []
-      for (let i = 0; i < 60; i++)
+      for (let i = 0; i < 60; i++) {
         parts.push(
           shape.tiny && random() < 0.7 ? enc.encode("y\n".repeat(1 + Math.floor(random() * 600))) : trickyStream(i, 40),
         )
+        // A progress bar longer than line_max_bytes whose last frame fits: a line of its own, no drop.
+        if (i % 10 === 0) parts.push(enc.encode(`a\nb\n${"#".repeat(300)}\r50%\rdone\nc\n`))
+      }
       const stream = Uint8Array.from(parts.flatMap((part) => [...part]))
       const sizes = prng(shape.lines)
       const chunks = Array.from({ length: stream.length }, () => 1 + Math.floor(sizes() * 6000))

@@ -65,6 +65,45 @@ export class BatchLines {
     this.array = undefined
   }
 
+  /**
+   * Lines `from` to `to` (excluded) of a run in `block`, line i being `block[starts[i], ends[i])`,
+   * numbered on from `seq`, all with `flags`: as many `addRange` calls.
+   */
+  addSpan(
+    block: Uint8Array,
+    starts: Int32Array,
+    ends: Int32Array,
+    from: number,
+    to: number,
+    seq: number,
+    flags: number,
+  ) {
+    if (to <= from) return
+    const at = this.count
+    if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
+    if (block !== this.lastBlock) {
+      this.lastBlock = block
+      this.blockBits = (this.blocks.push(block) - 1) << BLOCK_SHIFT
+    }
+    const columns = this.columns
+    const packed = flags | this.blockBits
+    let column = at * COLUMNS
+    let bytes = 0
+    for (let i = from; i < to; i++, column += COLUMNS) {
+      const start = starts[i] as number
+      const end = ends[i] as number
+      columns[column] = start
+      columns[column + 1] = end
+      columns[column + 2] = seq + i - from
+      columns[column + 3] = packed
+      bytes += end - start
+    }
+    this.count = at + to - from
+    this.bytes += bytes
+    if ((flags & LINE_WAKE) !== 0) this.wakes += to - from
+    this.array = undefined
+  }
+
   /** A line that is already an object: it is the one handed out for it. */
   addLine(line: MonitorLine): void {
     const at = this.count

@@ -153,17 +153,16 @@ export class MonitorBatcher {
       this.opening()
       let bytes = this.bytes
       let count = lines.length
+      const begin = i
       for (;;) {
-        const start = starts[i] as number
-        const end = ends[i] as number
-        const size = end - start + extra
+        const size = (ends[i] as number) - (starts[i] as number) + extra
         if (count > 0 && bytes + size > maxBytes) break
-        lines.addRange(block, start, end, seq + i - from, flags)
         bytes += size
         count++
         i++
         if (count >= maxLines || i >= to) break
       }
+      lines.addSpan(block, starts, ends, begin, i, seq + begin - from, flags)
       this.bytes = bytes
       if (count >= maxLines) this.flushNow()
       else if (bytes >= maxBytes) {

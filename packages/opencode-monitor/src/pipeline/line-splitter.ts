@@ -8,6 +8,9 @@ const SHORT_LINE = 16
 /** A line is `block[start, end)`: no copy per line; the block belongs to the splitter's caller. */
 export type EmitLine = (block: Uint8Array, start: number, end: number, truncated: boolean) => void
 
+/** Takes the lines that lie whole in the chunk being pushed, instead of `emit`: `chunk[start, end)`. */
+export type ChunkLines = { add(start: number, end: number): void }
+
 /**
  * Splits a byte stream into lines of at most `maxBytes` bytes. Works on bytes, so a UTF-8
  * character split across chunks is reassembled before anyone decodes it. An over-long line is
@@ -24,6 +27,8 @@ export class LineSplitter {
     private readonly maxBytes: number,
     private readonly emit: EmitLine,
     private readonly countDropped: (bytes: number) => void,
+    /** When set, the lines whole in a chunk go here (in order with what `emit` gets: see ChunkLines). */
+    private readonly chunkLines?: ChunkLines,
   ) {}
 
   push(chunk: Uint8Array): void {
@@ -49,7 +54,8 @@ export class LineSplitter {
         this.countDropped(newline - start)
         this.discarding = false
       } else if (this.partialLength === 0 && newline - start <= this.maxBytes) {
-        this.emit(chunk, start, newline, false)
+        if (this.chunkLines) this.chunkLines.add(start, newline)
+        else this.emit(chunk, start, newline, false)
       } else {
         this.appendPartial(chunk.subarray(start, newline))
         if (this.discarding) this.discarding = false

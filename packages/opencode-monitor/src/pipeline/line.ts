@@ -39,8 +39,13 @@ export class BreakFinder {
 
   /** Whether `block[start, end)` has a break byte; `start` never goes back between calls. */
   has(start: number, end: number): boolean {
-    if (this.gone === BREAK_BYTES.length) return false
-    let found = false
+    return this.nextAt(start) < end
+  }
+
+  /** Where the first break byte at or after `start` is (Infinity: none); `start` never goes back between calls. */
+  nextAt(start: number): number {
+    if (this.gone === BREAK_BYTES.length) return Number.POSITIVE_INFINITY
+    let nearest = Number.POSITIVE_INFINITY
     for (let i = 0; i < 4; i++) {
       let at = this.next[i] as number
       if (at !== -1 && at < start) {
@@ -48,9 +53,9 @@ export class BreakFinder {
         this.next[i] = at
         if (at === -1) this.gone++
       }
-      if (at !== -1 && at < end) found = true
+      if (at !== -1 && at < nearest) nearest = at
     }
-    return found
+    return nearest
   }
 }
 

@@ -7,7 +7,7 @@ import { type LineFilter, RawWordMatcher } from "./filter"
 import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { boundOf, envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
-import { LineSplitter } from "./line-splitter"
+import { type ChunkLines, LineSplitter } from "./line-splitter"
 import { LINE_MATCHED, lineFlags, MonitorRingBuffer } from "./ring-buffer"
 
 export type PipelineOptions = {
@@ -56,13 +56,13 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const chunk = new ChunkFacts(options)
   const lines = { seq: 0 }
   let finished = false
-  const plain = PlainRun.when(options, ring, batcher, chunk)
+  const plain = PlainRun.when(options, ring, batcher, chunk, lines)
   const accept = lineAcceptor(ring, batcher, chunk, wakeFlush, lines, plain)
   const silence =
     options.silenceMs === undefined
       ? undefined
       : silenceWatch(options.silenceMs, options, ring, batcher, () => lines.seq)
-  const splitters = lineSplitters(config.line_max_bytes, accept, plain ? plain.before(drops.cut) : drops.cut)
+  const splitters = lineSplitters(config.line_max_bytes, accept, plain ? plain.before(drops.cut) : drops.cut, plain)
   const release = blockRelease(options.scheduler, ring)
 
   return {
@@ -71,7 +71,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       if (finished) return
       silence?.output()
       clock = options.scheduler.now()
-      chunk.start(bytes, lines.seq + 1)
+      chunk.start(bytes, lines.seq + 1, stream)
       splitters[stream].push(bytes)
       plain?.take()
       chunk.end()
@@ -109,7 +109,8 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
  * gets it when it matched. A line nothing matched stays bytes in the ring, and so does a matched one
  * its bytes decided (the batch records its range): either becomes an object only if someone reads
  * it. The others (decided on their text, wake lines, lines assembled across chunks) are objects
- * from the start.
+ * from the start. With neither pattern, the lines whole in a chunk go to `plain` instead, and the
+ * ones gathered there go on before any line that comes here.
  */
 function lineAcceptor(
   ring: MonitorRingBuffer,
@@ -120,11 +121,8 @@ function lineAcceptor(
   plain: PlainRun | undefined,
 ) {
   return (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
+    plain?.take()
     const inChunk = bytes === chunk.current
-    if (plain) {
-      if (inChunk && !truncated) return plain.add(stream, start, end, ++lines.seq)
-      plain.take()
-    }
     const seq = ++lines.seq
     if (chunk.unmatched(inChunk, start, end)) {
       ring.pushRange(bytes, start, end, seq, lineFlags(stream, truncated))
@@ -148,28 +146,34 @@ function lineAcceptor(
 }
 
 /**
- * With no match_pattern and no wake_pattern every line is delivered: the lines of a chunk are
- * gathered as they are cut, and the ring and the batcher take them together, in the same order and
- * with the same flags and sizes as one by one. Taken before anything else can happen to the ring or
- * the batcher: another kind of line, a count of dropped bytes, the end of the chunk.
+ * With no match_pattern and no wake_pattern every line is delivered: the lines whole in a chunk are
+ * gathered as the splitter cuts them (ChunkLines), numbered and taken by the ring and the batcher
+ * together, in the same order and with the same flags and sizes as one by one. Taken before
+ * anything else can happen to the ring or the batcher: another line, a count of dropped bytes,
+ * the end of the chunk.
  */
-class PlainRun {
+class PlainRun implements ChunkLines {
   private starts: Int32Array = new Int32Array(1_024)
   private ends: Int32Array = new Int32Array(1_024)
   private count = 0
-  private firstSeq = 0
-  private stream: MonitorStream = "stdout"
 
   constructor(
     private readonly ring: MonitorRingBuffer,
     private readonly batcher: MonitorBatcher,
     private readonly chunk: ChunkFacts,
+    private readonly lines: { seq: number },
   ) {}
 
   /** A run for a pipeline with neither pattern; else undefined (its lines go one by one). */
-  static when(options: PipelineOptions, ring: MonitorRingBuffer, batcher: MonitorBatcher, chunk: ChunkFacts) {
+  static when(
+    options: PipelineOptions,
+    ring: MonitorRingBuffer,
+    batcher: MonitorBatcher,
+    chunk: ChunkFacts,
+    lines: { seq: number },
+  ) {
     const plain = options.filter === undefined && options.wakeFilter === undefined
-    return plain ? new PlainRun(ring, batcher, chunk) : undefined
+    return plain ? new PlainRun(ring, batcher, chunk, lines) : undefined
   }
 
   /** `then`, after the gathered lines are taken (a count of dropped bytes comes after them). */
@@ -180,13 +184,10 @@ class PlainRun {
     }
   }
 
-  /** Line `seq` is `block[start, end)` of the chunk being split. */
-  add(stream: MonitorStream, start: number, end: number, seq: number): void {
+  /** The next line of the chunk being split is `chunk[start, end)`. */
+  add(start: number, end: number): void {
     const at = this.count++
-    if (at === 0) {
-      this.firstSeq = seq
-      this.stream = stream
-    } else if (at === this.starts.length) {
+    if (at === this.starts.length) {
       this.starts = grown(this.starts)
       this.ends = grown(this.ends)
     }
@@ -194,13 +195,16 @@ class PlainRun {
     this.ends[at] = end
   }
 
-  /** The gathered lines go to the ring, then to the batcher. */
+  /** The gathered lines get their seqs and go to the ring, then to the batcher. */
   take(): void {
     const count = this.count
     if (count === 0) return
     this.count = 0
-    const { starts, ends, firstSeq, stream, chunk } = this
+    const { starts, ends, chunk } = this
+    const firstSeq = this.lines.seq + 1
+    this.lines.seq += count
     const block = chunk.current as Uint8Array
+    const stream = chunk.stream
     const flags = lineFlags(stream, false) | LINE_MATCHED
     this.ring.pushRun(block, starts, ends, count, firstSeq, flags)
     let i = 0
@@ -208,16 +212,18 @@ class PlainRun {
       const seq = firstSeq + i
       const start = starts[i] as number
       const end = ends[i] as number
-      if (chunk.breaksOf(true, start, end) === 2) {
+      const breakAt = chunk.nextBreak(start)
+      if (breakAt < end) {
         const size = boundOf(end - start, stream, seq, false, true)
         this.batcher.addRange(block, start, end, seq, flags | LINE_MAY_BREAK, size, false)
         i++
         continue
       }
-      // Up to a line that may break, or a seq with one more digit: sized as their bytes plus one prefix.
+      // Up to the line holding that break byte, or a seq with one more digit: sized as their bytes
+      // plus one prefix.
       const sameDigits = Math.min(count, nextPowerOfTen(seq) - firstSeq)
       let next = i + 1
-      while (next < sameDigits && chunk.breaksOf(true, starts[next] as number, ends[next] as number) !== 2) next++
+      while (next < sameDigits && (ends[next] as number) <= breakAt) next++
       this.batcher.addSpan(block, starts, ends, i, next, seq, flags, boundOf(0, stream, seq, false, false))
       i = next
     }
@@ -245,6 +251,7 @@ const grown = (array: Int32Array): Int32Array => {
 class ChunkFacts {
   current: Uint8Array | undefined
   firstSeq = 0
+  stream: MonitorStream = "stdout"
   private readonly matcher: RawWordMatcher | undefined
   private readonly wakeMatcher: RawWordMatcher | undefined
   private readonly breaks = new BreakFinder()
@@ -281,9 +288,10 @@ class ChunkFacts {
     line.wake = this.rawWake ?? (wakeFilter as LineFilter)(line.text)
   }
 
-  start(chunk: Uint8Array, firstSeq: number): void {
+  start(chunk: Uint8Array, firstSeq: number, stream: MonitorStream): void {
     this.current = chunk
     this.firstSeq = firstSeq
+    this.stream = stream
     this.breaks.startBlock(chunk)
     this.matcher?.startBlock(chunk)
     this.wakeMatcher?.startBlock(chunk)
@@ -291,6 +299,11 @@ class ChunkFacts {
 
   end(): void {
     this.current = undefined
+  }
+
+  /** Where the chunk's first break byte at or after `start` is (Infinity: none); see BreakFinder. */
+  nextBreak(start: number): number {
+    return this.breaks.nextAt(start)
   }
 
   /** 0: not known (a line assembled across chunks); 1: it cannot break into rows; 2: it may. */
@@ -316,9 +329,11 @@ function lineSplitters(
   maxBytes: number,
   accept: (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => void,
   dropped: (bytes: number) => void,
+  chunkLines: ChunkLines | undefined,
 ): Record<MonitorStream, LineSplitter> {
-  const splitter = (stream: MonitorStream) =>
-    new LineSplitter(maxBytes, (bytes, start, end, truncated) => accept(stream, bytes, start, end, truncated), dropped)
+  const emit = (stream: MonitorStream) => (bytes: Uint8Array, start: number, end: number, truncated: boolean) =>
+    accept(stream, bytes, start, end, truncated)
+  const splitter = (stream: MonitorStream) => new LineSplitter(maxBytes, emit(stream), dropped, chunkLines)
   return { stdout: splitter("stdout"), stderr: splitter("stderr") }
 }
 
