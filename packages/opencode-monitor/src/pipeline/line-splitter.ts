@@ -8,7 +8,11 @@ const SHORT_LINE = 16
 /** A line is `block[start, end)`: no copy per line; the block belongs to the splitter's caller. */
 export type EmitLine = (block: Uint8Array, start: number, end: number, truncated: boolean) => void
 
-/** Takes the lines that lie whole in the chunk being pushed, instead of `emit`: `chunk[start, end)`. */
+/**
+ * Takes the lines that lie whole in the chunk being pushed, instead of `emit`: `chunk[start, end)`.
+ * The stream's order is the order of all three calls (`add`, `emit`, `countDropped`): whoever
+ * gathers what `add` brings passes it on before what the next `emit` or `countDropped` brings.
+ */
 export type ChunkLines = { add(start: number, end: number): void }
 
 /**
@@ -27,7 +31,7 @@ export class LineSplitter {
     private readonly maxBytes: number,
     private readonly emit: EmitLine,
     private readonly countDropped: (bytes: number) => void,
-    /** When set, the lines whole in a chunk go here (in order with what `emit` gets: see ChunkLines). */
+    /** When set, the lines whole in a chunk go here, not to `emit` (see ChunkLines). */
     private readonly chunkLines?: ChunkLines,
   ) {}
 
