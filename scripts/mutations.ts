@@ -238,7 +238,7 @@ export const MUTATIONS: Mutation[] = [
     id: "plain-run-one-digit-size",
     what: "a run's lines are all sized with the prefix of its first seq, past a seq with one more digit",
     file: "src/pipeline/pipeline.ts",
-    find: "const sameDigits = Math.min(count, nextPowerOfTen(seq) - firstSeq)",
+    find: "const sameDigits = Math.min(count, 10 ** decimalDigits(seq) - firstSeq)",
     replace: "const sameDigits = count",
     tests: PIPELINE,
   },

@@ -50,16 +50,12 @@ export class BatchLines {
   addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): void {
     const at = this.count++
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    if (block !== this.lastBlock) {
-      this.lastBlock = block
-      this.blockBits = (this.blocks.push(block) - 1) << BLOCK_SHIFT
-    }
     // Writes at an index (not push): the room made at once is filled, not grown line by line.
     const column = at * COLUMNS
     this.columns[column] = start
     this.columns[column + 1] = end
     this.columns[column + 2] = seq
-    this.columns[column + 3] = flags | this.blockBits
+    this.columns[column + 3] = flags | this.blockBitsOf(block)
     this.bytes += end - start
     if ((flags & LINE_WAKE) !== 0) this.wakes++
     this.array = undefined
@@ -81,12 +77,8 @@ export class BatchLines {
     if (to <= from) return
     const at = this.count
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    if (block !== this.lastBlock) {
-      this.lastBlock = block
-      this.blockBits = (this.blocks.push(block) - 1) << BLOCK_SHIFT
-    }
     const columns = this.columns
-    const packed = flags | this.blockBits
+    const packed = flags | this.blockBitsOf(block)
     let column = at * COLUMNS
     let bytes = 0
     for (let i = from; i < to; i++, column += COLUMNS) {
@@ -102,6 +94,15 @@ export class BatchLines {
     this.bytes += bytes
     if ((flags & LINE_WAKE) !== 0) this.wakes += to - from
     this.array = undefined
+  }
+
+  /** The flags column's bits above the flags for a line of `block` (its index, added once per run). */
+  private blockBitsOf(block: Uint8Array): number {
+    if (block !== this.lastBlock) {
+      this.lastBlock = block
+      this.blockBits = (this.blocks.push(block) - 1) << BLOCK_SHIFT
+    }
+    return this.blockBits
   }
 
   /** A line that is already an object: it is the one handed out for it. */

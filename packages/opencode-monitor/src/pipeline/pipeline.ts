@@ -5,7 +5,7 @@ import { LINE_MAY_BREAK } from "./batch-lines"
 import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
 import { type LineFilter, RawWordMatcher } from "./filter"
 import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
-import { boundOf, envelopeBytes, envelopeBytesBound } from "./render"
+import { boundOf, decimalDigits, envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
 import { type ChunkLines, LineSplitter } from "./line-splitter"
 import { LINE_MATCHED, lineFlags, MonitorRingBuffer } from "./ring-buffer"
@@ -221,20 +221,13 @@ class PlainRun implements ChunkLines {
       }
       // Up to the line holding that break byte, or a seq with one more digit: sized as their bytes
       // plus one prefix.
-      const sameDigits = Math.min(count, nextPowerOfTen(seq) - firstSeq)
+      const sameDigits = Math.min(count, 10 ** decimalDigits(seq) - firstSeq)
       let next = i + 1
       while (next < sameDigits && (ends[next] as number) <= breakAt) next++
       this.batcher.addSpan(block, starts, ends, i, next, seq, flags, boundOf(0, stream, seq, false, false))
       i = next
     }
   }
-}
-
-/** The smallest power of ten above `n`: the first number with one more digit. */
-function nextPowerOfTen(n: number): number {
-  let power = 10
-  while (power <= n) power *= 10
-  return power
 }
 
 const grown = (array: Int32Array): Int32Array => {

@@ -78,7 +78,8 @@ function cutToBytes(text: string, maxBytes: number): string {
   return bytes.subarray(0, end).toString()
 }
 
-function decimalDigits(n: number): number {
+/** How many decimal digits `n` has (a line's prefix grows by one byte with each). */
+export function decimalDigits(n: number): number {
   if (n < 1e6) return n < 10 ? 1 : n < 100 ? 2 : n < 1e3 ? 3 : n < 1e4 ? 4 : n < 1e5 ? 5 : 6
   return n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : String(n).length
 }
