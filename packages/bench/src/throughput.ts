@@ -16,7 +16,7 @@ const HUMAN_BYTES_PER_SECOND = 1000 * 1024
 type Variant = {
   key: string
   name: string
-  stream: "mixed" | "yes" | "human"
+  stream: "mixed" | "yes" | "human" | "none"
   mode: "drain" | "monitor"
   pattern?: string
   serverPath?: boolean
@@ -80,6 +80,16 @@ const VARIANTS: Variant[] = [
     mode: "monitor",
     serverPath: true,
   },
+  // What a run costs whatever it reads: spawn, the exit path (for a monitor: the search for what
+  // was left behind, its 50 ms rescan, the terminal batch). Taken off the streams' rows, which
+  // give the cost of reading as a long flood sees it.
+  { key: "fixed-drain", name: "fixed cost: drain only, `true` (no output)", stream: "none", mode: "drain" },
+  {
+    key: "fixed",
+    name: "fixed cost: MonitorManager, one monitor of `true`, start to terminal batch",
+    stream: "none",
+    mode: "monitor",
+  },
 ]
 
 type Measured = RunResult & { bytes: number }
@@ -94,11 +104,20 @@ function measure(spec: ThroughputCase, src: string | undefined): Promise<RunResu
 
 const cpuPerGB = (r: Measured) => r.cpuMs / 1000 / (r.bytes / GB)
 
+/** `r` less the median fixed cost of its kind of run (the same build; see the `fixed` variants). */
+const lessFixed = (r: Measured, fixed: Measured[]): Measured => ({
+  ...r,
+  ms: r.ms - median(fixed.map((f) => f.ms)),
+  cpuMs: r.cpuMs - median(fixed.map((f) => f.cpuMs)),
+})
+
 /**
  * Benchmark 1: a child `cat`s a mixed stream (or `yes` writes 2-byte lines) as fast as the pipe takes
  * it; the same stream is either merely drained (baseline) or read through the whole MonitorManager.
  * Every run is a fresh process. CPU-seconds per GB of the process reading the pipe is the stable
- * figure on a shared machine; MB/s is given too, as a ratio to the drain of the same run. With
+ * figure on a shared machine; MB/s is given too, as a ratio to the drain of the same run. Both are
+ * net of the run's fixed cost (spawn and exit path, measured in the same run on `true`), so a
+ * 256 MB stream shows the rate of a long flood; the gross figures are given beside them. With
  * `--before=<src>` every monitor case also runs against that build, interleaved, in the same run.
  */
 export async function benchThroughput(plan: Plan): Promise<Row[]> {
@@ -114,6 +133,7 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
       warm: `head -c ${HUMAN_BYTES_PER_SECOND / 5} ${shellQuote(warm.path)}`,
       bytes: HUMAN_SECONDS * HUMAN_BYTES_PER_SECOND,
     },
+    none: { command: "true", warm: "true", bytes: 0 },
   }
   // The build measured: this tree, or the one OMO_SRC names (passed on to every child).
   const builds: { label: string; src: string | undefined }[] = [{ label: "", src: process.env.OMO_SRC }]
@@ -150,28 +170,63 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
   }
 
   const rows: Row[] = []
-  const stat = (key: string) => {
-    const list = runs.get(key) ?? []
+  const stat = (key: string, variant?: Variant, label = "") => {
+    const gross = runs.get(key) ?? []
+    const streamed = variant !== undefined && (variant.stream === "mixed" || variant.stream === "yes")
+    const fixed = runs.get(variant?.mode === "drain" ? "fixed-drain" : `fixed${label}`) ?? []
+    const list = streamed ? gross.map((r) => lessFixed(r, fixed)) : gross
     return {
       list,
+      gross,
       rate: median(list.map((r) => r.bytes / (r.ms / 1000))),
       lineRate: median(list.map((r) => r.lines / (r.ms / 1000))),
       cpu: median(list.map(cpuPerGB)),
+      grossRate: median(gross.map((r) => r.bytes / (r.ms / 1000))),
+      grossCpu: median(gross.map(cpuPerGB)),
     }
   }
+  const drainOf = (stream: Variant["stream"]): Variant =>
+    VARIANTS.find(
+      (v) => v.key === (stream === "mixed" ? "drain" : stream === "none" ? "fixed-drain" : `${stream}-drain`),
+    ) as Variant
   for (const variant of VARIANTS) {
     for (const build of variant.mode === "drain" ? builds.slice(0, 1) : builds) {
       const key = variant.key + build.label
-      const s = stat(key)
-      const base = stat(variant.stream === "mixed" ? "drain" : `${variant.stream}-drain`)
+      const s = stat(key, variant, build.label)
+      const drainVariant = drainOf(variant.stream)
+      const base = stat(drainVariant.key, drainVariant)
       const isDrain = variant.mode === "drain"
       const cpuRatio = s.cpu / base.cpu
       const rateRatio = s.rate / base.rate
-      const before = build.label === "" && plan.before ? stat(`${variant.key} [before]`) : undefined
+      const before =
+        build.label === "" && plan.before ? stat(`${variant.key} [before]`, variant, " [before]") : undefined
       const vsBefore =
         before && !isDrain
           ? `; vs before: CPU ${(s.cpu / before.cpu).toFixed(2)}×, lines/s ${(s.lineRate / before.lineRate).toFixed(2)}×`
           : ""
+      if (variant.stream === "none") {
+        const wall = median(s.list.map((r) => r.ms))
+        const cpu = median(s.list.map((r) => r.cpuMs))
+        rows.push({
+          bench: "1 throughput",
+          case: `${variant.name}${build.label}`,
+          figure: `${cpu.toFixed(1)} ms CPU, ${wall.toFixed(1)} ms wall`,
+          baseline: "–",
+          ratio: 1,
+          target: "– (taken off every stream row above)",
+          met: undefined,
+          stallMs: median(s.list.map((r) => r.stall.maxGapMs)),
+          stallWorstMs: Math.max(...s.list.map((r) => r.stall.maxGapMs)),
+          runs: s.list.length,
+          detail: {
+            key,
+            src: build.src ?? "this tree",
+            ms: s.list.map((r) => r.ms),
+            cpuMs: s.list.map((r) => r.cpuMs),
+          },
+        })
+        continue
+      }
       if (variant.stream === "human") {
         const wall = median(s.list.map((r) => r.ms))
         const baseWall = median(base.list.map((r) => r.ms))
@@ -218,7 +273,9 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
           `${(s.cpu).toFixed(2)} CPU-s/GB; ${formatBytesPerSecond(s.rate)}, ${formatCount(s.lineRate)} lines/s` +
           (isDrain ? "" : ` (${rateRatio.toFixed(2)}× the drain's MB/s)`) +
           `; ${(median(s.list.map((r) => r.cpuMs / r.ms)) * 100).toFixed(0)} % of a core` +
-          vsBefore,
+          vsBefore +
+          `; with the fixed cost: ${s.grossCpu.toFixed(2)} CPU-s/GB, ${formatBytesPerSecond(s.grossRate)}` +
+          (isDrain ? "" : ` (${(s.grossRate / base.grossRate).toFixed(2)}×)`),
         baseline: isDrain ? "–" : `${base.cpu.toFixed(2)} CPU-s/GB, ${formatBytesPerSecond(base.rate)} (drain)`,
         ratio: isDrain ? 1 : cpuRatio,
         target,
@@ -235,6 +292,8 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
           src: build.src ?? "this tree",
           cpuSecondsPerGB: s.list.map(cpuPerGB),
           ms: s.list.map((r) => r.ms),
+          grossMs: s.gross.map((r) => r.ms),
+          grossCpuMs: s.gross.map((r) => r.cpuMs),
           lines: s.list.map((r) => r.lines),
           batches: s.list.map((r) => r.batches),
           stall: s.list.map((r) => r.stall),
