@@ -111,6 +111,16 @@ const lessFixed = (r: Measured, fixed: Measured[]): Measured => ({
   cpuMs: r.cpuMs - median(fixed.map((f) => f.cpuMs)),
 })
 
+/** The stall, run count and raw times of a row whose figure is a time (fixed cost, human rate). */
+function timedRow(list: Measured[], key: string, src: string | undefined) {
+  return {
+    stallMs: median(list.map((r) => r.stall.maxGapMs)),
+    stallWorstMs: Math.max(...list.map((r) => r.stall.maxGapMs)),
+    runs: list.length,
+    detail: { key, src: src ?? "this tree", ms: list.map((r) => r.ms), cpuMs: list.map((r) => r.cpuMs) },
+  }
+}
+
 /**
  * Benchmark 1: a child `cat`s a mixed stream (or `yes` writes 2-byte lines) as fast as the pipe takes
  * it; the same stream is either merely drained (baseline) or read through the whole MonitorManager.
@@ -215,15 +225,7 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
           ratio: 1,
           target: "– (taken off every stream row above)",
           met: undefined,
-          stallMs: median(s.list.map((r) => r.stall.maxGapMs)),
-          stallWorstMs: Math.max(...s.list.map((r) => r.stall.maxGapMs)),
-          runs: s.list.length,
-          detail: {
-            key,
-            src: build.src ?? "this tree",
-            ms: s.list.map((r) => r.ms),
-            cpuMs: s.list.map((r) => r.cpuMs),
-          },
+          ...timedRow(s.list, key, build.src),
         })
         continue
       }
@@ -239,15 +241,7 @@ export async function benchThroughput(plan: Plan): Promise<Row[]> {
           ratio: isDrain ? 1 : wall / baseWall,
           target: isDrain ? "–" : "never slowed: wall ≤ 1.05× drain",
           met: isDrain || build.label !== "" ? undefined : wall <= 1.05 * baseWall,
-          stallMs: median(s.list.map((r) => r.stall.maxGapMs)),
-          stallWorstMs: Math.max(...s.list.map((r) => r.stall.maxGapMs)),
-          runs: s.list.length,
-          detail: {
-            key,
-            src: build.src ?? "this tree",
-            ms: s.list.map((r) => r.ms),
-            cpuMs: s.list.map((r) => r.cpuMs),
-          },
+          ...timedRow(s.list, key, build.src),
         })
         continue
       }
