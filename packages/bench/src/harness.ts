@@ -60,9 +60,10 @@ const SESSION = "ses_bench"
 
 /**
  * Baseline: runs `sh -c command` the way the plugin spawns it (own process group, stdin closed,
- * both pipes read through node:child_process 'data' events) and only counts the bytes.
+ * both pipes read through node:child_process 'data' events) and counts the bytes and the newlines.
+ * `bare`: counts the bytes only (`lines` is NaN): the bare drain issue 28's ratios are taken against.
  */
-export function drain(command: string, options: { stopAfterMs?: number } = {}): Promise<RunResult> {
+export function drain(command: string, options: { stopAfterMs?: number; bare?: boolean } = {}): Promise<RunResult> {
   const stall = new StallMeter().start()
   const cpu = process.cpuUsage()
   const started = performance.now()
@@ -71,6 +72,7 @@ export function drain(command: string, options: { stopAfterMs?: number } = {}): 
   let newlines = 0
   const count = (chunk: Buffer) => {
     bytes += chunk.length
+    if (options.bare) return
     let at = chunk.indexOf(10)
     while (at !== -1) {
       newlines++
@@ -98,7 +100,8 @@ export function drain(command: string, options: { stopAfterMs?: number } = {}): 
   return Promise.all([ended(child.stdout), ended(child.stderr)]).then(() => {
     if (timer !== undefined) clearTimeout(timer)
     const ms = performance.now() - started
-    return { ms, cpuMs: cpuMsSince(cpu), bytes, lines: newlines, batches: 0, stall: stall.stop() }
+    const lines = options.bare ? Number.NaN : newlines
+    return { ms, cpuMs: cpuMsSince(cpu), bytes, lines, batches: 0, stall: stall.stop() }
   })
 }
 

@@ -8,11 +8,13 @@ import { drain, monitorOnce, type RunResult } from "./harness.ts"
 export type ThroughputCase = {
   mode: "drain" | "monitor"
   command: string
-  /** A small command of the same shape, run first to warm the JIT and the page cache. */
+  /** Run first, unmeasured, to warm the JIT and the page cache (for a flood: the same stream). */
   warmCommand: string
   matchPattern?: string
   serverPath?: boolean
   stopAfterMs?: number
+  /** A drain that counts bytes only (see `drain`). */
+  bare?: boolean
 }
 
 const spec = JSON.parse(process.argv[2] ?? "{}") as ThroughputCase
@@ -20,6 +22,7 @@ const options = {
   ...(spec.matchPattern === undefined ? {} : { matchPattern: spec.matchPattern }),
   ...(spec.serverPath ? { serverPath: true } : {}),
   ...(spec.stopAfterMs === undefined ? {} : { stopAfterMs: spec.stopAfterMs }),
+  ...(spec.bare ? { bare: true } : {}),
 }
 const once = (command: string): Promise<RunResult> =>
   spec.mode === "drain" ? drain(command, options) : monitorOnce(command, options)
