@@ -28,6 +28,46 @@ function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
 }
 
 describe("MonitorBatcher", () => {
+  test("a batch's records stay whole past the room taken at first, and while later batches fill new slabs", () => {
+    // 3000 batches: most of 1 to 7 lines with room for just those, every 1000th of 1200 lines (more
+    // than the 512 a batch takes room for at once); some added a line at a time, some a span at a
+    // time. Each keeps every line's block, range, flags and seq, however many slabs the others
+    // filled since.
+    const blocks = [new TextEncoder().encode("xab\ncd\n"), new TextEncoder().encode("xyefgh\n")]
+    const starts = Int32Array.from({ length: 1200 }, (_, i) => 1 + (i % 2) * 3)
+    const ends = Int32Array.from({ length: 1200 }, (_, i) => 1 + (i % 2) * 3 + 2)
+    const made: { records: ReturnType<typeof linesOf>; lines: number; seq: number; one: boolean }[] = []
+    for (let b = 0; b < 3000; b++) {
+      const lines = b % 1000 === 0 ? 1200 : 1 + (b % 7)
+      const one = b % 3 !== 1
+      const { batches, batcher } = setup({
+        maxLines: lines === 1200 ? 100_000 : lines,
+        maxBytes: 1 << 30,
+        intervalMs: 1000,
+      })
+      const seq = 1 + b * 10_000
+      if (one) {
+        for (let i = 0; i < lines; i++)
+          batcher.addRange(blocks[i % 2] as Uint8Array, 1 + (i % 2), 3, seq + i, LINE_MATCHED, 1, true)
+      } else {
+        const breaking = { at: new Int32Array(0), bounds: new Int32Array(0), count: 0, next: 0 }
+        batcher.addSpan(blocks[0] as Uint8Array, starts, ends, 0, lines, seq, LINE_MATCHED, 1, breaking)
+      }
+      batcher.flushNow()
+      made.push({ records: linesOf(batches[0] as OutputBatch), lines, seq, one })
+    }
+    for (const { records, lines, seq, one } of made) {
+      expect(records.length).toBe(lines)
+      for (let i = 0; i < lines; i++) {
+        const got: unknown[] = [records.seq(i), records.block(i), records.start(i), records.end(i), records.matched(i)]
+        const want: unknown[] = one
+          ? [seq + i, blocks[i % 2], 1 + (i % 2), 3, true]
+          : [seq + i, blocks[0], 1 + (i % 2) * 3, 3 + (i % 2) * 3, true]
+        if (got.some((value, k) => value !== want[k])) expect(got).toEqual(want)
+      }
+    }
+  })
+
   test("a batch of lines recorded as ranges makes each line once, the same object for every reader", () => {
     const { batches, batcher } = setup()
     const block = new TextEncoder().encode("one\ntwo\nthree\n")

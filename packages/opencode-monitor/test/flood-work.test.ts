@@ -124,10 +124,11 @@ async function run(
   })
   for (let at = 0; at < stream.length; ) {
     const size = chunkSizes()
-    // Read blocks like the runtime hands them over: views into a larger buffer.
+    // Read blocks like the runtime hands them over: views into a larger buffer, at any offset.
     const backing = new Uint8Array(size + 64)
-    backing.set(stream.subarray(at, at + size), 32)
-    pipeline.push("stdout", backing.subarray(32, 32 + Math.min(size, stream.length - at)))
+    const offset = 32 + (at % 7)
+    backing.set(stream.subarray(at, at + size), offset)
+    pipeline.push("stdout", backing.subarray(offset, offset + Math.min(size, stream.length - at)))
     at += size
   }
   pipeline.finish({ kind: "exited", code: 0 })

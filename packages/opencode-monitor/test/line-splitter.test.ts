@@ -58,6 +58,63 @@ describe("LineSplitter", () => {
     expect(lines[1]).toEqual({ text: "next", truncated: false, bytes: 4 })
   })
 
+  test("an over-long line is cut the same whether it lies in one chunk or is put together from parts", () => {
+    // Over-long lines (cut as a range of the chunk they lie in, or put together from parts), some
+    // with CR redraws whose last frame fits or does not, a multi-byte character across the limit,
+    // a trailing CR, and short lines between them.
+    const lines = [
+      "short",
+      "x".repeat(100),
+      `${"a".repeat(90)}\rdone`,
+      `${"b".repeat(90)}\r${"c".repeat(70)}`,
+      `${"d".repeat(62)}世世`,
+      `${"e".repeat(80)}\r`,
+      `${"f".repeat(40)}\r${"g".repeat(40)}\r${"h".repeat(30)}`,
+      "",
+      "世".repeat(40),
+    ]
+    const stream = enc.encode(`${lines.join("\n")}\ntail`)
+    const cut = (chunks: Uint8Array[]) => {
+      const got = { lines: [] as [string, boolean][], dropped: 0 }
+      const splitter = new LineSplitter(
+        64,
+        (block, start, end, truncated) =>
+          got.lines.push([Buffer.from(block.subarray(start, end)).toString("latin1"), truncated]),
+        (n) => {
+          got.dropped += n
+        },
+      )
+      for (const chunk of chunks) splitter.push(chunk)
+      splitter.end()
+      return got
+    }
+    const whole = cut([stream])
+    // Each line's first byte in a chunk of its own: the line is put together from its parts.
+    const pieces: Uint8Array[] = []
+    let from = 0
+    for (const line of lines) {
+      pieces.push(stream.subarray(from, from + 1), stream.subarray(from + 1, from + enc.encode(line).length + 1))
+      from += enc.encode(line).length + 1
+    }
+    pieces.push(stream.subarray(from))
+    expect(whole).toEqual(cut(pieces.filter((piece) => piece.length > 0)))
+    expect(whole.lines.map(([, truncated]) => truncated)).toEqual([
+      false,
+      true,
+      false,
+      true,
+      true,
+      true,
+      false,
+      false,
+      true,
+      false,
+    ])
+    // x: 100 - 64; c: 70 - 64; d: 68 - 62 (the limit falls inside 世); e: 81 - 64 (a trailing CR is
+    // no redraw); 世: 120 - 63.
+    expect(whole.dropped).toBe(36 + 6 + 6 + 17 + 57)
+  })
+
   test("an endless line without newline keeps memory bounded and counts every dropped byte", () => {
     const chunk = "x".repeat(1000)
     const { lines, dropped } = split(

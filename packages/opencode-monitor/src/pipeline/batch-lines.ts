@@ -5,6 +5,40 @@ import { flagsOf, LINE_MATCHED, LINE_WAKE, lineOf } from "./ring-buffer"
 /** A flag of a recorded line besides the ring's: it has a byte that may break it into rows. */
 export const LINE_MAY_BREAK = 16
 
+/** Int32 records per line in a slab: start, end, flags (its seq is in a Float64Array beside). */
+const INTS = 3
+/** A line's LINE_* flags take the low byte of its flags column; its block's index is above. */
+const BLOCK_SHIFT = 8
+const FLAGS_MASK = (1 << BLOCK_SHIFT) - 1
+/** Room made at once for this many lines at most (`batch_max_lines` may be far larger). */
+const PREALLOCATED_MAX = 512
+
+/**
+ * Where batches keep their lines' records: a slab serves the batches of a flood one window after
+ * the other (a batch makes no array of its own; thousands are made a second). A window's slab stays
+ * while a batch that has it is kept.
+ */
+class Slab {
+  /** Per line: start, end, and flags with the block's index above them. */
+  readonly ints: Int32Array
+  readonly seqs: Float64Array
+  used = 0
+
+  constructor(readonly lines: number) {
+    this.ints = new Int32Array(lines * INTS)
+    this.seqs = new Float64Array(lines)
+  }
+}
+
+const SLAB_LINES = 4_096
+let current = new Slab(SLAB_LINES)
+
+/** A slab with room for `lines` more (its `used` is where they start). */
+function window(lines: number): Slab {
+  if (current.used + lines > current.lines) current = new Slab(Math.max(SLAB_LINES, lines))
+  return current
+}
+
 /**
  * The lines of one batch as the pipeline cut them: each a range of the block it was read in, with
  * its seq and flags (the ring's LINE_* bits). A line becomes a MonitorLine only when someone asks
@@ -14,8 +48,10 @@ export const LINE_MAY_BREAK = 16
 export class BatchLines {
   /** The blocks the lines are ranges of, each once per run of lines in it (a batch mostly has one). */
   private readonly blocks: Uint8Array[] = []
-  /** Per line: its start and end in its block, its seq, and its flags with its block's index above them. */
-  private readonly columns: number[]
+  /** The window of a slab the records are in (taken at the first line): `base` is its first line. */
+  private slab: Slab | undefined
+  private base = 0
+  private room: number
   /** The block of the last line added, and its index as it stands in the flags column. */
   private lastBlock: Uint8Array | undefined
   private blockBits = 0
@@ -29,10 +65,9 @@ export class BatchLines {
   /** Lines that matched `wake_pattern`. */
   wakes = 0
 
-  /** `capacity`: how many lines it will likely hold (room is made at once, up to a bound). */
+  /** `capacity`: how many lines it will likely hold (room is taken at the first line, up to a bound). */
   constructor(capacity = 0) {
-    const room = Math.min(capacity, PREALLOCATED_MAX)
-    this.columns = new Array(room * COLUMNS)
+    this.room = Math.max(1, Math.min(capacity, PREALLOCATED_MAX))
   }
 
   /** The records of lines that are objects already (a batch built by hand, or merged). */
@@ -46,16 +81,35 @@ export class BatchLines {
     return this.count
   }
 
+  /** Room for `lines` more lines: the first window, or a larger one with the records copied over. */
+  private ensure(lines: number): Slab {
+    const slab = this.slab
+    if (slab !== undefined && this.count + lines <= this.room) return slab
+    const room = slab === undefined ? Math.max(this.room, lines) : Math.max(2 * this.room, this.count + lines)
+    const next = window(room)
+    const base = next.used
+    next.used += room
+    if (slab !== undefined) {
+      next.ints.set(slab.ints.subarray(this.base * INTS, (this.base + this.count) * INTS), base * INTS)
+      next.seqs.set(slab.seqs.subarray(this.base, this.base + this.count), base)
+    }
+    this.slab = next
+    this.base = base
+    this.room = room
+    return next
+  }
+
   /** The line `block[start, end)`, with its LINE_* flags (LINE_MAY_BREAK included). */
   addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): void {
+    const slab = this.ensure(1)
     const at = this.count++
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    // Writes at an index (not push): the room made at once is filled, not grown line by line.
-    const column = at * COLUMNS
-    this.columns[column] = start
-    this.columns[column + 1] = end
-    this.columns[column + 2] = seq
-    this.columns[column + 3] = flags | this.blockBitsOf(block)
+    const line = this.base + at
+    const ints = slab.ints
+    ints[line * INTS] = start
+    ints[line * INTS + 1] = end
+    ints[line * INTS + 2] = flags | this.blockBitsOf(block)
+    slab.seqs[line] = seq
     this.bytes += end - start
     if ((flags & LINE_WAKE) !== 0) this.wakes++
     this.array = undefined
@@ -75,25 +129,34 @@ export class BatchLines {
     flags: number,
   ) {
     if (to <= from) return
+    const slab = this.ensure(to - from)
     const at = this.count
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    const columns = this.columns
+    const { ints, seqs } = slab
     const packed = flags | this.blockBitsOf(block)
-    let column = at * COLUMNS
+    const line = this.base + at - from
     let bytes = 0
-    for (let i = from; i < to; i++, column += COLUMNS) {
+    for (let i = from; i < to; i++) {
       const start = starts[i] as number
       const end = ends[i] as number
-      columns[column] = start
-      columns[column + 1] = end
-      columns[column + 2] = seq + i - from
-      columns[column + 3] = packed
+      const column = (line + i) * INTS
+      ints[column] = start
+      ints[column + 1] = end
+      ints[column + 2] = packed
+      seqs[line + i] = seq + i - from
       bytes += end - start
     }
     this.count = at + to - from
     this.bytes += bytes
     if ((flags & LINE_WAKE) !== 0) this.wakes += to - from
     this.array = undefined
+  }
+
+  /** Line `i` has a byte that may break it into rows (LINE_MAY_BREAK). */
+  markMayBreak(i: number): void {
+    const slab = this.slab as Slab
+    const column = (this.base + i) * INTS + 2
+    slab.ints[column] = (slab.ints[column] as number) | LINE_MAY_BREAK
   }
 
   /** The flags column's bits above the flags for a line of `block` (its index, added once per run). */
@@ -114,11 +177,15 @@ export class BatchLines {
   }
 
   seq(i: number): number {
-    return this.columns[i * COLUMNS + 2] as number
+    return (this.slab as Slab).seqs[this.base + i] as number
+  }
+
+  private packed(i: number): number {
+    return (this.slab as Slab).ints[(this.base + i) * INTS + 2] as number
   }
 
   private flags(i: number): number {
-    return (this.columns[i * COLUMNS + 3] as number) & FLAGS_MASK
+    return this.packed(i) & FLAGS_MASK
   }
 
   matched(i: number): boolean {
@@ -126,15 +193,15 @@ export class BatchLines {
   }
 
   block(i: number): Uint8Array {
-    return this.blocks[(this.columns[i * COLUMNS + 3] as number) >>> BLOCK_SHIFT] as Uint8Array
+    return this.blocks[this.packed(i) >>> BLOCK_SHIFT] as Uint8Array
   }
 
   start(i: number): number {
-    return this.columns[i * COLUMNS] as number
+    return (this.slab as Slab).ints[(this.base + i) * INTS] as number
   }
 
   end(i: number): number {
-    return this.columns[i * COLUMNS + 1] as number
+    return (this.slab as Slab).ints[(this.base + i) * INTS + 1] as number
   }
 
   /** Line `i` if it was made an object already. */
@@ -165,13 +232,6 @@ export class BatchLines {
 /** The object for a recorded line (whether it may break is known: LINE_MAY_BREAK). */
 export const recordedLine = (block: Uint8Array, start: number, end: number, seq: number, flags: number) =>
   lineOf(block, start, end, seq, flags, (flags & LINE_MAY_BREAK) !== 0 ? 2 : 1)
-
-const COLUMNS = 4
-/** A line's LINE_* flags take the low byte of its flags column; its block's index is above. */
-const BLOCK_SHIFT = 8
-const FLAGS_MASK = (1 << BLOCK_SHIFT) - 1
-/** Room made at once for this many lines at most (`batch_max_lines` may be far larger). */
-const PREALLOCATED_MAX = 512
 
 /**
  * A batch the batcher made: its `lines` are made from its records when first read. Its lines are a

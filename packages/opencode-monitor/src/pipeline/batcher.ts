@@ -1,6 +1,6 @@
 import type { Scheduler, TimerHandle } from "../scheduler"
 import type { MonitorStatus } from "../codec"
-import { BatchLines, RecordedBatch, recordedLine } from "./batch-lines"
+import { BatchLines, LINE_MAY_BREAK, RecordedBatch, recordedLine } from "./batch-lines"
 import type { MonitorLine } from "./line"
 
 export type DropCounts = { matched: number; unmatched: number; bytes: number }
@@ -33,6 +33,12 @@ export const isTerminalBatch = (batch: OutputBatch): boolean => !batch.stillRunn
 
 export type BatchLimits = { maxLines: number; maxBytes: number; intervalMs: number }
 
+/**
+ * The lines of a run that may break into rows (ascending indices in the run), each with its size
+ * bound; `next` is the first not yet added to a batch.
+ */
+export type BreakingLines = { at: Int32Array; bounds: Int32Array; count: number; next: number }
+
 export const NO_DROPS: DropCounts = Object.freeze({ matched: 0, unmatched: 0, bytes: 0 })
 
 const NO_OPTIONS = {}
@@ -64,8 +70,8 @@ export function addDrops(...counts: DropCounts[]): DropCounts {
 export class MonitorBatcher {
   private lines: BatchLines
   /** The batch's lines whose size so far is their `bound` (their index), and that size. */
-  private bounded: number[] = []
-  private boundedSizes: number[] = []
+  private readonly bounded: number[] = []
+  private readonly boundedSizes: number[] = []
   private bytes = 0
   private batchSeq = 0
   private batchStartedAt = 0
@@ -126,8 +132,11 @@ export class MonitorBatcher {
 
   /**
    * Lines `from` to `to` (excluded) of a run in `block`, line i being `block[starts[i], ends[i])`,
-   * numbered on from `seq`, each exactly its bytes plus `extra` in size: as many `addRange` calls,
-   * with the bounds checked once per batch while its lines are sure to fit.
+   * numbered on from `seq`, all with `flags`: what as many `addRange` calls would do. Each is sized
+   * as its bytes plus `extra`, but for those `breaking` lists (they may break into rows), sized by
+   * their bound until measured. The lines of a run lie one after the other, each ended by one
+   * newline byte (`starts[i + 1]` is `ends[i] + 1`), so the size of any of them together is known
+   * without adding them up; lines go one by one only where a batch may end on their bytes.
    */
   addSpan(
     block: Uint8Array,
@@ -138,34 +147,45 @@ export class MonitorBatcher {
     seq: number,
     flags: number,
     extra: number,
+    breaking: BreakingLines,
   ) {
     const { maxLines, maxBytes } = this.limits
     let i = from
     while (i < to) {
       if (this.closed) return
       const lines = this.lines
-      const first = (ends[i] as number) - (starts[i] as number) + extra
-      if (lines.length > 0 && this.bytes + first > maxBytes) {
-        this.addRange(block, starts[i] as number, ends[i] as number, seq + i - from, flags, first, true)
+      const end = Math.min(to, i + maxLines - lines.length)
+      let size = (ends[end - 1] as number) - (starts[i] as number) - (end - i - 1) + (end - i) * extra
+      let b = breaking.next
+      for (; b < breaking.count && (breaking.at[b] as number) < end; b++) {
+        const line = breaking.at[b] as number
+        size += (breaking.bounds[b] as number) - ((ends[line] as number) - (starts[line] as number) + extra)
+      }
+      if (this.bytes + size > maxBytes) {
+        const start = starts[i] as number
+        const stop = ends[i] as number
+        if (breaking.next < breaking.count && breaking.at[breaking.next] === i) {
+          const bound = breaking.bounds[breaking.next++] as number
+          this.addRange(block, start, stop, seq + i - from, flags | LINE_MAY_BREAK, bound, false)
+        } else {
+          this.addRange(block, start, stop, seq + i - from, flags, stop - start + extra, true)
+        }
         i++
         continue
       }
       this.opening()
-      let bytes = this.bytes
-      let count = lines.length
-      const begin = i
-      for (;;) {
-        const size = (ends[i] as number) - (starts[i] as number) + extra
-        if (count > 0 && bytes + size > maxBytes) break
-        bytes += size
-        count++
-        i++
-        if (count >= maxLines || i >= to) break
+      const first = lines.length - i
+      lines.addSpan(block, starts, ends, i, end, seq + i - from, flags)
+      for (; breaking.next < b; breaking.next++) {
+        const at = first + (breaking.at[breaking.next] as number)
+        lines.markMayBreak(at)
+        this.bounded.push(at)
+        this.boundedSizes.push(breaking.bounds[breaking.next] as number)
       }
-      lines.addSpan(block, starts, ends, begin, i, seq + begin - from, flags)
-      this.bytes = bytes
-      if (count >= maxLines) this.flushNow()
-      else if (bytes >= maxBytes) {
+      this.bytes += size
+      i = end
+      if (lines.length >= maxLines) this.flushNow()
+      else if (this.bytes >= maxBytes) {
         this.measureAll()
         if (this.bytes >= maxBytes) this.flushNow()
       }
@@ -210,8 +230,8 @@ export class MonitorBatcher {
   }
 
   private forgetBounds(): void {
-    this.bounded = []
-    this.boundedSizes = []
+    this.bounded.length = 0
+    this.boundedSizes.length = 0
   }
 
   // One timer stays armed across batches: a flood makes thousands of batches a second, and a

@@ -92,7 +92,7 @@ export class RawWordMatcher {
   private readonly next: number[]
   private readonly words: WordSet
   private block: Buffer | undefined
-  private byTwo: Uint16Array | undefined
+  private byFour: Words | undefined
 
   private constructor(words: readonly string[]) {
     this.needles = words.map((word) => Buffer.from(word, "latin1"))
@@ -110,7 +110,7 @@ export class RawWordMatcher {
   /** The block the next lines are ranges of. */
   startBlock(block: Uint8Array): void {
     this.block = asBuffer(block)
-    this.byTwo = twoByTwo(block)
+    this.byFour = fourByFour(block)
     for (let i = 0; i < this.needles.length; i++) this.next[i] = this.block.indexOf(this.needles[i] as Buffer)
   }
 
@@ -126,7 +126,7 @@ export class RawWordMatcher {
       }
       if (at !== -1 && at < end) found = true
     }
-    return answerOnBytes(block, start, end, found, this.words, this.byTwo)
+    return answerOnBytes(block, start, end, found, this.words, this.byFour)
   }
 }
 
@@ -220,19 +220,33 @@ function wordSet(words: readonly Uint8Array[], fold: number, inText: (text: Buff
 const PAIR_CLASS = new Uint8Array(65_536)
 for (let x = 0; x < 65_536; x++) PAIR_CLASS[x] = (BYTE_CLASS[x & 0xff] as number) | (BYTE_CLASS[x >> 8] as number)
 
-/** `block` two bytes at a time (element `w` is bytes 2w and 2w + 1), when its start in memory allows. */
-const twoByTwo = (block: Uint8Array): Uint16Array | undefined =>
-  block.byteOffset % 2 === 0 ? new Uint16Array(block.buffer, block.byteOffset, block.length >> 1) : undefined
+/** A block's bytes four at a time: the words of the buffer it is in, and where in it the block starts. */
+type Words = { words: Int32Array; offset: number }
 
-/** The BYTE_CLASS bits of the bytes of `block[start, end)`, or'ed; two at a time through `byTwo`. */
-function classesOf(block: Uint8Array, start: number, end: number, byTwo: Uint16Array | undefined): number {
+const fourByFour = (block: Uint8Array): Words => ({
+  words: new Int32Array(block.buffer, 0, block.buffer.byteLength >> 2),
+  offset: block.byteOffset,
+})
+
+/**
+ * The BYTE_CLASS bits of the bytes of `block[start, end)`, or'ed; four at a time through `byFour`:
+ * a word of printable ASCII bytes has none (most words of most lines), and a word with a byte
+ * below 0x20 or above 0x7e is classed a byte pair at a time.
+ */
+function classesOf(block: Uint8Array, start: number, end: number, byFour: Words | undefined): number {
   let any = 0
   let i = start
-  if (byTwo) {
-    if ((i & 1) !== 0 && i < end) any |= BYTE_CLASS[block[i++] as number] as number
-    const to = end >> 1
-    for (let w = i >> 1; w < to; w++) any |= PAIR_CLASS[byTwo[w] as number] as number
-    i = Math.max(i, to << 1)
+  if (byFour) {
+    const { words, offset } = byFour
+    while (i < end && ((offset + i) & 3) !== 0) any |= BYTE_CLASS[block[i++] as number] as number
+    const to = (offset + end) >> 2
+    for (let w = (offset + i) >> 2; w < to; w++) {
+      const x = words[w] as number
+      // Some byte below 0x20 ("has less") or above 0x7e ("has more"), the bit-twiddling tests.
+      if (((((x - 0x20202020) & ~x) | (x + 0x01010101) | x) & 0x80808080) !== 0)
+        any |= (PAIR_CLASS[x & 0xffff] as number) | (PAIR_CLASS[x >>> 16] as number)
+    }
+    i = Math.max(i, (to << 2) - offset)
   }
   for (; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
   return any
@@ -251,11 +265,11 @@ function answerOnBytes(
   end: number,
   found: boolean,
   words: WordSet,
-  /** `block` read two bytes at a time (see `twoByTwo`), when it can be. */
-  byTwo?: Uint16Array,
+  /** `block` read four bytes at a time (see `fourByFour`), when it can be. */
+  byFour?: Words,
 ): boolean | undefined {
   // Most lines have no byte of a class at all: one branch-free pass says so, and `found` decides.
-  if (classesOf(block, start, end, byTwo) === 0) return found
+  if (classesOf(block, start, end, byFour) === 0) return found
   // Colour sequences are all that sanitizing takes out of a coloured line. A word of its text that
   // is not in its bytes spans a place where a sequence was: the text bytes on either side of it
   // are then side by side in the word.

@@ -39,6 +39,7 @@ export class LineSplitter {
     let start = 0
     let short = false
     const length = chunk.length
+    const search = searchView(chunk)
     while (start < length) {
       let newline: number
       if (short) {
@@ -46,9 +47,9 @@ export class LineSplitter {
         const limit = Math.min(start + SHORT_LINE, length)
         let at = start
         while (at < limit && chunk[at] !== NEWLINE) at++
-        newline = at < limit ? at : limit === length ? -1 : chunk.indexOf(NEWLINE, limit)
+        newline = at < limit ? at : limit === length ? -1 : search.indexOf(NEWLINE, limit)
       } else {
-        newline = chunk.indexOf(NEWLINE, start)
+        newline = search.indexOf(NEWLINE, start)
       }
       if (newline === -1) {
         this.appendPartial(chunk.subarray(start))
@@ -60,6 +61,8 @@ export class LineSplitter {
       } else if (this.partialLength === 0 && newline - start <= this.maxBytes) {
         if (this.chunkLines) this.chunkLines.add(start, newline)
         else this.emit(chunk, start, newline, false)
+      } else if (this.partialLength === 0) {
+        this.cutInChunk(chunk, start, newline)
       } else {
         this.appendPartial(chunk.subarray(start, newline))
         if (this.discarding) this.discarding = false
@@ -85,6 +88,22 @@ export class LineSplitter {
     this.parts.push(piece.slice())
     this.partialLength += piece.length
     if (this.partialLength > this.maxBytes) this.shrinkPartial()
+  }
+
+  /**
+   * An over-long line whole in `chunk` (`[start, newline)`): what shrinkPartial keeps of it, as a
+   * range of the chunk (no copy), the rest counted as dropped.
+   */
+  private cutInChunk(chunk: Uint8Array, start: number, newline: number): void {
+    const lastCr = chunk.lastIndexOf(CARRIAGE_RETURN, newline - 2)
+    const from = lastCr >= start ? lastCr + 1 : start
+    if (newline - from <= this.maxBytes) {
+      this.emit(chunk, from, newline, false)
+      return
+    }
+    const cut = characterBoundary(chunk.subarray(from, newline), this.maxBytes)
+    this.countDropped(newline - from - cut)
+    this.emit(chunk, from, from + cut, true)
   }
 
   private shrinkPartial(): void {
@@ -123,6 +142,14 @@ export class LineSplitter {
     }
     return joined
   }
+}
+
+/**
+ * The bytes of `chunk` as a plain Uint8Array, for searches: the runtime's own indexOf of a typed
+ * array costs less per call than a Buffer's (a call per line of a flood).
+ */
+export function searchView(chunk: Uint8Array): Uint8Array {
+  return Buffer.isBuffer(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length) : chunk
 }
 
 /** Largest cut point <= limit that does not split a UTF-8 sequence. */

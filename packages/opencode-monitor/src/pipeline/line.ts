@@ -1,3 +1,5 @@
+import { searchView } from "./line-splitter"
+
 export type MonitorStream = "stdout" | "stderr"
 
 const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true })
@@ -32,7 +34,7 @@ export class BreakFinder {
   private gone = 0
 
   startBlock(block: Uint8Array): void {
-    this.block = block
+    this.block = searchView(block)
     this.next.fill(NOT_SEARCHED)
     this.gone = 0
   }

@@ -2,7 +2,7 @@ import type { MonitorConfig } from "../config"
 import type { MonitorStatus } from "../codec"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { LINE_MAY_BREAK } from "./batch-lines"
-import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
+import { type BreakingLines, type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
 import { type LineFilter, RawWordMatcher } from "./filter"
 import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
 import { boundOf, decimalDigits, envelopeBytes, envelopeBytesBound } from "./render"
@@ -156,6 +156,7 @@ class PlainRun implements ChunkLines {
   private starts: Int32Array = new Int32Array(1_024)
   private ends: Int32Array = new Int32Array(1_024)
   private count = 0
+  private readonly breaking: BreakingLines = { at: new Int32Array(64), bounds: new Int32Array(64), count: 0, next: 0 }
 
   constructor(
     private readonly ring: MonitorRingBuffer,
@@ -207,26 +208,39 @@ class PlainRun implements ChunkLines {
     const stream = chunk.stream
     const flags = lineFlags(stream, false) | LINE_MATCHED
     this.ring.pushRun(block, starts, ends, count, firstSeq, flags)
+    const breaking = this.breakingLines(count, firstSeq, stream)
     let i = 0
     while (i < count) {
+      // Up to a seq with one more digit: sized as their bytes plus one prefix.
       const seq = firstSeq + i
-      const start = starts[i] as number
-      const end = ends[i] as number
-      const breakAt = chunk.nextBreak(start)
-      if (breakAt < end) {
-        const size = boundOf(end - start, stream, seq, false, true)
-        this.batcher.addRange(block, start, end, seq, flags | LINE_MAY_BREAK, size, false)
-        i++
-        continue
-      }
-      // Up to the line holding that break byte, or a seq with one more digit: sized as their bytes
-      // plus one prefix.
       const sameDigits = Math.min(count, 10 ** decimalDigits(seq) - firstSeq)
-      let next = i + 1
-      while (next < sameDigits && (ends[next] as number) <= breakAt) next++
-      this.batcher.addSpan(block, starts, ends, i, next, seq, flags, boundOf(0, stream, seq, false, false))
-      i = next
+      const extra = boundOf(0, stream, seq, false, false)
+      this.batcher.addSpan(block, starts, ends, i, sameDigits, seq, flags, extra, breaking)
+      i = sameDigits
     }
+  }
+
+  /** The gathered lines that hold a break byte (they may break into rows), with their size bounds. */
+  private breakingLines(count: number, firstSeq: number, stream: MonitorStream): BreakingLines {
+    const { starts, ends, chunk, breaking } = this
+    breaking.count = 0
+    breaking.next = 0
+    const last = ends[count - 1] as number
+    let line = 0
+    let at = chunk.nextBreak(starts[0] as number)
+    while (at < last) {
+      while ((ends[line] as number) <= at) line++
+      const n = breaking.count++
+      if (n === breaking.at.length) {
+        breaking.at = grown(breaking.at)
+        breaking.bounds = grown(breaking.bounds)
+      }
+      const bytes = (ends[line] as number) - (starts[line] as number)
+      breaking.at[n] = line
+      breaking.bounds[n] = boundOf(bytes, stream, firstSeq + line, false, true)
+      at = chunk.nextBreak((ends[line] as number) + 1)
+    }
+    return breaking
   }
 }
 

@@ -126,7 +126,46 @@ export class MonitorRingBuffer {
       for (let i = 0; i < passing; i++) bytes += (ends[i] as number) - (starts[i] as number)
       this.countEvicted(passing, bytes, flags)
     }
-    for (let i = passing; i < count; i++) this.store(block, starts[i] as number, ends[i] as number, firstSeq + i, flags)
+    const keep = count - passing
+    this.evictOldest(this.size + keep - this.capacity)
+    const { blocks, made } = this
+    let slot = this.head + this.size
+    if (slot >= this.capacity) slot -= this.capacity
+    for (let i = passing; i < count; i++) {
+      blocks[slot] = block
+      this.starts[slot] = starts[i] as number
+      this.ends[slot] = ends[i] as number
+      this.seqs[slot] = firstSeq + i
+      this.flags[slot] = flags
+      if (made[slot] !== undefined) made[slot] = undefined
+      if (++slot === this.capacity) slot = 0
+    }
+    this.size += keep
+  }
+
+  /** The `lines` oldest lines leave the ring (counted as store does, runs of one flags at a time). */
+  private evictOldest(lines: number): void {
+    let head = this.head
+    let runFlags = -1
+    let runLines = 0
+    let runBytes = 0
+    for (let k = 0; k < lines; k++) {
+      const flags = this.flags[head] as number
+      if (flags !== runFlags) {
+        if (runLines > 0) this.countEvicted(runLines, runBytes, runFlags)
+        runFlags = flags
+        runLines = 0
+        runBytes = 0
+      }
+      runLines++
+      runBytes += (this.ends[head] as number) - (this.starts[head] as number)
+      if (++head === this.capacity) head = 0
+    }
+    if (runLines > 0) this.countEvicted(runLines, runBytes, runFlags)
+    if (lines > 0) {
+      this.head = head
+      this.size -= lines
+    }
   }
 
   private count(lines: number, lastSeq: number, flags: number): void {

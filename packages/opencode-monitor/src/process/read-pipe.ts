@@ -7,6 +7,7 @@ import type { Readable } from "node:stream"
 // fills, and the kernel blocks the writer. Memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
 const PIECE_BYTES = 32 * 1024
+const NEWLINE = 10
 
 let sliceOpen = false
 let sliceStart = 0
@@ -60,7 +61,7 @@ class PipeReader {
         waiting.push(this)
         return
       }
-      const end = Math.min(this.offset + PIECE_BYTES, chunk.length)
+      const end = pieceEnd(chunk, this.offset)
       this.onChunk(this.offset === 0 && end === chunk.length ? chunk : chunk.subarray(this.offset, end))
       this.offset = end
       if (end === chunk.length) {
@@ -74,6 +75,18 @@ class PipeReader {
     }
     if (this.ended) this.resolve()
   }
+}
+
+/**
+ * Where the piece of `chunk` from `offset` ends: PIECE_BYTES on, or just after the last newline in
+ * its second half, so that a line seldom straddles two pieces (one that does is put together from
+ * copies of its parts).
+ */
+function pieceEnd(chunk: Uint8Array, offset: number): number {
+  const end = offset + PIECE_BYTES
+  if (end >= chunk.length) return chunk.length
+  const newline = chunk.lastIndexOf(NEWLINE, end - 1)
+  return newline >= end - PIECE_BYTES / 2 ? newline + 1 : end
 }
 
 /** Feeds every byte of `stream` to `onChunk` under the shared budget; resolves after EOF or close. */

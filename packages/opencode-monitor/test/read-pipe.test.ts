@@ -1,0 +1,40 @@
+import { describe, expect, test } from "bun:test"
+import { PassThrough } from "node:stream"
+import { readPipe } from "../src/process/read-pipe"
+
+describe("readPipe", () => {
+  test("hands a read over in pieces of at most 32 KB that end after a newline near their end, losing no byte", async () => {
+    // Reads of 200 KB: lines of 1 to 300 bytes, now and then one of 40 KB (no newline in a whole piece).
+    let seed = 7
+    const random = () => {
+      seed = (seed * 1_103_515_245 + 12_345) % 2 ** 31
+      return seed / 2 ** 31
+    }
+    const parts: string[] = []
+    let size = 0
+    while (size < 1_000_000) {
+      const line = "x".repeat(random() < 0.01 ? 40_000 : 1 + Math.floor(random() * 300))
+      parts.push(`${line}\n`)
+      size += line.length + 1
+    }
+    const input = Buffer.from(parts.join(""))
+    const stream = new PassThrough({ highWaterMark: 256 * 1024 })
+    const pieces: Uint8Array[] = []
+    const done = readPipe(stream, (piece) => pieces.push(Uint8Array.from(piece)))
+    for (let at = 0; at < input.length; at += 200_000) stream.write(input.subarray(at, at + 200_000))
+    stream.end()
+    await done
+
+    expect(Buffer.concat(pieces).equals(input)).toBe(true)
+    expect(Math.max(...pieces.map((piece) => piece.length))).toBeLessThanOrEqual(32 * 1024)
+    // A piece ends just after a newline, at the end of a read (every 200 000 bytes here), or at
+    // 32 KB when the second half of those had no newline.
+    let at = 0
+    for (const piece of pieces) {
+      at += piece.length
+      if (piece.at(-1) === 10 || at % 200_000 === 0 || at === input.length) continue
+      expect([piece.length, piece.subarray(16 * 1024).includes(10)]).toEqual([32 * 1024, false])
+    }
+    expect(pieces.filter((piece) => piece.length < 32 * 1024 && piece.at(-1) === 10).length).toBeGreaterThan(10)
+  })
+})
