@@ -28,11 +28,10 @@ function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
 }
 
 describe("MonitorBatcher", () => {
-  test("a batch's records stay whole past the room taken at first, and while later batches fill new slabs", () => {
+  test("a batch's records stay whole past the room taken at first, whatever other batches do", () => {
     // 3000 batches: most of 1 to 7 lines with room for just those, every 1000th of 1200 lines (more
     // than the 512 a batch takes room for at once); some added a line at a time, some a span at a
-    // time. Each keeps every line's block, range, flags and seq, however many slabs the others
-    // filled since.
+    // time. Each keeps every line's block, range, flags and seq, however many batches were made since.
     const blocks = [new TextEncoder().encode("xab\ncd\n"), new TextEncoder().encode("xyefgh\n")]
     const starts = Int32Array.from({ length: 1200 }, (_, i) => 1 + (i % 2) * 3)
     const ends = Int32Array.from({ length: 1200 }, (_, i) => 1 + (i % 2) * 3 + 2)

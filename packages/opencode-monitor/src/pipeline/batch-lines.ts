@@ -5,39 +5,13 @@ import { flagsOf, LINE_MATCHED, LINE_WAKE, lineOf } from "./ring-buffer"
 /** A flag of a recorded line besides the ring's: it has a byte that may break it into rows. */
 export const LINE_MAY_BREAK = 16
 
-/** Int32 records per line in a slab: start, end, flags (its seq is in a Float64Array beside). */
+/** Int32 records per line: start, end, flags (its seq is in a Float64Array beside). */
 const INTS = 3
 /** A line's LINE_* flags take the low byte of its flags column; its block's index is above. */
 const BLOCK_SHIFT = 8
 const FLAGS_MASK = (1 << BLOCK_SHIFT) - 1
 /** Room made at once for this many lines at most (`batch_max_lines` may be far larger). */
 const PREALLOCATED_MAX = 512
-
-/**
- * Where batches keep their lines' records: a slab serves the batches of a flood one window after
- * the other (a batch makes no array of its own; thousands are made a second). A window's slab stays
- * while a batch that has it is kept.
- */
-class Slab {
-  /** Per line: start, end, and flags with the block's index above them. */
-  readonly ints: Int32Array
-  readonly seqs: Float64Array
-  used = 0
-
-  constructor(readonly lines: number) {
-    this.ints = new Int32Array(lines * INTS)
-    this.seqs = new Float64Array(lines)
-  }
-}
-
-const SLAB_LINES = 4_096
-let current = new Slab(SLAB_LINES)
-
-/** A slab with room for `lines` more (its `used` is where they start). */
-function window(lines: number): Slab {
-  if (current.used + lines > current.lines) current = new Slab(Math.max(SLAB_LINES, lines))
-  return current
-}
 
 /**
  * The lines of one batch as the pipeline cut them: each a range of the block it was read in, with
@@ -48,9 +22,9 @@ function window(lines: number): Slab {
 export class BatchLines {
   /** The blocks the lines are ranges of, each once per run of lines in it (a batch mostly has one). */
   private readonly blocks: Uint8Array[] = []
-  /** The window of a slab the records are in (taken at the first line): `base` is its first line. */
-  private slab: Slab | undefined
-  private base = 0
+  /** Per line: start, end, and flags with its block's index above them; made at the first line. */
+  private ints: Int32Array | undefined
+  private seqs: Float64Array | undefined
   private room: number
   /** The block of the last line added, and its index as it stands in the flags column. */
   private lastBlock: Uint8Array | undefined
@@ -81,35 +55,33 @@ export class BatchLines {
     return this.count
   }
 
-  /** Room for `lines` more lines: the first window, or a larger one with the records copied over. */
-  private ensure(lines: number): Slab {
-    const slab = this.slab
-    if (slab !== undefined && this.count + lines <= this.room) return slab
-    const room = slab === undefined ? Math.max(this.room, lines) : Math.max(2 * this.room, this.count + lines)
-    const next = window(room)
-    const base = next.used
-    next.used += room
-    if (slab !== undefined) {
-      next.ints.set(slab.ints.subarray(this.base * INTS, (this.base + this.count) * INTS), base * INTS)
-      next.seqs.set(slab.seqs.subarray(this.base, this.base + this.count), base)
+  /** Room for `lines` more lines: made at the first line, or made larger with the records copied over. */
+  private ensure(lines: number): Int32Array {
+    const ints = this.ints
+    if (ints !== undefined && this.count + lines <= this.room) return ints
+    const room = ints === undefined ? Math.max(this.room, lines) : Math.max(2 * this.room, this.count + lines)
+    const larger = new Int32Array(room * INTS)
+    const seqs = new Float64Array(room)
+    if (ints !== undefined) {
+      larger.set(ints.subarray(0, this.count * INTS))
+      seqs.set((this.seqs as Float64Array).subarray(0, this.count))
     }
-    this.slab = next
-    this.base = base
+    this.ints = larger
+    this.seqs = seqs
     this.room = room
-    return next
+    return larger
   }
 
   /** The line `block[start, end)`, with its LINE_* flags (LINE_MAY_BREAK included). */
   addRange(block: Uint8Array, start: number, end: number, seq: number, flags: number): void {
-    const slab = this.ensure(1)
+    const ints = this.ensure(1)
     const at = this.count++
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    const line = this.base + at
-    const ints = slab.ints
-    ints[line * INTS] = start
-    ints[line * INTS + 1] = end
-    ints[line * INTS + 2] = flags | this.blockBitsOf(block)
-    slab.seqs[line] = seq
+    ints[at * INTS] = start
+    ints[at * INTS + 1] = end
+    ints[at * INTS + 2] = flags | this.blockBitsOf(block)
+    const seqs = this.seqs as Float64Array
+    seqs[at] = seq
     this.bytes += end - start
     if ((flags & LINE_WAKE) !== 0) this.wakes++
     this.array = undefined
@@ -129,12 +101,12 @@ export class BatchLines {
     flags: number,
   ) {
     if (to <= from) return
-    const slab = this.ensure(to - from)
+    const ints = this.ensure(to - from)
+    const seqs = this.seqs as Float64Array
     const at = this.count
     if (at === 0 || seq < this.firstSeq) this.firstSeq = seq
-    const { ints, seqs } = slab
     const packed = flags | this.blockBitsOf(block)
-    const line = this.base + at - from
+    const line = at - from
     let bytes = 0
     for (let i = from; i < to; i++) {
       const start = starts[i] as number
@@ -154,9 +126,8 @@ export class BatchLines {
 
   /** Line `i` has a byte that may break it into rows (LINE_MAY_BREAK). */
   markMayBreak(i: number): void {
-    const slab = this.slab as Slab
-    const column = (this.base + i) * INTS + 2
-    slab.ints[column] = (slab.ints[column] as number) | LINE_MAY_BREAK
+    const ints = this.ints as Int32Array
+    ints[i * INTS + 2] = (ints[i * INTS + 2] as number) | LINE_MAY_BREAK
   }
 
   /** The flags column's bits above the flags for a line of `block` (its index, added once per run). */
@@ -177,11 +148,11 @@ export class BatchLines {
   }
 
   seq(i: number): number {
-    return (this.slab as Slab).seqs[this.base + i] as number
+    return (this.seqs as Float64Array)[i] as number
   }
 
   private packed(i: number): number {
-    return (this.slab as Slab).ints[(this.base + i) * INTS + 2] as number
+    return (this.ints as Int32Array)[i * INTS + 2] as number
   }
 
   private flags(i: number): number {
@@ -197,11 +168,11 @@ export class BatchLines {
   }
 
   start(i: number): number {
-    return (this.slab as Slab).ints[(this.base + i) * INTS] as number
+    return (this.ints as Int32Array)[i * INTS] as number
   }
 
   end(i: number): number {
-    return (this.slab as Slab).ints[(this.base + i) * INTS + 1] as number
+    return (this.ints as Int32Array)[i * INTS + 1] as number
   }
 
   /** Line `i` if it was made an object already. */
