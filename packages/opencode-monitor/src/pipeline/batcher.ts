@@ -174,10 +174,11 @@ export class MonitorBatcher {
         continue
       }
       this.opening()
-      const first = lines.length - i
+      // Line k of the run is line `shift + k` of the batch.
+      const shift = lines.length - i
       lines.addSpan(block, starts, ends, i, end, seq + i - from, flags)
       for (; breaking.next < b; breaking.next++) {
-        const at = first + (breaking.at[breaking.next] as number)
+        const at = shift + (breaking.at[breaking.next] as number)
         lines.markMayBreak(at)
         this.bounded.push(at)
         this.boundedSizes.push(breaking.bounds[breaking.next] as number)
