@@ -158,6 +158,7 @@ describe("line work only where a line is read (issue 28)", () => {
       const fast = await run(stream, replay(), patterns, false)
       const decoded = await run(stream, replay(), patterns, true)
       expect(fast.ring.map((line) => line[4])).toEqual(fast.breaks)
+      expect(decoded.ring.map((line) => line[4])).toEqual(decoded.breaks)
       expect(fast.counters).toEqual(decoded.counters)
       expect(fast.flags).toEqual(decoded.flags)
       expect(fast.ring).toEqual(decoded.ring)
@@ -383,6 +384,101 @@ describe("line work only where a line is read (issue 28)", () => {
       const bytes = Buffer.from(`a${other}b`)
       expect([other, colourEnd(bytes, 1, bytes.length)]).toEqual([other, -1])
     }
+  })
+
+  test("a line's raw-bytes answer is the same at any offset of a read buffer, and on its own", async () => {
+    const filter = await compileLineFilter("error|warn", 512)
+    const matcher = RawWordMatcher.for(filter) as RawWordMatcher
+    const random = prng(12)
+    let decided = 0
+    for (let i = 0; i < 1500; i++) {
+      // Lines of every length around the four- and eight-byte steps of the scan, some long.
+      const base = trickyStream(9000 + i, 1 + Math.floor(random() * 3))
+      const pieces = Array.from({ length: 1 + Math.floor(random() * 3) }, (_, k) => trickyStream(7000 + 3 * i + k, 1))
+      const line = Uint8Array.from(pieces.flatMap((piece) => [...piece.subarray(0, piece.length - 1)]))
+      const text = new MonitorLine(1, "stdout", line, false, true).text
+      const answers: (boolean | undefined)[] = []
+      for (let offset = 0; offset < 8; offset++) {
+        // The line in a block of lines, read at `offset` of a larger buffer; the same line on its own.
+        const backing = new Uint8Array(offset + base.length + 2 * line.length + 16)
+        const block = backing.subarray(offset, offset + base.length + 2 * line.length + 2)
+        block.set(base)
+        block.set(line, base.length)
+        block[base.length + line.length] = 0x0a
+        block.set(line, base.length + line.length + 1)
+        matcher.startBlock(block)
+        const start = base.length
+        answers.push(matcher.test(start, start + line.length))
+        // On its own, between two lines of the block: with a word just past its end, which is not its.
+        const alone = Buffer.from([...line, ...enc.encode("error warn")])
+        answers.push(matcher.testAlone(alone, 0, line.length))
+        // The block's next line is answered as before.
+        answers.push(matcher.test(start + line.length + 1, start + 2 * line.length + 1))
+      }
+      const first = answers[0]
+      expect([JSON.stringify(text), answers]).toEqual([JSON.stringify(text), answers.map(() => first)])
+      if (first !== undefined) {
+        decided++
+        expect([JSON.stringify(text), first]).toEqual([JSON.stringify(text), filter?.(text) ?? true])
+      }
+    }
+    expect(decided).toBeGreaterThan(200)
+  })
+
+  test("a line put together from several reads keeps whether it may break into rows", async () => {
+    for (const filter of [undefined, () => true, await compileLineFilter("a|c", 512)]) {
+      const batches: OutputBatch[] = []
+      const pipeline = createMonitorPipeline({
+        monitorId: "mon_x",
+        config: defaultMonitorConfig(),
+        filter,
+        scheduler: new FakeScheduler(),
+        onBatch: (batch) => batches.push(batch),
+      })
+      // U+2028 split inside its bytes; a vertical tab; a line without either; each across two reads.
+      for (const part of [
+        [0x61, 0xe2],
+        [0x80, 0xa8, 0x62, 0x0a, 0x63],
+        [0x0b, 0x0a, 0x61],
+        [0x63, 0x0a],
+      ])
+        pipeline.push("stdout", Uint8Array.from(part))
+      pipeline.finish({ kind: "exited", code: 0 })
+      const delivered = batches.flatMap((batch) => batch.lines.map((line) => [line.seq, line.mayBreak]))
+      const kept = pipeline.ring.query({ limit: 10 }).map((line) => [line.seq, line.mayBreak])
+      const expected = [
+        [1, true],
+        [2, true],
+        [3, false],
+      ]
+      expect([String(filter), delivered, kept]).toEqual([String(filter), expected, expected])
+    }
+  })
+
+  test("a long range is searched for break bytes within its bounds only", () => {
+    const random = prng(41)
+    const loop = (bytes: Uint8Array, start: number, end: number) => {
+      for (let i = start; i < end; i++) if ([0x0b, 0x0c, 0xc2, 0xe2].includes(bytes[i] as number)) return true
+      return false
+    }
+    let found = 0
+    for (let i = 0; i < 400; i++) {
+      const length = 200 + Math.floor(random() * 2000)
+      const backing = new Uint8Array(length + 40).fill(0x78)
+      const offset = 1 + Math.floor(random() * 16)
+      const bytes = backing.subarray(offset, offset + length + 20)
+      const start = 1 + Math.floor(random() * 8)
+      const end = start + length - Math.floor(random() * 8)
+      // A break byte inside, at either edge, or just outside the range (before it in the buffer too).
+      const at = [start, end - 1, start - 1, end, -1, start + Math.floor(random() * (end - start))][i % 6] as number
+      if (at === -1) backing[offset - 1] = 0xe2
+      else bytes[at] = [0x0b, 0x0c, 0xc2, 0xe2][i % 4] as number
+      const expected = loop(bytes, start, end)
+      if (expected) found++
+      expect([i, hasBreakByte(bytes, start, end)]).toEqual([i, expected])
+    }
+    expect(found).toBeGreaterThan(150)
+    expect(400 - found).toBeGreaterThan(100)
   })
 
   test("a pattern with a word that is not printable ASCII is always decided on the decoded text", async () => {

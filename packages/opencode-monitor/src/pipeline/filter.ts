@@ -92,7 +92,9 @@ export class RawWordMatcher {
   private readonly next: number[]
   private readonly words: WordSet
   private block: Buffer | undefined
-  private byFour: Words | undefined
+  private readonly classed = new ClassedBytes()
+  /** For a line on its own (`testAlone`): the block's stay as they are. */
+  private readonly alone = new ClassedBytes()
 
   private constructor(words: readonly string[]) {
     this.needles = words.map((word) => Buffer.from(word, "latin1"))
@@ -110,23 +112,57 @@ export class RawWordMatcher {
   /** The block the next lines are ranges of. */
   startBlock(block: Uint8Array): void {
     this.block = asBuffer(block)
-    this.byFour = fourByFour(block)
+    this.classed.scan(block, 0, block.length)
     for (let i = 0; i < this.needles.length; i++) this.next[i] = this.block.indexOf(this.needles[i] as Buffer)
   }
 
   /** true / false when the bytes of `[start, end)` decide; undefined when only the text can. */
   test(start: number, end: number): boolean | undefined {
-    const block = this.block as Buffer
-    let found = false
+    const found = this.nextWord(start) < end
+    const classed = this.classed
+    const from = classed.from(start)
+    const to = classed.before(from, end)
+    return from === to
+      ? found
+      : answerOnBytes(this.block as Buffer, start, end, found, this.words, classed.at, from, to)
+  }
+
+  /**
+   * Where the block's first byte at or after `start` is that starts a word or has a BYTE_CLASS
+   * (Infinity: none): a line that ends before it does not match (`test` would say false).
+   */
+  nextMark(start: number): number {
+    const classed = this.classed
+    const k = classed.from(start)
+    const word = this.nextWord(start)
+    return k < classed.count ? Math.min(word, classed.at[k] as number) : word
+  }
+
+  /** Where the first word in the block at or after `start` begins (Infinity: none). */
+  private nextWord(start: number): number {
+    let nearest = Number.POSITIVE_INFINITY
     for (let i = 0; i < this.needles.length; i++) {
       let at = this.next[i] as number
       if (at !== -1 && at < start) {
-        at = block.indexOf(this.needles[i] as Buffer, start)
+        at = (this.block as Buffer).indexOf(this.needles[i] as Buffer, start)
         this.next[i] = at
       }
-      if (at !== -1 && at < end) found = true
+      if (at !== -1 && at < nearest) nearest = at
     }
-    return answerOnBytes(block, start, end, found, this.words, this.byFour)
+    return nearest
+  }
+
+  /** `test` of a line that is not in the block (it was put together from several reads): on its bytes alone. */
+  testAlone(bytes: Uint8Array, start: number, end: number): boolean | undefined {
+    const buffer = asBuffer(bytes)
+    let found = false
+    for (const needle of this.needles) {
+      const at = buffer.indexOf(needle, start)
+      if (at !== -1 && at + needle.length <= end) found = true
+    }
+    const alone = this.alone
+    alone.scan(bytes, start, end)
+    return alone.count === 0 ? found : answerOnBytes(bytes, start, end, found, this.words, alone.at, 0, alone.count)
   }
 }
 
@@ -141,6 +177,7 @@ export class RawCaselessWords {
   /** Per pair of folded bytes, the words (bit i: word i) that start with it. */
   private readonly starts = new Uint8Array(65_536)
   private readonly set: WordSet
+  private readonly classed = new ClassedBytes()
 
   constructor(words: readonly string[]) {
     if (words.length > 8 || words.some((word) => !/^[a-z]{2,}$/.test(word)))
@@ -155,7 +192,10 @@ export class RawCaselessWords {
 
   /** true / false when the bytes of `block[start, end)` decide; undefined when only the text can. */
   test(block: Uint8Array, start: number, end: number): boolean | undefined {
-    return answerOnBytes(block, start, end, this.find(block, start, end), this.set)
+    const found = this.find(block, start, end)
+    const classed = this.classed
+    classed.scan(block, start, end)
+    return classed.count === 0 ? found : answerOnBytes(block, start, end, found, this.set, classed.at, 0, classed.count)
   }
 
   private find(bytes: Uint8Array, from: number, to: number): boolean {
@@ -220,36 +260,98 @@ function wordSet(words: readonly Uint8Array[], fold: number, inText: (text: Buff
 const PAIR_CLASS = new Uint8Array(65_536)
 for (let x = 0; x < 65_536; x++) PAIR_CLASS[x] = (BYTE_CLASS[x & 0xff] as number) | (BYTE_CLASS[x >> 8] as number)
 
-/** A block's bytes four at a time: the words of the buffer it is in, and where in it the block starts. */
-type Words = { words: Int32Array; offset: number }
-
-const fourByFour = (block: Uint8Array): Words => ({
-  words: new Int32Array(block.buffer, 0, block.buffer.byteLength >> 2),
-  offset: block.byteOffset,
-})
+/**
+ * Writes to `at` from `n` on where the four-byte word `x` has classed bytes, `first` being where its
+ * first byte is (little-endian: its low byte); returns the new end of `at`.
+ */
+function classedOf(x: number, first: number, at: Int32Array, n: number): number {
+  if (BYTE_CLASS[x & 0xff] !== 0) at[n++] = first
+  if (BYTE_CLASS[(x >>> 8) & 0xff] !== 0) at[n++] = first + 1
+  if (BYTE_CLASS[(x >>> 16) & 0xff] !== 0) at[n++] = first + 2
+  if (BYTE_CLASS[x >>> 24] !== 0) at[n++] = first + 3
+  return n
+}
 
 /**
- * The BYTE_CLASS bits of the bytes of `block[start, end)`, or'ed; four at a time through `byFour`:
- * a word of printable ASCII bytes has none (most words of most lines), and a word with a byte
- * below 0x20 or above 0x7e is classed a byte pair at a time.
+ * Where the bytes with a BYTE_CLASS are in a range of a block, in order: found a byte pair at a
+ * time (PAIR_CLASS), two pairs per four-byte word; only a word with a classed byte is looked at
+ * byte by byte (most words of most lines have none).
  */
-function classesOf(block: Uint8Array, start: number, end: number, byFour: Words | undefined): number {
-  let any = 0
-  let i = start
-  if (byFour) {
-    const { words, offset } = byFour
-    while (i < end && ((offset + i) & 3) !== 0) any |= BYTE_CLASS[block[i++] as number] as number
-    const to = (offset + end) >> 2
-    for (let w = (offset + i) >> 2; w < to; w++) {
-      const x = words[w] as number
-      // Some byte below 0x20 ("has less") or above 0x7e ("has more"), the bit-twiddling tests.
-      if (((((x - 0x20202020) & ~x) | (x + 0x01010101) | x) & 0x80808080) !== 0)
-        any |= (PAIR_CLASS[x & 0xffff] as number) | (PAIR_CLASS[x >>> 16] as number)
+class ClassedBytes {
+  at: Int32Array = new Int32Array(256)
+  count = 0
+  /** The first position not before the last line asked (see `from`). */
+  private next = 0
+
+  /** Finds the classed bytes of `block[start, end)`; lines are then asked in order. */
+  scan(block: Uint8Array, start: number, end: number): void {
+    this.count = 0
+    this.next = 0
+    if (end - start < 64) {
+      for (let i = start; i < end; i++) this.note(block, i)
+      return
     }
-    i = Math.max(i, (to << 2) - offset)
+    const offset = block.byteOffset
+    const words = new Int32Array(block.buffer, 0, block.buffer.byteLength >> 2)
+    let i = start
+    while (i < end && ((offset + i) & 3) !== 0) this.note(block, i++)
+    const to = (offset + end) >> 2
+    let w = (offset + i) >> 2
+    let at = this.at
+    let n = this.count
+    // Two words at a time: most pairs of words have no classed byte at all.
+    for (; w + 1 < to; w += 2) {
+      const x = words[w] as number
+      const y = words[w + 1] as number
+      const classes =
+        (PAIR_CLASS[x & 0xffff] as number) |
+        (PAIR_CLASS[x >>> 16] as number) |
+        (PAIR_CLASS[y & 0xffff] as number) |
+        (PAIR_CLASS[y >>> 16] as number)
+      if (classes === 0) continue
+      if (n + 8 > at.length) at = this.grow(n)
+      n = classedOf(x, (w << 2) - offset, at, n)
+      n = classedOf(y, (w << 2) - offset + 4, at, n)
+    }
+    if (w < to) {
+      if (n + 4 > at.length) at = this.grow(n)
+      n = classedOf(words[w] as number, (w << 2) - offset, at, n)
+    }
+    this.count = n
+    for (i = Math.max(i, (to << 2) - offset); i < end; i++) this.note(block, i)
   }
-  for (; i < end; i++) any |= BYTE_CLASS[block[i] as number] as number
-  return any
+
+  private note(block: Uint8Array, i: number): void {
+    if (BYTE_CLASS[block[i] as number] !== 0) this.add(i)
+  }
+
+  private add(i: number): void {
+    if (this.count === this.at.length) this.grow(this.count)
+    this.at[this.count++] = i
+  }
+
+  /** Room for more positions, the first `count` kept. */
+  private grow(count: number): Int32Array {
+    const larger = new Int32Array(this.at.length * 2)
+    larger.set(this.at.subarray(0, count))
+    this.at = larger
+    return larger
+  }
+
+  /** The index of the first classed byte at or after `start` (`start` never goes back). */
+  from(start: number): number {
+    let k = this.next
+    while (k < this.count && (this.at[k] as number) < start) k++
+    this.next = k
+    return k
+  }
+
+  /** The index past the last classed byte before `end`, from index `from` on. */
+  before(from: number, end: number): number {
+    let k = from
+    while (k < this.count && (this.at[k] as number) < end) k++
+    return k
+  }
 }
 
 const asBuffer = (block: Uint8Array): Buffer =>
@@ -257,7 +359,8 @@ const asBuffer = (block: Uint8Array): Buffer =>
 
 /**
  * The answer of a word filter on the sanitized text of `block[start, end)`, from its bytes: `found`
- * says whether a word is in the raw bytes. Undefined when only the text can tell.
+ * says whether a word is in the raw bytes, `at[from, to)` are where its bytes with a BYTE_CLASS are
+ * (ClassedBytes; at least one: a line with none is answered by `found` alone). Undefined when only the text can tell.
  */
 function answerOnBytes(
   block: Uint8Array,
@@ -265,43 +368,45 @@ function answerOnBytes(
   end: number,
   found: boolean,
   words: WordSet,
-  /** `block` read four bytes at a time (see `fourByFour`), when it can be. */
-  byFour?: Words,
+  at: Int32Array,
+  from: number,
+  to: number,
 ): boolean | undefined {
-  // Most lines have no byte of a class at all: one branch-free pass says so, and `found` decides.
-  if (classesOf(block, start, end, byFour) === 0) return found
   // Colour sequences are all that sanitizing takes out of a coloured line. A word of its text that
   // is not in its bytes spans a place where a sequence was: the text bytes on either side of it
-  // are then side by side in the word.
+  // are then side by side in the word. The bytes between classed ones are text.
   const { fold, pairs } = words
   let seen = 0
   let coloured = false
   let joins = false
+  // The next byte not looked at; the last text byte before it; the text byte before the colour
+  // sequences just passed (-1: none, or a text byte came after them).
+  let next = start
   let last = -1
   let before = -1
-  for (let i = start; i < end; i++) {
-    const b = block[i] as number
-    const kind = BYTE_CLASS[b] as number
-    if (kind === 0) {
-      if (before !== -1) {
-        const pair = ((before | fold) << 8) | (b | fold)
-        if ((((pairs[pair >> 5] as number) >>> (pair & 31)) & 1) !== 0) joins = true
-        before = -1
-      }
-      last = b
-      continue
+  for (let k = from; k < to; k++) {
+    const i = at[k] as number
+    if (i < next) continue
+    if (i > next) {
+      if (before !== -1 && joinsWord(pairs, fold, before, block[next] as number)) joins = true
+      before = -1
+      last = block[i - 1] as number
     }
+    const b = block[i] as number
     const sequence = b === 0x1b ? colourEnd(block, i, end) : -1
     if (sequence !== -1) {
       coloured = true
       if (before === -1) before = last
-      i = sequence
+      next = sequence + 1
       continue
     }
+    const kind = BYTE_CLASS[b] as number
     seen |= kind === LEAD ? leadClass(block, i, end) : kind
     last = b
     before = -1
+    next = i + 1
   }
+  if (next < end && before !== -1 && joinsWord(pairs, fold, before, block[next] as number)) joins = true
   if (!coloured) {
     if (found) return (seen & HIDING) === 0 ? true : undefined
     return (seen & REMOVABLE) === 0 ? false : undefined
@@ -310,6 +415,12 @@ function answerOnBytes(
   // A word in the bytes that cannot start inside a sequence is in the text as it was.
   if (found ? !words.mayStartInSequence : !joins) return found
   return words.inText(withoutColour(block, start, end))
+}
+
+/** Whether the text bytes x, y (folded) are side by side in some word. */
+function joinsWord(pairs: Uint32Array, fold: number, x: number, y: number): boolean {
+  const pair = ((x | fold) << 8) | (y | fold)
+  return (((pairs[pair >> 5] as number) >>> (pair & 31)) & 1) !== 0
 }
 
 /** The bytes of a coloured line without its colour sequences (in a buffer reused from line to line). */

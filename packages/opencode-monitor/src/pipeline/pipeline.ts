@@ -4,7 +4,7 @@ import type { Scheduler, TimerHandle } from "../scheduler"
 import { LINE_MAY_BREAK } from "./batch-lines"
 import { type BreakingLines, type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch } from "./batcher"
 import { type LineFilter, RawWordMatcher } from "./filter"
-import { BreakFinder, MonitorLine, type MonitorStream } from "./line"
+import { BreakFinder, hasBreakByte, MonitorLine, type MonitorStream } from "./line"
 import { boundOf, decimalDigits, envelopeBytes, envelopeBytesBound } from "./render"
 import { SilenceWatch } from "./silence-watch"
 import { type ChunkLines, LineSplitter } from "./line-splitter"
@@ -56,13 +56,18 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const chunk = new ChunkFacts(options)
   const lines = { seq: 0 }
   let finished = false
-  const plain = PlainRun.when(options, ring, batcher, chunk, lines)
-  const accept = lineAcceptor(ring, batcher, chunk, wakeFlush, lines, plain)
+  const one = lineTaker(ring, batcher, chunk, wakeFlush, lines)
+  const run = gatheredRun(options, ring, batcher, chunk, lines, one)
+  const accept: AcceptLine = (stream, bytes, start, end, truncated) => {
+    run?.take()
+    one(stream, bytes, start, end, truncated)
+  }
   const silence =
     options.silenceMs === undefined
       ? undefined
       : silenceWatch(options.silenceMs, options, ring, batcher, () => lines.seq)
-  const splitters = lineSplitters(config.line_max_bytes, accept, plain ? plain.before(drops.cut) : drops.cut, plain)
+  const dropped = run ? run.before(drops.cut) : drops.cut
+  const splitters = lineSplitters(config.line_max_bytes, accept, dropped, run)
   const release = blockRelease(options.scheduler, ring)
 
   return {
@@ -73,7 +78,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       clock = options.scheduler.now()
       chunk.start(bytes, lines.seq + 1, stream)
       splitters[stream].push(bytes)
-      plain?.take()
+      run?.take()
       chunk.end()
       if (lines.seq >= chunk.firstSeq) release.request(chunk.firstSeq)
     },
@@ -104,32 +109,33 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   }
 }
 
+/** A line the splitter cut: `bytes[start, end)` from `stream`. */
+type AcceptLine = (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => void
+
 /**
  * Takes each line the splitters cut (numbered from `lines.seq`): the ring keeps it, and the batcher
  * gets it when it matched. A line nothing matched stays bytes in the ring, and so does a matched one
  * its bytes decided (the batch records its range): either becomes an object only if someone reads
- * it. The others (decided on their text, wake lines, lines assembled across chunks) are objects
- * from the start. With neither pattern, the lines whole in a chunk go to `plain` instead, and the
- * ones gathered there go on before any line that comes here.
+ * it, whether it lies in the chunk or was put together from several. The others (decided on
+ * their text, wake lines) are objects from the start. Where a GatheredRun takes the lines whole in a chunk, the ones gathered there go
+ * on before any line that comes here.
  */
-function lineAcceptor(
+function lineTaker(
   ring: MonitorRingBuffer,
   batcher: MonitorBatcher,
   chunk: ChunkFacts,
   wakeFlush: ReturnType<typeof promptFlush>,
   lines: { seq: number },
-  plain: PlainRun | undefined,
-) {
-  return (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => {
-    plain?.take()
+): AcceptLine {
+  return (stream, bytes, start, end, truncated) => {
     const inChunk = bytes === chunk.current
     const seq = ++lines.seq
-    if (chunk.unmatched(inChunk, start, end)) {
+    if (chunk.unmatched(bytes, inChunk, start, end)) {
       ring.pushRange(bytes, start, end, seq, lineFlags(stream, truncated))
       return
     }
-    const breaks = chunk.breaksOf(inChunk, start, end)
-    if (breaks !== 0 && chunk.decided()) {
+    const breaks = chunk.breaksOf(bytes, inChunk, start, end)
+    if (chunk.decided()) {
       const flags = lineFlags(stream, truncated) | LINE_MATCHED
       ring.pushRange(bytes, start, end, seq, flags)
       const mayBreak = breaks === 2
@@ -146,36 +152,21 @@ function lineAcceptor(
 }
 
 /**
- * With no match_pattern and no wake_pattern every line is delivered: the lines whole in a chunk are
- * gathered as the splitter cuts them (ChunkLines), numbered and taken by the ring and the batcher
- * together, in the same order and with the same flags and sizes as one by one. Taken before
- * anything else can happen to the ring or the batcher: another line, a count of dropped bytes,
- * the end of the chunk.
+ * The lines whole in a chunk, gathered as the splitter cuts them (ChunkLines) and taken together,
+ * in the same order and with the same flags and sizes as one by one. Taken before anything else
+ * can happen to the ring or the batcher: another line, a count of dropped bytes, the end of the chunk.
  */
-class PlainRun implements ChunkLines {
-  private starts: Int32Array = new Int32Array(1_024)
-  private ends: Int32Array = new Int32Array(1_024)
+abstract class GatheredRun implements ChunkLines {
+  protected starts: Int32Array = new Int32Array(1_024)
+  protected ends: Int32Array = new Int32Array(1_024)
   private count = 0
-  private readonly breaking: BreakingLines = { at: new Int32Array(64), bounds: new Int32Array(64), count: 0, next: 0 }
 
   constructor(
-    private readonly ring: MonitorRingBuffer,
-    private readonly batcher: MonitorBatcher,
-    private readonly chunk: ChunkFacts,
-    private readonly lines: { seq: number },
+    protected readonly ring: MonitorRingBuffer,
+    protected readonly batcher: MonitorBatcher,
+    protected readonly chunk: ChunkFacts,
+    protected readonly lines: { seq: number },
   ) {}
-
-  /** A run for a pipeline with neither pattern; else undefined (its lines go one by one). */
-  static when(
-    options: PipelineOptions,
-    ring: MonitorRingBuffer,
-    batcher: MonitorBatcher,
-    chunk: ChunkFacts,
-    lines: { seq: number },
-  ) {
-    const plain = options.filter === undefined && options.wakeFilter === undefined
-    return plain ? new PlainRun(ring, batcher, chunk, lines) : undefined
-  }
 
   /** `then`, after the gathered lines are taken (a count of dropped bytes comes after them). */
   before(then: (bytes: number) => void): (bytes: number) => void {
@@ -196,18 +187,48 @@ class PlainRun implements ChunkLines {
     this.ends[at] = end
   }
 
-  /** The gathered lines get their seqs and go to the ring, then to the batcher. */
+  /** The gathered lines go on, numbered from the next seq. */
   take(): void {
     const count = this.count
     if (count === 0) return
     this.count = 0
+    this.takeLines(count)
+  }
+
+  protected abstract takeLines(count: number): void
+}
+
+/** The gathering for a pipeline's options: neither pattern, or a match_pattern of words alone. */
+function gatheredRun(
+  options: PipelineOptions,
+  ring: MonitorRingBuffer,
+  batcher: MonitorBatcher,
+  chunk: ChunkFacts,
+  lines: { seq: number },
+  one: AcceptLine,
+): GatheredRun | undefined {
+  if (options.wakeFilter !== undefined) return undefined
+  if (options.filter === undefined) return new PlainRun(ring, batcher, chunk, lines)
+  const matcher = chunk.matcher
+  return matcher ? new WordsRun(ring, batcher, chunk, lines, matcher, one) : undefined
+}
+
+/**
+ * With no match_pattern and no wake_pattern every line is delivered: the gathered lines are taken
+ * by the ring and the batcher together.
+ */
+class PlainRun extends GatheredRun {
+  private readonly breaking: BreakingLines = { at: new Int32Array(64), bounds: new Int32Array(64), count: 0, next: 0 }
+
+  /** The gathered lines get their seqs and go to the ring, then to the batcher. */
+  protected takeLines(count: number): void {
     const { starts, ends, chunk } = this
     const firstSeq = this.lines.seq + 1
     this.lines.seq += count
     const block = chunk.current as Uint8Array
     const stream = chunk.stream
     const flags = lineFlags(stream, false) | LINE_MATCHED
-    this.ring.pushRun(block, starts, ends, count, firstSeq, flags)
+    this.ring.pushRun(block, starts, ends, 0, count, firstSeq, flags)
     const breaking = this.breakingLines(count, firstSeq, stream)
     let i = 0
     while (i < count) {
@@ -219,7 +240,6 @@ class PlainRun implements ChunkLines {
       i = sameDigits
     }
   }
-
   /** The gathered lines that hold a break byte (they may break into rows), with their size bounds. */
   private breakingLines(count: number, firstSeq: number, stream: MonitorStream): BreakingLines {
     const { starts, ends, chunk, breaking } = this
@@ -244,6 +264,53 @@ class PlainRun implements ChunkLines {
   }
 }
 
+/**
+ * With a match_pattern of plain words (and no wake_pattern), most lines are answered on their bytes
+ * and most of those do not match: each run of such lines goes to the ring at once, as bytes. A line
+ * that matched, or that only its text can answer, goes on alone as the splitter would pass it.
+ */
+class WordsRun extends GatheredRun {
+  constructor(
+    ring: MonitorRingBuffer,
+    batcher: MonitorBatcher,
+    chunk: ChunkFacts,
+    lines: { seq: number },
+    private readonly matcher: RawWordMatcher,
+    private readonly one: AcceptLine,
+  ) {
+    super(ring, batcher, chunk, lines)
+  }
+
+  protected takeLines(count: number): void {
+    const { starts, ends, chunk, matcher } = this
+    const block = chunk.current as Uint8Array
+    const stream = chunk.stream
+    let from = 0
+    let i = 0
+    while (i < count) {
+      // The lines that end before the next word or classed byte do not match: only a line with
+      // one is asked.
+      const mark = matcher.nextMark(starts[i] as number)
+      while (i < count && (ends[i] as number) <= mark) i++
+      if (i === count) break
+      if (matcher.test(starts[i] as number, ends[i] as number) !== false) {
+        this.unmatched(block, from, i)
+        from = i + 1
+        this.one(stream, block, starts[i] as number, ends[i] as number, false)
+      }
+      i++
+    }
+    this.unmatched(block, from, count)
+  }
+
+  /** Lines `from` to `to` (excluded) matched nothing: the ring keeps them as bytes. */
+  private unmatched(block: Uint8Array, from: number, to: number): void {
+    if (to <= from) return
+    this.ring.pushRun(block, this.starts, this.ends, from, to, this.lines.seq + 1, lineFlags(this.chunk.stream, false))
+    this.lines.seq += to - from
+  }
+}
+
 const grown = (array: Int32Array): Int32Array => {
   const larger = new Int32Array(array.length * 2)
   larger.set(array)
@@ -259,7 +326,7 @@ class ChunkFacts {
   current: Uint8Array | undefined
   firstSeq = 0
   stream: MonitorStream = "stdout"
-  private readonly matcher: RawWordMatcher | undefined
+  readonly matcher: RawWordMatcher | undefined
   private readonly wakeMatcher: RawWordMatcher | undefined
   private readonly breaks = new BreakFinder()
   /** The raw-bytes answers of the last `unmatched` (undefined: only the text can tell). */
@@ -275,11 +342,11 @@ class ChunkFacts {
    * match_pattern and wake_pattern on a line's raw bytes: true when neither matches (the line stays
    * bytes in the ring). Otherwise `complete` finishes the line with what the bytes could not tell.
    */
-  unmatched(inChunk: boolean, start: number, end: number): boolean {
+  unmatched(bytes: Uint8Array, inChunk: boolean, start: number, end: number): boolean {
     const { filter, wakeFilter, matchWakeLeft } = this.options
     const wakeAsked = wakeFilter !== undefined && (matchWakeLeft?.() ?? true)
-    this.rawMatched = !filter ? true : inChunk ? this.matcher?.test(start, end) : undefined
-    this.rawWake = !wakeAsked ? false : inChunk ? this.wakeMatcher?.test(start, end) : undefined
+    this.rawMatched = !filter ? true : rawAnswer(this.matcher, bytes, inChunk, start, end)
+    this.rawWake = !wakeAsked ? false : rawAnswer(this.wakeMatcher, bytes, inChunk, start, end)
     return this.rawMatched === false && this.rawWake === false
   }
 
@@ -313,12 +380,21 @@ class ChunkFacts {
     return this.breaks.nextAt(start)
   }
 
-  /** 0: not known (a line assembled across chunks); 1: it cannot break into rows; 2: it may. */
-  breaksOf(inChunk: boolean, start: number, end: number): 0 | 1 | 2 {
-    if (!inChunk) return 0
-    return this.breaks.has(start, end) ? 2 : 1
+  /** 1: `bytes[start, end)` cannot break into rows; 2: it may. A line not in the chunk is a block of its own. */
+  breaksOf(bytes: Uint8Array, inChunk: boolean, start: number, end: number): 1 | 2 {
+    return (inChunk ? this.breaks.has(start, end) : hasBreakByte(bytes, start, end)) ? 2 : 1
   }
 }
+
+/** A words pattern's answer on the bytes of a line: of the chunk, or of a block of its own. */
+const rawAnswer = (
+  matcher: RawWordMatcher | undefined,
+  bytes: Uint8Array,
+  inChunk: boolean,
+  start: number,
+  end: number,
+): boolean | undefined =>
+  matcher === undefined ? undefined : inChunk ? matcher.test(start, end) : matcher.testAlone(bytes, start, end)
 
 /** Batches by the config's bounds and interval, each measured as the envelope will count it. */
 function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts, lineTime: () => number): MonitorBatcher {
@@ -334,7 +410,7 @@ function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts, line
 /** One splitter per pipe; a line's stream is the pipe it came from. */
 function lineSplitters(
   maxBytes: number,
-  accept: (stream: MonitorStream, bytes: Uint8Array, start: number, end: number, truncated: boolean) => void,
+  accept: AcceptLine,
   dropped: (bytes: number) => void,
   chunkLines: ChunkLines | undefined,
 ): Record<MonitorStream, LineSplitter> {

@@ -113,17 +113,28 @@ export class MonitorRingBuffer {
   }
 
   /**
-   * Keeps `count` lines of one block with the same flags, line i being `block[starts[i], ends[i])`
-   * numbered `firstSeq + i`. Lines that would leave the ring before the last of them came are only
-   * counted, as they would have been pushed out: a flood of tiny lines writes `capacity` lines, not all.
+   * Keeps lines `from` to `to` (excluded) of one block with the same flags, line i being
+   * `block[starts[i], ends[i])` numbered `seq + i - from`. Lines that would leave the ring before the
+   * last of them came are only counted, as they would have been pushed out: a flood of tiny lines
+   * writes `capacity` lines, not all.
    */
-  pushRun(block: Uint8Array, starts: Int32Array, ends: Int32Array, count: number, firstSeq: number, flags: number) {
-    this.count(count, firstSeq + count - 1, flags)
+  pushRun(
+    block: Uint8Array,
+    starts: Int32Array,
+    ends: Int32Array,
+    from: number,
+    to: number,
+    seq: number,
+    flags: number,
+  ) {
+    const count = to - from
+    if (count <= 0) return
+    this.count(count, seq + count - 1, flags)
     // The lines kept push out the ring's older ones, as line by line; those before them come and go.
     const passing = Math.max(0, count - this.capacity)
     if (passing > 0) {
       let bytes = 0
-      for (let i = 0; i < passing; i++) bytes += (ends[i] as number) - (starts[i] as number)
+      for (let i = from; i < from + passing; i++) bytes += (ends[i] as number) - (starts[i] as number)
       this.countEvicted(passing, bytes, flags)
     }
     const keep = count - passing
@@ -131,11 +142,11 @@ export class MonitorRingBuffer {
     const { blocks, made } = this
     let slot = this.head + this.size
     if (slot >= this.capacity) slot -= this.capacity
-    for (let i = passing; i < count; i++) {
+    for (let i = from + passing; i < to; i++) {
       blocks[slot] = block
       this.starts[slot] = starts[i] as number
       this.ends[slot] = ends[i] as number
-      this.seqs[slot] = firstSeq + i
+      this.seqs[slot] = seq + i - from
       this.flags[slot] = flags
       if (made[slot] !== undefined) made[slot] = undefined
       if (++slot === this.capacity) slot = 0
