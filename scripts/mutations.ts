@@ -287,8 +287,8 @@ export const MUTATIONS: Mutation[] = [
     id: "splitter-chunk-lines-order",
     what: "lines whole in a chunk are numbered after a line that came later (the gathered ones not taken first)",
     file: "src/pipeline/pipeline.ts",
-    find: "    run?.take()\n    one(stream, bytes, start, end, truncated)",
-    replace: "    one(stream, bytes, start, end, truncated)",
+    find: "        run.take()\n        one(stream, bytes, start, end, truncated)",
+    replace: "        one(stream, bytes, start, end, truncated)",
     tests: PIPELINE,
   },
   {

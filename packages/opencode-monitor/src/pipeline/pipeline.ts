@@ -58,16 +58,11 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   let finished = false
   const one = lineTaker(ring, batcher, chunk, wakeFlush, lines)
   const run = gatheredRun(options, ring, batcher, chunk, lines, one)
-  const accept: AcceptLine = (stream, bytes, start, end, truncated) => {
-    run?.take()
-    one(stream, bytes, start, end, truncated)
-  }
   const silence =
     options.silenceMs === undefined
       ? undefined
       : silenceWatch(options.silenceMs, options, ring, batcher, () => lines.seq)
-  const dropped = run ? run.before(drops.cut) : drops.cut
-  const splitters = lineSplitters(config.line_max_bytes, accept, dropped, run)
+  const splitters = lineSplitters(config.line_max_bytes, one, drops.cut, run)
   const release = blockRelease(options.scheduler, ring)
 
   return {
@@ -407,16 +402,26 @@ function batcherOf(options: PipelineOptions, takeDropped: () => DropCounts, line
   )
 }
 
-/** One splitter per pipe; a line's stream is the pipe it came from. */
+/**
+ * One splitter per pipe; a line's stream is the pipe it came from. With a GatheredRun, the lines
+ * whole in a chunk go to it, and what it gathered goes on before any other line or count of drops.
+ */
 function lineSplitters(
   maxBytes: number,
-  accept: AcceptLine,
-  dropped: (bytes: number) => void,
-  chunkLines: ChunkLines | undefined,
+  one: AcceptLine,
+  cut: (bytes: number) => void,
+  run: GatheredRun | undefined,
 ): Record<MonitorStream, LineSplitter> {
+  const accept: AcceptLine = run
+    ? (stream, bytes, start, end, truncated) => {
+        run.take()
+        one(stream, bytes, start, end, truncated)
+      }
+    : one
+  const dropped = run ? run.before(cut) : cut
   const emit = (stream: MonitorStream) => (bytes: Uint8Array, start: number, end: number, truncated: boolean) =>
     accept(stream, bytes, start, end, truncated)
-  const splitter = (stream: MonitorStream) => new LineSplitter(maxBytes, emit(stream), dropped, chunkLines)
+  const splitter = (stream: MonitorStream) => new LineSplitter(maxBytes, emit(stream), dropped, run)
   return { stdout: splitter("stdout"), stderr: splitter("stderr") }
 }
 
