@@ -239,8 +239,8 @@ export const MUTATIONS: Mutation[] = [
     id: "plain-run-one-digit-size",
     what: "a run's lines are all sized with the prefix of its first seq, past a seq with one more digit",
     file: "src/pipeline/pipeline.ts",
-    find: "const sameDigits = Math.min(count, 10 ** decimalDigits(seq) - firstSeq)",
-    replace: "const sameDigits = count",
+    find: "const sameDigits = Math.min(to, from + 10 ** decimalDigits(seq) - firstSeq)",
+    replace: "const sameDigits = to",
     tests: PIPELINE,
   },
   {
@@ -1323,10 +1323,10 @@ export const MUTATIONS: Mutation[] = [
     tests: PIPELINE,
   },
   {
-    id: "words-run-unmatched-lost",
-    what: "a words pattern's unmatched lines before a matched one do not reach the ring",
+    id: "gathered-run-before-asked-lost",
+    what: "the gathered lines before one that goes on alone (it matched, or may wake) are lost",
     file: "src/pipeline/pipeline.ts",
-    find: "        this.unmatched(block, from, i)\n",
+    find: "        this.run(from, i)\n",
     replace: "",
     tests: PIPELINE,
   },
@@ -1354,6 +1354,23 @@ export const MUTATIONS: Mutation[] = [
     replace: "new Uint8Array(bytes.buffer, start, end - start)",
     tests: PIPELINE,
   },
+  {
+    id: "wake-marks-ignored",
+    what: "gathered lines are asked only where match_pattern marks them, not where wake_pattern does",
+    file: "src/pipeline/pipeline.ts",
+    find: "    return this.wake && this.wakeLeft() ? Math.min(mark, this.wake.nextMark(start)) : mark",
+    replace: "    return mark",
+    tests: PIPELINE,
+  },
+  {
+    id: "wake-ask-ignored",
+    what: "a gathered line that wake_pattern matched goes on with its run, not alone",
+    file: "src/pipeline/pipeline.ts",
+    find: "    return this.wake !== undefined && this.wakeLeft() && this.wake.test(start, end) !== false",
+    replace: "    return false",
+    tests: PIPELINE,
+  },
+
   {
     id: "read-pipe-piece-cut-before-newline",
     what: "a piece of a read is cut just before a newline, not after it",

@@ -26,6 +26,25 @@ const startRequest = existsSync(join(PLUGIN_SRC, "start-request.ts"))
     )) as typeof import("../../opencode-monitor/src/start-request.ts"))
   : undefined
 
+// Builds before issue 28 have no batch records: their batches' lines are objects already.
+const batchLines = existsSync(join(PLUGIN_SRC, "pipeline/batch-lines.ts"))
+  ? ((await import(
+      join(PLUGIN_SRC, "pipeline/batch-lines.ts")
+    )) as typeof import("../../opencode-monitor/src/pipeline/batch-lines.ts"))
+  : undefined
+
+/**
+ * The bytes of a batch's lines, from its records where it has them: reading `batch.lines` would make
+ * every delivered line an object, which no consumer of a flood does (the observation budget holds
+ * its lines as bytes), and the memory rows would measure those objects.
+ */
+function deliveredBytes(batch: OutputBatch): number {
+  if (batchLines) return batchLines.linesOf(batch).bytes
+  let bytes = 0
+  for (const line of batch.lines) bytes += line.byteLength
+  return bytes
+}
+
 /** Starts a monitor the way monitor_start does (through the one start request of this build). */
 async function startMonitor(manager: InstanceType<typeof MonitorManager>, fields: StartFields): Promise<MonitorInfo> {
   if (!startRequest) return (manager.start as unknown as (fields: StartFields) => Promise<MonitorInfo>)(fields)
@@ -164,7 +183,7 @@ export async function runMonitors(
     if (!trace) return
     trace.batches++
     if (options.traceBatches) trace.batchTimes.push(performance.now())
-    if (options.countBytes) for (const line of batch.lines) trace.deliveredBytes += line.byteLength
+    if (options.countBytes) trace.deliveredBytes += deliveredBytes(batch)
   }
   const onEnded = (monitor: MonitorInfo) => {
     const trace = traces.get(monitor.id)

@@ -150,6 +150,8 @@ function lineTaker(
  * The lines whole in a chunk, gathered as the splitter cuts them (ChunkLines) and taken together,
  * in the same order and with the same flags and sizes as one by one. Taken before anything else
  * can happen to the ring or the batcher: another line, a count of dropped bytes, the end of the chunk.
+ * With a words pattern (`marks`), a line that matched or may have goes on alone, as the splitter
+ * would pass it; the others go on in runs.
  */
 abstract class GatheredRun implements ChunkLines {
   protected starts: Int32Array = new Int32Array(1_024)
@@ -161,6 +163,8 @@ abstract class GatheredRun implements ChunkLines {
     protected readonly batcher: MonitorBatcher,
     protected readonly chunk: ChunkFacts,
     protected readonly lines: { seq: number },
+    private readonly one: AcceptLine,
+    private readonly marks: LineMarks | undefined,
   ) {}
 
   /** `then`, after the gathered lines are taken (a count of dropped bytes comes after them). */
@@ -187,13 +191,62 @@ abstract class GatheredRun implements ChunkLines {
     const count = this.count
     if (count === 0) return
     this.count = 0
-    this.takeLines(count)
+    const { starts, ends, marks } = this
+    if (marks === undefined) {
+      this.run(0, count)
+      return
+    }
+    const block = this.chunk.current as Uint8Array
+    let from = 0
+    let i = 0
+    while (i < count) {
+      // The lines that end before the next mark (a word, a classed byte) are answered by the run.
+      const mark = marks.next(starts[i] as number)
+      while (i < count && (ends[i] as number) <= mark) i++
+      if (i === count) break
+      if (marks.ask(starts[i] as number, ends[i] as number)) {
+        this.run(from, i)
+        from = i + 1
+        this.one(this.chunk.stream, block, starts[i] as number, ends[i] as number, false)
+      }
+      i++
+    }
+    this.run(from, count)
   }
 
-  protected abstract takeLines(count: number): void
+  /** Lines `from` to `to` (excluded) of the gathered ones go on together. */
+  protected abstract run(from: number, to: number): void
 }
 
-/** The gathering for a pipeline's options: neither pattern, or a match_pattern of words alone. */
+/**
+ * Where gathered lines need to be asked about one by one: at a word or a classed byte of a words
+ * match_pattern (`match`) or wake_pattern (`wake`, while the monitor has match wakes left).
+ */
+class LineMarks {
+  constructor(
+    private readonly match: RawWordMatcher | undefined,
+    private readonly wake: RawWordMatcher | undefined,
+    private readonly wakeLeft: () => boolean,
+  ) {}
+
+  /** The first mark at or after `start` (Infinity: none). */
+  next(start: number): number {
+    const mark = this.match ? this.match.nextMark(start) : Number.POSITIVE_INFINITY
+    return this.wake && this.wakeLeft() ? Math.min(mark, this.wake.nextMark(start)) : mark
+  }
+
+  /** Whether the line `[start, end)` must go on alone: a pattern matched it, or only its text can tell. */
+  ask(start: number, end: number): boolean {
+    if (this.match && this.match.test(start, end) !== false) return true
+    return this.wake !== undefined && this.wakeLeft() && this.wake.test(start, end) !== false
+  }
+}
+
+/**
+ * The gathering for a pipeline's options: with no match_pattern, every line is delivered
+ * (PlainRun); with one of plain words, most lines match nothing (WordsRun). A pattern that only
+ * the text can answer takes its lines one by one.
+ */
 function gatheredRun(
   options: PipelineOptions,
   ring: MonitorRingBuffer,
@@ -202,47 +255,51 @@ function gatheredRun(
   lines: { seq: number },
   one: AcceptLine,
 ): GatheredRun | undefined {
-  if (options.wakeFilter !== undefined) return undefined
-  if (options.filter === undefined) return new PlainRun(ring, batcher, chunk, lines)
-  const matcher = chunk.matcher
-  return matcher ? new WordsRun(ring, batcher, chunk, lines, matcher, one) : undefined
+  const { filter, wakeFilter } = options
+  const { matcher, wakeMatcher } = chunk
+  if ((filter !== undefined && !matcher) || (wakeFilter !== undefined && !wakeMatcher)) return undefined
+  const marks =
+    filter === undefined && wakeFilter === undefined
+      ? undefined
+      : new LineMarks(matcher, wakeMatcher, () => options.matchWakeLeft?.() ?? true)
+  const Run = filter === undefined ? PlainRun : WordsRun
+  return new Run(ring, batcher, chunk, lines, one, marks)
 }
 
-/**
- * With no match_pattern and no wake_pattern every line is delivered: the gathered lines are taken
- * by the ring and the batcher together.
- */
+/** With no match_pattern every line is delivered: a run of lines goes to the ring and the batcher together. */
 class PlainRun extends GatheredRun {
   private readonly breaking: BreakingLines = { at: new Int32Array(64), bounds: new Int32Array(64), count: 0, next: 0 }
 
-  /** The gathered lines get their seqs and go to the ring, then to the batcher. */
-  protected takeLines(count: number): void {
+  /** Lines `from` to `to` get their seqs and go to the ring, then to the batcher. */
+  protected run(from: number, to: number): void {
+    if (to <= from) return
     const { starts, ends, chunk } = this
     const firstSeq = this.lines.seq + 1
-    this.lines.seq += count
+    this.lines.seq += to - from
     const block = chunk.current as Uint8Array
     const stream = chunk.stream
     const flags = lineFlags(stream, false) | LINE_MATCHED
-    this.ring.pushRun(block, starts, ends, 0, count, firstSeq, flags)
-    const breaking = this.breakingLines(count, firstSeq, stream)
-    let i = 0
-    while (i < count) {
+    this.ring.pushRun(block, starts, ends, from, to, firstSeq, flags)
+    const breaking = this.breakingLines(from, to, firstSeq, stream)
+    let i = from
+    while (i < to) {
       // Up to a seq with one more digit: sized as their bytes plus one prefix.
-      const seq = firstSeq + i
-      const sameDigits = Math.min(count, 10 ** decimalDigits(seq) - firstSeq)
+      const seq = firstSeq + i - from
+      const sameDigits = Math.min(to, from + 10 ** decimalDigits(seq) - firstSeq)
       const extra = boundOf(0, stream, seq, false, false)
       this.batcher.addSpan(block, starts, ends, i, sameDigits, seq, flags, extra, breaking)
       i = sameDigits
     }
   }
+
   /** The gathered lines that hold a break byte (they may break into rows), with their size bounds. */
-  private breakingLines(count: number, firstSeq: number, stream: MonitorStream): BreakingLines {
+  private breakingLines(from: number, to: number, firstSeq: number, stream: MonitorStream): BreakingLines {
     const { starts, ends, chunk, breaking } = this
     breaking.count = 0
     breaking.next = 0
-    const last = ends[count - 1] as number
-    let line = 0
-    let at = chunk.nextBreak(starts[0] as number)
+    const last = ends[to - 1] as number
+    let line = from
+    let at = chunk.nextBreak(starts[from] as number)
     while (at < last) {
       while ((ends[line] as number) <= at) line++
       const n = breaking.count++
@@ -252,56 +309,26 @@ class PlainRun extends GatheredRun {
       }
       const bytes = (ends[line] as number) - (starts[line] as number)
       breaking.at[n] = line
-      breaking.bounds[n] = boundOf(bytes, stream, firstSeq + line, false, true)
+      breaking.bounds[n] = boundOf(bytes, stream, firstSeq + line - from, false, true)
       at = chunk.nextBreak((ends[line] as number) + 1)
     }
     return breaking
   }
 }
 
-/**
- * With a match_pattern of plain words (and no wake_pattern), most lines are answered on their bytes
- * and most of those do not match: each run of such lines goes to the ring at once, as bytes. A line
- * that matched, or that only its text can answer, goes on alone as the splitter would pass it.
- */
+/** With a match_pattern of plain words, most lines match nothing: a run of them goes to the ring as bytes. */
 class WordsRun extends GatheredRun {
-  constructor(
-    ring: MonitorRingBuffer,
-    batcher: MonitorBatcher,
-    chunk: ChunkFacts,
-    lines: { seq: number },
-    private readonly matcher: RawWordMatcher,
-    private readonly one: AcceptLine,
-  ) {
-    super(ring, batcher, chunk, lines)
-  }
-
-  protected takeLines(count: number): void {
-    const { starts, ends, chunk, matcher } = this
-    const block = chunk.current as Uint8Array
-    const stream = chunk.stream
-    let from = 0
-    let i = 0
-    while (i < count) {
-      // The lines that end before the next word or classed byte do not match: only a line with
-      // one is asked.
-      const mark = matcher.nextMark(starts[i] as number)
-      while (i < count && (ends[i] as number) <= mark) i++
-      if (i === count) break
-      if (matcher.test(starts[i] as number, ends[i] as number) !== false) {
-        this.unmatched(block, from, i)
-        from = i + 1
-        this.one(stream, block, starts[i] as number, ends[i] as number, false)
-      }
-      i++
-    }
-    this.unmatched(block, from, count)
-  }
-
-  /** Lines `from` to `to` (excluded) matched nothing: the ring keeps them as bytes. */
-  private unmatched(block: Uint8Array, from: number, to: number): void {
+  protected run(from: number, to: number): void {
     if (to <= from) return
-    this.ring.pushRun(block, this.starts, this.ends, from, to, this.lines.seq + 1, lineFlags(this.chunk.stream, false))
+    this.ring.pushRun(
+      this.chunk.current as Uint8Array,
+      this.starts,
+      this.ends,
+      from,
+      to,
+      this.lines.seq + 1,
+      lineFlags(this.chunk.stream, false),
+    )
     this.lines.seq += to - from
   }
 }
@@ -322,7 +349,7 @@ class ChunkFacts {
   firstSeq = 0
   stream: MonitorStream = "stdout"
   readonly matcher: RawWordMatcher | undefined
-  private readonly wakeMatcher: RawWordMatcher | undefined
+  readonly wakeMatcher: RawWordMatcher | undefined
   private readonly breaks = new BreakFinder()
   /** The raw-bytes answers of the last `unmatched` (undefined: only the text can tell). */
   private rawMatched: boolean | undefined
