@@ -95,6 +95,11 @@ export async function benchWake(plan: Plan): Promise<Row[]> {
         },
       ),
     )
+    // Since issue 28 a match_pattern's unmatched lines are not delivered, while wake_pattern alone
+    // delivers every line: what the wake check adds shows against a run that delivers them all too.
+    rows.push(
+      row(`wake:${shape}`, `wake_pattern ${name} vs no pattern (both deliver every line)`, "none", "no pattern"),
+    )
     rows.push(
       row(
         `both:${shape}`,
