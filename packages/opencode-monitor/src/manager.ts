@@ -206,7 +206,7 @@ export class MonitorManager {
   private async spawn(request: StartRequest): Promise<MonitoredProcess> {
     const env = this.deps.env ?? process.env
     const shell = this.deps.shell?.() ?? "sh"
-    const missing = findMissingProgram(request.program, shell, request.directory, env.PATH)
+    const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
     const fields = { label: request.label, cwd: request.directory }
     if (missing)
       throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`, fields)

@@ -1,5 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { spawn } from "node:child_process"
+import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorError, type MonitorFields } from "../src/errors"
@@ -96,6 +98,29 @@ describe("a monitored process", () => {
       /cannot start sh in \/no\/such\/dir/,
     )
     await expect(start(m, "./not-here.sh")).rejects.toThrow(/not-here.sh does not exist or is not executable/)
+  })
+
+  test("a command that sets PATH itself finds its program there (the README's advice for command not found)", async () => {
+    const bin = mkdtempSync(join(tmpdir(), "omo-path-"))
+    const tool = join(bin, "omo-path-probe-tool")
+    writeFileSync(tool, "#!/bin/sh\necho found-on-my-path\n")
+    chmodSync(tool, 0o755)
+    try {
+      const { m, collector } = manager()
+      for (const command of [
+        `PATH=${bin}:$PATH omo-path-probe-tool`,
+        `env PATH=${bin}:/usr/bin:/bin omo-path-probe-tool`,
+        `export PATH=${bin}:$PATH; omo-path-probe-tool`,
+      ]) {
+        const info = await start(m, command)
+        await collector.whenEnded(info.id)
+        expect({ command, lines: collector.linesOf(info.id) }).toEqual({ command, lines: ["found-on-my-path"] })
+      }
+      // Without it the server's PATH decides, and the start is refused up front.
+      await expect(start(m, "omo-path-probe-tool")).rejects.toThrow(/omo-path-probe-tool: command not found on PATH/)
+    } finally {
+      rmSync(bin, { recursive: true, force: true })
+    }
   })
 
   test("a start that fails carries its label and directory as fields, like execa's errors", async () => {

@@ -3,12 +3,14 @@ import { isAbsolute, resolve } from "node:path"
 import { isShellBuiltin } from "./shell"
 
 /**
- * Says why `program` (the program word of the command's first simple command) cannot run in
- * `shell`, or undefined when it can or when it is too dynamic to tell (quoting, expansions).
+ * Says why `program` (the program word of `command`'s first simple command) cannot run in
+ * `shell`, or undefined when it can or when it is too dynamic to tell (quoting, expansions, a
+ * command that sets PATH itself: its shell looks the name up on that PATH, not on `path`).
  * The shell itself always starts, so without this a typo would only show up as exit code 127 later.
  */
 export function findMissingProgram(
   program: string | undefined,
+  command: string,
   shell: string,
   cwd: string,
   path: string | undefined,
@@ -24,6 +26,9 @@ export function findMissingProgram(
       return `${word} does not exist or is not executable (looked in ${cwd})`
     }
   }
-  if (Bun.which(word, { PATH: path ?? "", cwd })) return undefined
+  if (SETS_PATH.test(command) || Bun.which(word, { PATH: path ?? "", cwd })) return undefined
   return `${word}: command not found on PATH`
 }
+
+// `PATH=… cmd`, `env PATH=… cmd`, `export PATH=…; cmd`, `PATH+=…`: a PATH assignment anywhere.
+const SETS_PATH = /(?:^|[^\w$])PATH\+?=/
