@@ -41,7 +41,7 @@ async function bundle(): Promise<void> {
     outdir: distDir,
     target: "bun",
     format: "esm",
-    // Keeps `await import("re2js")` a separate chunk, loaded only when a match_pattern is used.
+    // Keeps `await import("re2js")` a separate chunk, loaded only when a pattern is compiled.
     splitting: true,
     naming: { entry: "[name].[ext]", chunk: "chunks/[name]-[hash].[ext]" },
     external: EXTERNAL,
