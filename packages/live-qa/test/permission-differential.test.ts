@@ -3,10 +3,13 @@
  * Permission parity (issue 10): for every command string of the corpus, under three rule sets,
  * the scripted model gives the same string to opencode's `bash` tool and to `monitor_start` in one
  * step; the verdicts must match — tool part status, and the `permission.asked` kinds with their
- * "always" offers. Rows marked `stricter` are commands whose real program the bash tool cannot
- * see (`sh -c`, `eval`, `xargs`, `find -exec`, `command`/`exec`/`env`/`nohup` prefixes): there
- * monitor_start must be at least as strict and ask the same kinds. Prints the table (the proof).
- * One server per rule set, the three in parallel; about 2–4 minutes on 2 busy cores.
+ * "always" offers. Rows with `hidden` commands are the README's stricter rows: commands whose real
+ * program the bash tool cannot see (`sh -c`, `eval`, `xargs`, `find -exec`, wrappers and prefixes).
+ * There monitor_start must be at least as strict and ask the same kinds; two more rule sets, on
+ * those rows only, show it stricter: everything asked, it asks each hidden command as an extra
+ * `bash` pattern; hidden programs denied, it refuses what the bash tool lets through. Prints the
+ * tables (the proof). One server per rule set, the first three in parallel; about 3–5 minutes on 2
+ * busy cores.
  */
 import { afterAll, expect, test } from "bun:test"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -22,10 +25,11 @@ import {
 } from "../src/differential.ts"
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 
-type Case = { command: string; stricter?: true }
+/** `hidden`: the simple commands hidden inside, which monitor_start asks as extra `bash` patterns. */
+type Case = { command: string; hidden?: string[] }
 
 // Harmless by construction: `./x` never exists, `../…` paths are in the test's own temp dir,
-// network only to a closed loopback port.
+// network only to a closed loopback port, `sudo -n` never prompts and `doas` may be missing.
 const CORPUS: Case[] = [
   { command: "echo a; rm -rf ./x" },
   { command: "true && rm -rf ./x" },
@@ -43,7 +47,7 @@ const CORPUS: Case[] = [
   { command: "echo `rm -rf ./x`" },
   { command: "cat <(rm -rf ./x)" },
   { command: "x=$(rm -rf ./x)" },
-  { command: "FOO=1 rm -rf ./x", stricter: true },
+  { command: "FOO=1 rm -rf ./x", hidden: ["rm -rf ./x"] },
   { command: "FOO=secret echo hi" },
   { command: "echo 'rm -rf ./x'" },
   { command: 'echo "a; rm -rf ./x"' },
@@ -68,16 +72,24 @@ const CORPUS: Case[] = [
   { command: "printf '%s\\n' a b | grep a" },
   { command: "echo hi\t| cat" },
   { command: "$CMD ./x" },
-  { command: "command rm -rf ./x", stricter: true },
-  { command: "exec rm -rf ./x", stricter: true },
-  { command: "builtin echo hi", stricter: true },
-  { command: "env FOO=1 rm -rf ./x", stricter: true },
-  { command: "nohup rm -rf ./x", stricter: true },
-  { command: "sh -c 'rm -rf ./x'", stricter: true },
-  { command: 'bash -c "echo a; rm -rf ./x"', stricter: true },
-  { command: "eval 'rm -rf ./x'", stricter: true },
-  { command: "echo ./x | xargs rm -rf", stricter: true },
-  { command: "find . -name nothing-here-x -exec rm -rf {} \\;", stricter: true },
+  { command: "command rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "exec rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "builtin echo hi", hidden: ["echo hi"] },
+  { command: "env FOO=1 rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "nohup rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "sh -c 'rm -rf ./x'", hidden: ["rm -rf ./x"] },
+  { command: 'bash -c "echo a; rm -rf ./x"', hidden: ["echo a", "rm -rf ./x"] },
+  { command: "eval 'rm -rf ./x'", hidden: ["rm -rf ./x"] },
+  { command: "printf ./x | xargs rm -rf", hidden: ["rm -rf"] },
+  { command: "find . -name nothing-here-x -exec rm -rf {} \\;", hidden: ["rm -rf {}"] },
+  { command: "time rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "sudo -n rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "doas rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "nice -n 10 rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "timeout 5 rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "setsid rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "stdbuf -o0 rm -rf ./x", hidden: ["rm -rf ./x"] },
+  { command: "ionice -c 3 rm -rf ./x", hidden: ["rm -rf ./x"] },
 ]
 
 const RULE_SETS: Record<string, Record<string, string>> = {
@@ -91,6 +103,9 @@ const RULE_SETS: Record<string, Record<string, string>> = {
   },
   "deny by default": { "*": "deny", "echo *": "allow", "ls *": "allow", "cat *": "allow", true: "allow" },
 }
+
+const STRICTER = CORPUS.filter((c) => c.hidden !== undefined)
+const hiddenIn = (row: DiffRow) => CORPUS.find((c) => c.command === row.command)?.hidden
 
 const servers: MonitorQA[] = []
 afterAll(async () => {
@@ -107,7 +122,11 @@ function judge(row: DiffRow, stricter: boolean): string {
   return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO"
 }
 
-async function runRuleSet(name: string, rules: Record<string, string>): Promise<{ name: string; rows: DiffRow[] }> {
+async function runRuleSet(
+  name: string,
+  rules: Record<string, string>,
+  cases: Case[] = CORPUS,
+): Promise<{ name: string; rows: DiffRow[] }> {
   const qa = await startMonitorQA({
     permission: { bash: rules },
     script: differentialAgent(),
@@ -119,7 +138,7 @@ async function runRuleSet(name: string, rules: Record<string, string>): Promise<
   const stopReplying = autoReplyOnce(qa)
   const rows: DiffRow[] = []
   try {
-    for (const { command } of CORPUS) rows.push(await runDifferential(qa, command))
+    for (const { command } of cases) rows.push(await runDifferential(qa, command))
   } finally {
     stopReplying()
   }
@@ -130,7 +149,7 @@ test("monitor_start gets the bash tool's verdict for every command under every r
   const results = await Promise.all(Object.entries(RULE_SETS).map(([name, rules]) => runRuleSet(name, rules)))
   const failures: string[] = []
   for (const { name, rows } of results) {
-    const marks = (row: DiffRow) => judge(row, CORPUS.find((c) => c.command === row.command)?.stricter === true)
+    const marks = (row: DiffRow) => judge(row, hiddenIn(row) !== undefined)
     console.log(`\n${renderTable(`${name}: ${JSON.stringify(RULE_SETS[name])}`, rows, marks)}\n`)
     for (const row of rows) {
       if (marks(row) !== "NO") continue
@@ -146,3 +165,39 @@ test("monitor_start gets the bash tool's verdict for every command under every r
   )
   expect(verdicts.size).toBeGreaterThanOrEqual(3)
 }, 900_000)
+
+/** The stricter rows under `rules`, each judged by `stricter`; the rows it does not hold for. */
+async function stricterFailures(name: string, rules: Record<string, string>, stricter: (row: DiffRow) => boolean) {
+  const { rows } = await runRuleSet(name, rules, STRICTER)
+  const marks = (row: DiffRow) => (stricter(row) ? "stricter" : "NO")
+  console.log(`\n${renderTable(`${name}: ${JSON.stringify(rules)}`, rows, marks)}\n`)
+  return rows.filter((row) => marks(row) === "NO").map((row) => `${row.command}\n  ${JSON.stringify(row)}`)
+}
+
+test("stricter rows, everything asked: monitor_start asks what the bash tool asks, plus each hidden command", async () => {
+  const patterns = (o: DiffRow["bash"], kind: string) =>
+    o.asks.filter((a) => a.permission === kind).flatMap((a) => a.patterns)
+  const failures = await stricterFailures("everything asked", { "*": "ask" }, (row) => {
+    const hidden = hiddenIn(row) ?? []
+    const kinds = [...new Set([...row.bash.asks, ...row.monitor.asks].map((a) => a.permission))]
+    return (
+      // Never less strict (monitor_start refuses a program missing from PATH, e.g. doas, before running it).
+      strictness(row.monitor) >= strictness(row.bash) &&
+      // The same kinds with the same "always" offers: a hidden command is never an "always" entry.
+      askSignature(row.bash) === askSignature(row.monitor) &&
+      kinds.every((kind) => patterns(row.bash, kind).every((p) => patterns(row.monitor, kind).includes(p))) &&
+      // The extra question: what the bash tool does not ask, monitor_start does.
+      hidden.every((p) => !patterns(row.bash, "bash").includes(p) && patterns(row.monitor, "bash").includes(p))
+    )
+  })
+  expect(failures).toEqual([])
+}, 300_000)
+
+test("stricter rows, hidden programs denied: monitor_start refuses what the bash tool lets through", async () => {
+  const failures = await stricterFailures(
+    "hidden programs denied",
+    { "*": "allow", "rm *": "deny", "echo *": "deny" },
+    (row) => row.bash.verdict === "ran" && row.bash.asks.length === 0 && row.monitor.verdict === "denied",
+  )
+  expect(failures).toEqual([])
+}, 300_000)

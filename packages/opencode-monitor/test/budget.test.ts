@@ -298,6 +298,47 @@ describe("ObservationBudget", () => {
     expect(run(true).filter((l) => l.seq > 20).length).toBeGreaterThan(5)
   })
 
+  // Past its bucket a batch sends its most informative lines that fit: first the startup lines, then
+  // error-looking ones, then matching ones, then the latest line. A 1 KB bucket has room for the
+  // envelope (estimated at 480 bytes) and one 300-byte line (+24 for its prefix), not two.
+  const pastStartup = (startupLines: number, pattern = false) => {
+    const s = setup({ burstBytes: 1_024, sessionBytes: 10_000_000 })
+    s.print(
+      Array.from({ length: startupLines }, (_, i) => `${i + 1}`),
+      { pattern },
+    )
+    s.scheduler.advance(60_000)
+    expect(s.sent.map((x) => [x.batch.lines.length, x.batch.budget])).toEqual([[startupLines, undefined]])
+    return s
+  }
+  const long = (text: string) => text.padEnd(300, ".")
+
+  test("past its bucket, an error-looking line goes before an earlier line matching match_pattern", () => {
+    const { print, sent } = pastStartup(20, true)
+    print([long("GET /health 200 matched"), long("worker crashed: Error: ENOMEM"), long("GET /health 200 latest")], {
+      pattern: true,
+    })
+    expect(sent.at(-1)?.batch.lines.map((l) => [l.seq, l.text])).toEqual([[22, long("worker crashed: Error: ENOMEM")]])
+    expect(sent.at(-1)?.batch.budget?.lines).toBe(2)
+  })
+
+  test("past its bucket, a startup line (one of the first 20) goes before a later error-looking line", () => {
+    const { print, sent } = pastStartup(19)
+    print([long("listening on :3000"), long("ERROR: db connection refused"), long("GET /health 200 latest")])
+    expect(sent.at(-1)?.batch.lines.map((l) => [l.seq, l.text])).toEqual([[20, long("listening on :3000")]])
+  })
+
+  test("past its bucket, the latest line of the batch goes with the priority line when there is room for both", () => {
+    // Two 200-byte lines fit the 1 KB bucket (480 + 2 × 224), the whole batch of four does not.
+    const { print, sent } = pastStartup(20)
+    const [a, error, b, latest] = ["GET /a 200", "ERROR: job 7 failed", "GET /b 200", "GET /c 200 latest"].map((t) =>
+      t.padEnd(200, "."),
+    ) as [string, string, string, string]
+    print([a, error, b, latest])
+    expect(sent.at(-1)?.batch.lines.map((l) => l.text)).toEqual([error, latest])
+    expect(sent.at(-1)?.batch.budget?.lines).toBe(2)
+  })
+
   test("past the session's total: one short summary with the last line and counts, then nothing until a person writes", () => {
     const { chatter, sent, scheduler, budget } = setup({ sessionBytes: 20_000, summaryIntervalMs: 300_000 })
     chatter(3_600)

@@ -63,6 +63,15 @@ describe("plugin options", () => {
     if (!result.ok) expect(result.errors).toEqual([message])
   })
 
+  test.each([
+    [{ max_runtime_ms: 1_000 }],
+    [{ max_runtime_ms: 604_800_000 }],
+    [{ max_active_defer_ms: 1_000 }],
+    [{ max_active_defer_ms: 0 }],
+  ])("%o, at the README's bound, is accepted", (options) => {
+    expect(parseMonitorConfig(options)).toEqual({ ok: true, config: { ...defaultMonitorConfig(), ...options } })
+  })
+
   test("no options at all means the defaults", () => {
     expect(parseMonitorConfig(undefined)).toEqual({ ok: true, config: defaultMonitorConfig() })
   })

@@ -81,6 +81,42 @@ describe("finding 2: a wake is not abandoned after a short outage", () => {
   })
 })
 
+/** The whole plugin on a fake clock and session API (the clock well past 0). */
+function pluginOnFakes() {
+  const scheduler = new FakeScheduler()
+  const api = new FakeSessionApi(() => scheduler.now())
+  scheduler.advance(1_000_000)
+  return { scheduler, api, instance: createMonitorPlugin(defaultMonitorConfig(), { api, scheduler }) }
+}
+
+describe("a wake that cannot be delivered for 30 minutes", () => {
+  test("every failed send logs a warn line; the give-up logs an error and a toast names the monitor and its label", async () => {
+    const { scheduler, api, instance } = pluginOnFakes()
+    api.failures = Array.from({ length: 1_000 }, () => ({ kind: "rejected" as const }))
+    instance.router.route(terminalBatch(), { sessionID: S, label: "faulty", hasPattern: false, wakeLimit: 0 })
+    const run = async (ms: number) => {
+      for (let t = 0; t < ms; t += 1_000) {
+        scheduler.advance(1_000)
+        await settle()
+      }
+    }
+    await run(29 * 60_000)
+    const warned = api.logs.filter((l) => l.message === "monitor output send failed; will retry")
+    expect(warned.length).toBeGreaterThan(1)
+    expect(warned[0]).toMatchObject({ level: "warn", extra: { monitorId: "mon_f", label: "faulty", kind: "rejected" } })
+    expect(api.toasts).toEqual([])
+    await run(2 * 60_000)
+    expect(api.sent).toHaveLength(0)
+    expect(api.logs.filter((l) => l.level === "error").map((l) => l.extra)).toMatchObject([
+      { monitorId: "mon_f", label: "faulty" },
+    ])
+    expect(api.toasts).toHaveLength(1)
+    expect(api.toasts[0]).toMatchObject({ variant: "error", title: "opencode-monitor: wake not delivered" })
+    expect(api.toasts[0]?.message).toContain("faulty (mon_f)")
+    await instance.hooks.dispose?.()
+  })
+})
+
 describe("finding 3: the wake keeps the agent and model however far back the person's message is", () => {
   for (const observations of [200, 1_000]) {
     test(`the latest real user message is found behind ${observations} observations, with an idle queue in between`, async () => {
@@ -101,10 +137,7 @@ describe("finding 3: the wake keeps the agent and model however far back the per
 
 describe("identity from what the plugin sees", () => {
   test("chat.message keeps the person's agent and model per session; injected messages never replace it", async () => {
-    const scheduler = new FakeScheduler()
-    const api = new FakeSessionApi(() => scheduler.now())
-    scheduler.advance(1_000_000)
-    const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler })
+    const { scheduler, api, instance } = pluginOnFakes()
     const chat = (agent: string, synthetic: boolean) =>
       instance.hooks["chat.message"]?.({ sessionID: S, agent, model: PLAN.model }, {
         message: { agent, model: PLAN.model },

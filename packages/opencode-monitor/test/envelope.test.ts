@@ -268,7 +268,7 @@ describe("envelope size", () => {
 })
 
 describe("the status codec reads back what restart recovery and an escape search write (turn 3)", () => {
-  test("left behind, recorded by a previous server, and an unverified claim round-trip", () => {
+  test("left behind, recorded by a previous server, an unverified claim and pipes held open round-trip", () => {
     const statuses: MonitorStatus[] = [
       {
         kind: "exited",
@@ -281,12 +281,14 @@ describe("the status codec reads back what restart recovery and an escape search
       { kind: "exited", code: 3, recorded: true },
       { kind: "stopped", signal: null, byPerson: true, recorded: true },
       { kind: "lost", survivorPid: undefined, unverified: { pid: 1, reason: "pid 1 is never signalled" } },
+      { kind: "exited", code: 0, pipesHeld: true },
     ]
     expect(statuses.map(formatStatus)).toEqual([
       "exited (code=0); stopped what it left running: pid 4242 (sleep), pid 4243 (python3)",
       "exited (code=3), as the previous opencode server recorded it (not observed by this server)",
       "stopped (by the person at the screen), as the previous opencode server recorded it (not observed by this server)",
       "lost (the opencode server stopped while it ran; its record names process 1 as still running, unverified: pid 1 is never signalled, so it was not signalled)",
+      "exited (code=0); a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)",
     ])
     expect(statuses.map((s) => parseStatus(formatStatus(s)))).toEqual(statuses)
   })

@@ -9,6 +9,7 @@ import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
 import type { MonitorStatus } from "../src/codec"
+import { createProcessTable, type ProcessTable } from "../src/process/process-table"
 import { liveProcesses, waitFor } from "./support/processes"
 import { startMonitor } from "./support/start"
 
@@ -68,6 +69,45 @@ describe("escapes after a natural exit", () => {
       30_000 + RUNS * 3_000,
     )
   }
+
+  test("the token search runs twice, 50 ms apart: a daemon the first one misses is stopped and named", async () => {
+    // A table whose first token search misses (the daemon mid-exec) and that never shows a
+    // child, so neither tracking nor the group can find the daemon: only the second search can.
+    const real = createProcessTable("proc")
+    const searches: { startedAt: number; endedAt: number }[] = []
+    const table: ProcessTable = Object.assign(Object.create(real), {
+      childrenOf: () => [],
+      async findByEnvironment(entry: string) {
+        const search = { startedAt: performance.now(), endedAt: 0 }
+        searches.push(search)
+        const found = searches.length === 1 ? [] : await real.findByEnvironment(entry)
+        search.endedAt = performance.now()
+        return found
+      },
+    })
+    const ended = new Map<string, MonitorStatus>()
+    const m = new MonitorManager(
+      { ...defaultMonitorConfig(), kill_grace_ms: 300 },
+      { onBatch() {}, onEnded: (info) => ended.set(info.id, info.status), processTable: table },
+    )
+    const marker = `sleep ${1_000_000 + Math.floor(Math.random() * 8_999_999)}`
+    try {
+      const info = await startMonitor(m, {
+        sessionID: "s",
+        directory: work,
+        command: `setsid ${marker} >/dev/null 2>&1 &`,
+      })
+      expect(await waitFor(() => ended.has(info.id), 15_000)).toBe(true)
+      const status = ended.get(info.id) as MonitorStatus & { leftBehind?: { name: string }[] }
+      expect(status.leftBehind?.map((p) => p.name)).toEqual(["sleep"])
+      expect(liveProcesses(marker)).toEqual([])
+      const [first, second] = searches
+      expect((second?.startedAt ?? 0) - (first?.endedAt ?? Infinity)).toBeGreaterThanOrEqual(50)
+    } finally {
+      survivors.push(...liveProcesses(marker))
+      await m.shutdown()
+    }
+  }, 20_000)
 
   test("python3 and perl are there (the shapes above need them)", () => {
     expect(spawnSync("python3", ["-c", "print(1)"]).status).toBe(0)

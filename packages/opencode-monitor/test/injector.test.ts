@@ -259,6 +259,17 @@ describe("MonitorOutputInjector: exactly once", () => {
     expect(api.logs.some((l) => l.message === "monitor output was already accepted")).toBe(true)
   })
 
+  test("an ambiguous failure is found in the history when opencode's clock runs behind, within accepted_message_skew_ms", async () => {
+    const base = setupInjector({}, undefined, -3_000) // the server stamps messages 3 s early
+    const { api, advance } = base
+    api.failures = [{ kind: "ambiguous", stored: true }]
+    base.injector.enqueue(batch(1, { terminal: { kind: "exited", code: 0 } }), { sessionID: S, wake: true }, "x")
+    await advance(20_000)
+    expect(api.promptCalls).toHaveLength(1)
+    expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])
+    expect(api.logs.some((l) => l.message === "monitor output was already accepted")).toBe(true)
+  })
+
   test("an ambiguous failure that did not reach the session is sent again", async () => {
     const { api, send, advance } = setup()
     api.failures = [{ kind: "ambiguous" }]
@@ -278,6 +289,21 @@ describe("MonitorOutputInjector: exactly once", () => {
     send(b)
     await advance(500)
     expect(api.sent).toHaveLength(1)
+  })
+
+  test("failed sends back off from pending_retry_ms, doubling, to at most 30 s between attempts", async () => {
+    const { api, send, advance } = setup()
+    api.failures = Array.from({ length: 12 }, () => ({ kind: "rejected" as const }))
+    send(batch(1, { terminal: { kind: "exited", code: 1 } }))
+    await advance(5 * 60_000)
+    expect(api.sent).toHaveLength(1)
+    const gaps = api.promptCalls.slice(1).map((call, i) => call.at - (api.promptCalls[i]?.at ?? 0))
+    expect(gaps).toHaveLength(12)
+    // The clock moves in 50 ms steps: a gap is measured to within one step.
+    const step = (gap: number) => Math.floor(gap / 50) * 50
+    expect(gaps.slice(0, 5).map(step)).toEqual([1_000, 2_000, 4_000, 8_000, 16_000])
+    expect(step(Math.max(...gaps))).toBe(30_000)
+    expect(Math.min(...gaps)).toBeGreaterThanOrEqual(1_000)
   })
 
   test("a wake that keeps failing is given up only after 30 minutes, with a log naming the monitor and the give-up hook", async () => {

@@ -195,7 +195,7 @@ describe("match wake: interval, limit and session cap", () => {
   })
 
   test("the per-session cap holds a third monitor's wake until the minute is over", async () => {
-    const { send, advance, wakes } = setup({
+    const { api, send, advance, wakes } = setup({
       matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 2, ...WAKE_BOUNDS },
     })
     send(match(1, { monitorId: "mon_a" }))
@@ -205,6 +205,10 @@ describe("match wake: interval, limit and session cap", () => {
     send(match(1, { monitorId: "mon_c" }))
     await advance(30_000)
     expect(wakes().map((p) => p.text.match(/monitor_id: (\S+)/)?.[1])).toEqual(["mon_a", "mon_b"])
+    expect(api.logs.find((l) => l.message === "match wake waits")?.extra).toMatchObject({
+      monitorId: "mon_c",
+      reason: "max_match_wakes_per_minute",
+    })
     await advance(30_000)
     expect(wakes().map((p) => p.text.match(/monitor_id: (\S+)/)?.[1])).toEqual(["mon_a", "mon_b", "mon_c"])
     expect((wakes()[2]?.at ?? 0) - (wakes()[0]?.at ?? 0)).toBeGreaterThanOrEqual(60_000)

@@ -76,6 +76,19 @@ describe("external_directory, for the path arguments the bash tool checks", () =
     expect(questions.externalDirectories).toEqual([join(project, "..")])
   })
 
+  test.each([
+    "cd ../elsewhere",
+    "rm -rf ../x",
+    "cp ../a ./b",
+    "mv ./a ../b",
+    "mkdir -p ../d",
+    "touch ../f",
+    "chmod 644 ../f",
+    "chown nobody ../f",
+  ])("%j asks for the directory outside the project", async (command) => {
+    expect((await ask(command)).externalDirectories).toEqual([join(project, "..")])
+  })
+
   test("paths inside the project, options, globs and expansions ask nothing", async () => {
     for (const command of ["cat ./a.txt", "rm -rf ./x*", "cat $HOME/x", "chmod +x ./y", "cat '*'", "ls ../"]) {
       expect((await ask(command)).externalDirectories).toEqual([])
@@ -107,9 +120,23 @@ describe("where the bash tool cannot see what runs, the hidden command is asked 
     ["sudo -u root rm -rf /x", "rm -rf /x"],
     ["timeout -s KILL 5 rm -rf ./x", "rm -rf ./x"],
     ["nice -n 10 make build", "make build"],
-  ])("%j hides %j", async (command, hidden) => {
+    ["zsh -c 'rm -rf ./x'", "rm -rf ./x"],
+    ["dash -c 'rm -rf ./x'", "rm -rf ./x"],
+    ["ksh -c 'rm -rf ./x'", "rm -rf ./x"],
+    ["/bin/sh -c 'rm -rf ./x'", "rm -rf ./x"],
+    ["find . -execdir rm -rf {} +", "rm -rf {}"],
+    ["find . -ok rm -rf {} \\;", "rm -rf {}"],
+    ["find . -okdir rm -rf {} \\;", "rm -rf {}"],
+    ["builtin echo hi", "echo hi"],
+    ["time rm -rf ./x", "rm -rf ./x"],
+    ["doas -u root rm -rf ./x", "rm -rf ./x"],
+    ["ionice -c 3 rm -rf ./x", "rm -rf ./x"],
+    ["setsid -w rm -rf ./x", "rm -rf ./x"],
+    ["stdbuf -o L rm -rf ./x", "rm -rf ./x"],
+  ])("%j hides %j, asked as bash patterns", async (command, hidden) => {
     const [first] = await parseSimpleCommands(command)
     expect(hiddenCommand(first?.argv ?? [])).toBe(hidden)
+    expect((await ask(command)).patterns).toEqual([command, ...(await texts(hidden))])
   })
 
   test("hidden commands become extra bash patterns, never extra always offers", async () => {

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
-import { spawn } from "node:child_process"
-import { chmodSync, mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { type ChildProcess, spawn } from "node:child_process"
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
@@ -9,9 +9,10 @@ import { MonitorManager } from "../src/manager"
 import { formatStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
-import type { ProcessTable } from "../src/process/process-table"
+import { createProcessTable, type ProcessTable } from "../src/process/process-table"
 import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
+import { createPsTable } from "../src/process/ps-table"
 
 function manager(overrides: Partial<MonitorConfig> = {}, processTable?: ProcessTable) {
   const collector = new BatchCollector()
@@ -20,18 +21,31 @@ function manager(overrides: Partial<MonitorConfig> = {}, processTable?: ProcessT
   return { m, collector }
 }
 
-/** A stand-in server (support/host.ts) running these commands with this back end, once it printed READY. */
-async function startHost(graceMs: number, table: ProcessTable, commands: string[]) {
+/**
+ * A stand-in server (support/host.ts) running these commands with this back end, once it printed
+ * READY; `flags` go before the commands (`--shutdown-signals`). What it prints is kept in `output`.
+ */
+async function startHost(graceMs: number, table: ProcessTable, commands: string[], flags: string[] = []) {
   const host = spawn(
     process.execPath,
-    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.kind, ...commands],
+    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.kind, ...flags, ...commands],
     { stdio: ["ignore", "pipe", "inherit"] },
   )
+  const output: string[] = []
   await new Promise<void>((resolve) =>
-    host.stdout?.on("data", (d: Buffer) => d.toString().includes("READY") && resolve()),
+    host.stdout?.on("data", (d: Buffer) => output.push(d.toString()) && output.join("").includes("READY") && resolve()),
   )
-  return host
+  return { host, output }
 }
+
+/** Live processes naming `text` on their command line, other than the host (whose arguments name it too). */
+const monitoredBy = (host: ChildProcess, text: string) =>
+  liveProcesses(text)
+    .map((row) => Number(row.trim().split(/\s+/)[0]))
+    .filter((pid) => pid !== host.pid)
+
+/** A `sleep` no other test runs: its duration is the marker (a shell may exec a lone command, dropping a comment). */
+const uniqueSleep = () => `sleep ${1_000_000 + Math.floor(Math.random() * 8_999_999)}`
 
 const start = (m: MonitorManager, command: string, sessionID = "s1", extra = {}) =>
   startMonitor(m, { sessionID, directory: process.cwd(), command, ...extra })
@@ -280,7 +294,7 @@ describe.each(BACK_ENDS)("processes that leave the process group, tracked throug
   test("a SIGKILL of the host process leaves no monitored process running within kill_grace_ms + 2 s", async () => {
     const marker = uniqueMarker("host_kill")
     const graceMs = 300
-    const host = await startHost(graceMs, table, [`sleep 1000 # ${marker}`, `trap '' TERM; sleep 1000 # ${marker}`])
+    const { host } = await startHost(graceMs, table, [`sleep 1000 # ${marker}`, `trap '' TERM; sleep 1000 # ${marker}`])
     expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
     host.kill("SIGKILL")
     const killedAt = Date.now()
@@ -349,7 +363,7 @@ describe.each(BACK_ENDS)("processes that leave the process group, tracked throug
   test("a SIGKILL of the host also stops children that left the group, seen attached or not", async () => {
     const marker = uniqueMarker("host_kill_escape")
     const graceMs = 300
-    const host = await startHost(graceMs, table, [
+    const { host } = await startHost(graceMs, table, [
       `setsid sh -c 'sleep 1000; : ${marker}' >/dev/null 2>&1 & sleep 1000`,
       `setsid sh -c 'sh -c "sleep 1000; : ${marker}" & exit 0' >/dev/null 2>&1 & sleep 1000`,
     ])
@@ -358,5 +372,157 @@ describe.each(BACK_ENDS)("processes that leave the process group, tracked throug
     await new Promise((r) => setTimeout(r, 500))
     host.kill("SIGKILL")
     expect(await waitFor(() => !running(marker), graceMs + 3_000)).toBe(true)
+  })
+
+  test("a SIGKILL of the host stops a child seen attached that then left the session and dropped the token", async () => {
+    // No token to search for: only its pid and start time, told to the watchdog, reach it.
+    const sleep = uniqueSleep()
+    const graceMs = 300
+    const { host } = await startHost(graceMs, table, [
+      `setsid env -i sh -c '${sleep}; :' >/dev/null 2>&1 & ${sleep}; :`,
+    ])
+    try {
+      // The leader and its sleep, the escaped shell and its sleep.
+      expect(await waitFor(() => monitoredBy(host, sleep).length >= 4, 3_000)).toBe(true)
+      // The escaped shell leads a session of its own (as the leader does) and has no token.
+      const escaped = monitoredBy(host, sleep).filter((pid) => {
+        const [, ppid, , sid] = readFileSync(`/proc/${pid}/stat`, "latin1").split(") ")[1]?.split(" ") ?? []
+        return Number(sid) === pid && Number(ppid) !== host.pid
+      })
+      expect(escaped).toHaveLength(1)
+      expect(readFileSync(`/proc/${escaped[0]}/environ`, "latin1")).not.toContain("OPENCODE_MONITOR_TOKEN")
+      // Seen attached: a tracking tick (every 200 ms) found it and named it to the watchdog.
+      await new Promise((r) => setTimeout(r, 1_000))
+      host.kill("SIGKILL")
+      expect(await waitFor(() => monitoredBy(host, sleep).length === 0, graceMs + 3_000)).toBe(true)
+    } finally {
+      host.kill("SIGKILL")
+      for (const pid of monitoredBy(host, sleep)) killWithChildren(pid)
+    }
+  }, 10_000)
+
+  test.each(["SIGTERM", "SIGINT", "SIGHUP"] as const)(
+    "%s to the server stops the monitored processes, escaped ones too, while it still runs",
+    async (signal) => {
+      const sleep = uniqueSleep()
+      const { host, output } = await startHost(
+        300,
+        table,
+        [`${sleep}; :`, `setsid sh -c '${sleep}; :' >/dev/null 2>&1 & ${sleep}; :`],
+        ["--shutdown-signals"],
+      )
+      try {
+        expect(await waitFor(() => monitoredBy(host, sleep).length >= 6, 3_000)).toBe(true)
+        await new Promise((r) => setTimeout(r, 500))
+        host.kill(signal)
+        // The plugin's handler stopped them: the server is alive, so its watchdogs never fired.
+        expect(await waitFor(() => monitoredBy(host, sleep).length === 0, 2_000)).toBe(true)
+        expect(await waitFor(() => output.join("").includes(`GOT ${signal}`), 2_000)).toBe(true)
+        expect({ exitCode: host.exitCode, signalCode: host.signalCode }).toEqual({ exitCode: null, signalCode: null })
+      } finally {
+        host.kill("SIGKILL")
+        for (const pid of monitoredBy(host, sleep)) killWithChildren(pid)
+      }
+    },
+    10_000,
+  )
+})
+
+describe("ended monitors kept for monitor_list and monitor_output", () => {
+  const ids = (m: MonitorManager, session: string) => m.list(session, true).map((i) => i.id)
+  const run = async (m: MonitorManager, collector: BatchCollector, session = "s1") => {
+    const info = await start(m, "exit 0", session)
+    await collector.whenEnded(info.id)
+    return info
+  }
+
+  test("one is forgotten retained_max_age_ms (1000, the least allowed) after it ended", async () => {
+    const { m, collector } = manager({ retained_max_age_ms: 1_000 })
+    const info = await run(m, collector)
+    expect(ids(m, "s1")).toEqual([info.id])
+    expect(await waitFor(() => ids(m, "s1").length === 0, 3_000)).toBe(true)
+    expect(Date.now() - (info.endedAt as number)).toBeGreaterThanOrEqual(1_000)
+    expect(m.output("s1", info.id, { limit: 10 })).toBeUndefined()
+  })
+
+  test("retained_max_monitors counts across sessions: with 2, the oldest-ended of 3 sessions is gone", async () => {
+    const { m, collector } = manager({ retained_max_monitors: 2 })
+    const a = await run(m, collector, "a")
+    const b = await run(m, collector, "b")
+    const c = await run(m, collector, "c")
+    expect([ids(m, "a"), ids(m, "b"), ids(m, "c")]).toEqual([[], [b.id], [c.id]])
+    expect(m.get("a", a.id)).toBeUndefined()
+  })
+
+  test("at most 10 per session: of 12 ended monitors the two oldest are gone", async () => {
+    const { m, collector } = manager()
+    const started: string[] = []
+    for (let i = 0; i < 12; i++) started.push((await run(m, collector)).id)
+    expect(ids(m, "s1")).toEqual(started.slice(2))
+  })
+})
+
+/** Kills what a test left running (after a failure), found by its marker. */
+const cleanUp = (marker: string) => {
+  for (const row of liveProcesses(marker)) killWithChildren(Number(row.trim().split(/\s+/)[0]))
+}
+
+describe("a pipe holder that left the session with its environment cleared, as the leader exits", () => {
+  const holder = (marker: string) => `setsid env -i sh -c 'sleep 30; : ${marker}' & exit 0`
+
+  test("without /proc and lsof nothing can find it: the status says the pipes were held", async () => {
+    const marker = uniqueMarker("held_no_lsof")
+    const { m, collector } = manager({}, createPsTable({ lsof: null }))
+    try {
+      const info = await start(m, holder(marker))
+      const ended = await collector.whenEnded(info.id)
+      expect(ended.status).toEqual({ kind: "exited", code: 0, pipesHeld: true })
+      expect(formatStatus(ended.status)).toContain(
+        "exited (code=0); a process outside the monitor's reach kept the output pipes open after the command ended",
+      )
+      expect(liveProcesses(marker)).toHaveLength(1)
+    } finally {
+      cleanUp(marker)
+    }
+  })
+
+  test("with /proc it is found holding the pipes, stopped, and named in the status", async () => {
+    const marker = uniqueMarker("held_proc")
+    const { m, collector } = manager({}, createProcessTable("proc"))
+    try {
+      // The leader lives long enough for its pipes to be read at the start (one that exits at once
+      // may be gone before, and then the status says the pipes were held, as above), and the
+      // holder lives in the tree only between two tracking ticks: only the pipe search finds it.
+      const info = await start(m, `sleep 0.3; ${holder(marker)}`)
+      const ended = await collector.whenEnded(info.id)
+      const { leftBehind, ...status } = ended.status as { leftBehind?: { name: string }[] }
+      expect(status).toEqual({ kind: "exited", code: 0 })
+      expect(leftBehind?.map((p) => p.name).sort()).toEqual(["sh", "sleep"])
+      expect(liveProcesses(marker)).toEqual([])
+    } finally {
+      cleanUp(marker)
+    }
+  })
+})
+
+describe("an orphan still in the command's session (/proc)", () => {
+  test("a child that moved to its own group with a cleared environment is adopted at stop by its session id", async () => {
+    const marker = uniqueMarker("session_orphan")
+    const { m, collector } = manager({}, createProcessTable("proc"))
+    try {
+      // Its parent exits at once: it is gone from the tree before a tracking tick, in no group of
+      // the monitor and without the token; only its session id still ties it to the command.
+      const info = await start(
+        m,
+        `sh -c 'env -i perl -e "setpgrp(0, 0); sleep 1000" ${marker} >/dev/null 2>&1 &'; sleep 1000`,
+      )
+      expect(await waitFor(() => liveProcesses(marker).length > 0, 3_000)).toBe(true)
+      const stopped = await m.stop("s1", info.id, "agent")
+      expect(liveProcesses(marker)).toEqual([])
+      expect(stopped?.status).toEqual({ kind: "stopped", signal: "SIGTERM" })
+      await collector.whenEnded(info.id)
+    } finally {
+      cleanUp(marker)
+    }
   })
 })

@@ -1,6 +1,18 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { spawn } from "node:child_process"
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
+import {
+  chmodSync,
+  existsSync,
+  lstatSync,
+  mkdirSync,
+  mkdtempSync,
+  readdirSync,
+  readFileSync,
+  renameSync,
+  rmSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
@@ -9,7 +21,13 @@ import { createMonitorPlugin } from "../src/plugin"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { isLive, processStartTime, readProcess } from "../src/process/process-table"
 import { hashToken, liveGroupMembers, TOKEN_VARIABLE, waitUntil } from "../src/process/process-group"
-import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
+import {
+  type MonitorStateEntry,
+  projectStateDir,
+  STATE_FILE_MAX_BYTES,
+  STATE_FORMAT,
+  type ServerStateFile,
+} from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
 import { proveLeader } from "../src/state/recovery-proof"
 import { formatStatus } from "../src/codec"
@@ -180,6 +198,49 @@ describe("restart recovery", () => {
     expect(warnings).toContain("ignoring a foreign file in the monitor state folder")
     // What cannot be read is left as it was.
     expect(files()).toHaveLength(8)
+  })
+
+  test("a symlinked, others-writable or oversized record of a dead server is skipped with a log line each, never followed, claimed or deleted", async () => {
+    const { dir, put, started, deps, delivered, files, api } = setup()
+    const valid = (pid: number, id: string) => {
+      started("ses_1", id)
+      return JSON.stringify(stateFile(pid, [entry(id)]))
+    }
+    // A valid dead server's record outside the folder, planted as a symlink.
+    const elsewhere = join(dir, "..", "elsewhere.json")
+    writeFileSync(elsewhere, valid(501, "mon_link"))
+    symlinkSync(elsewhere, join(dir, "server-501-5.json"))
+    put("server-502-5.json", valid(502, "mon_shared"))
+    chmodSync(join(dir, "server-502-5.json"), 0o666)
+    // Still a well-formed record (JSON allows the trailing blanks), one byte over the bound.
+    const record = valid(503, "mon_huge")
+    put("server-503-5.json", record + " ".repeat(STATE_FILE_MAX_BYTES + 1 - record.length))
+    const before = files().map((name) => [name, readFileSync(join(dir, name), "utf8")])
+    expect(await recoverLostMonitors(deps())).toEqual([])
+    expect(delivered).toEqual([])
+    expect(files().map((name) => [name, readFileSync(join(dir, name), "utf8")])).toEqual(before)
+    expect(lstatSync(join(dir, "server-501-5.json")).isSymbolicLink()).toBe(true)
+    expect(readFileSync(elsewhere, "utf8")).toBe(valid(501, "mon_link"))
+    const skipped = api.logs.filter((l) => l.message === "skipping an untrusted entry in the monitor state folder")
+    expect(skipped.map((l) => [l.extra.path, l.extra.reason])).toEqual([
+      [join(dir, "server-501-5.json"), "is a symbolic link"],
+      [join(dir, "server-502-5.json"), "group- or world-writable (mode 666)"],
+      [join(dir, "server-503-5.json"), `too large (${STATE_FILE_MAX_BYTES + 1} bytes, bound ${STATE_FILE_MAX_BYTES})`],
+    ])
+  })
+
+  test("a state folder that is a symlink is not read: its target's records are neither reported nor claimed", async () => {
+    const { dir, put, deps, delivered, files, api } = setup()
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    const real = `${dir}-real`
+    renameSync(dir, real)
+    symlinkSync(real, dir)
+    expect(await recoverLostMonitors(deps())).toEqual([])
+    expect(delivered).toEqual([])
+    expect(readdirSync(real)).toEqual(["server-500-5.json"])
+    expect(files()).toEqual(["server-500-5.json"])
+    const skipped = api.logs.filter((l) => l.message === "skipping an untrusted entry in the monitor state folder")
+    expect(skipped.map((l) => [l.extra.path, l.extra.reason])).toEqual([[dir, "is a symbolic link, not a folder"]])
   })
 
   test("stale entries: an entry missing fields is dropped, a gone session is skipped, a delivered exit is not repeated", async () => {
@@ -436,6 +497,35 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
       ),
     ).toEqual({ kind: "unverified", reason: "it does not lead its own session and process group" })
   })
+
+  test("a proven leader still reported after TERM and KILL is named as a survivor in the notice", async () => {
+    const { put, deps, delivered } = setup()
+    const leader = await sleeper("sleep 30", "5u7v1v0r")
+    put(
+      "server-500-5.json",
+      stateFile(500, [
+        entry("mon_stuck", { pid: leader.pid, pidStartTime: leader.startTime, tokenHash: leader.tokenHash }),
+      ]),
+    )
+    // A process stuck where no signal reaches it (a frozen cgroup, uninterruptible I/O): the table keeps
+    // showing it in its group whatever is sent.
+    const ghost = { pid: leader.pid, ppid: 1, pgrp: leader.pid, sid: leader.pid, sessionLeader: true, state: "D" }
+    const stuck = {
+      ...table,
+      scan: async () => [
+        ...(await table.scan()).filter((e) => e.pid !== leader.pid),
+        { ...ghost, start: leader.startTime },
+      ],
+    }
+    const { facts: _fake, ...withRealChecks } = deps()
+    const result = await recoverLostMonitors({ ...withRealChecks, table: stuck })
+    expect(result.map((r) => [r.id, r.outcome, r.survivorPid])).toEqual([["mon_stuck", "reported", leader.pid]])
+    expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
+      `lost (the opencode server stopped while it ran; its process ${leader.pid} is still running and could not be stopped)`,
+    ])
+    // It was signalled: the real process is gone.
+    expect(alive(leader.pid)).toBe(false)
+  }, 15_000)
 
   test("one that could not be stopped is named in the notice", () => {
     expect(formatStatus({ kind: "lost", survivorPid: 4321 })).toBe(

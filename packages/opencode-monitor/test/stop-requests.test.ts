@@ -3,6 +3,7 @@ import { spawnSync } from "node:child_process"
 import {
   chmodSync,
   existsSync,
+  lutimesSync,
   mkdirSync,
   mkdtempSync,
   readdirSync,
@@ -190,6 +191,74 @@ describe("stop requests between the TUI part and the server part", () => {
     writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_real" })
     chmodSync(folder, 0o755)
     expect(scanStopRequests(dir, recorder(7, all, () => Date.now()).handler)).toBe(0)
+  })
+
+  test("stale cleanup deletes only old regular 0600 files of the user's: an old FIFO, symlink, folder or 0644/0666 file stays", () => {
+    const dir = tempDir()
+    const folder = stopRequestDir(dir)
+    writeStopRequest(dir, { serverPid: 9, sessionID: "s", monitorId: "mon_other" })
+    // Unparsable: each would be removed once old, were it a regular 0600 file of the user's.
+    writeFileSync(join(folder, "stop-bad.json"), "{ not json", { mode: 0o600 })
+    for (const [name, mode] of [
+      ["stop-0644.json", 0o644],
+      ["stop-0666.json", 0o666],
+    ] as const) {
+      writeFileSync(join(folder, name), "{ not json", { mode })
+      chmodSync(join(folder, name), mode)
+    }
+    expect(spawnSync("mkfifo", [join(folder, "stop-fifo.json")]).status).toBe(0)
+    expect(spawnSync("mkfifo", [join(folder, "stop-fifo.json.tmp")]).status).toBe(0)
+    writeFileSync(join(dir, "elsewhere.json"), "{ not json", { mode: 0o600 })
+    symlinkSync(join(dir, "elsewhere.json"), join(folder, "stop-link.json"))
+    symlinkSync(join(dir, "elsewhere.json"), join(folder, "stop-link.json.tmp"))
+    mkdirSync(join(folder, "stop-dir.json"))
+    const old = (Date.now() - STOP_REQUEST_STALE_MS * 2) / 1000
+    for (const name of readdirSync(folder)) lutimesSync(join(folder, name), old, old)
+    utimesSync(join(dir, "elsewhere.json"), old, old)
+    const errors: string[] = []
+    const seven = { ...recorder(7, [], () => Date.now()).handler, onError: (m: string) => errors.push(m) }
+    expect(scanStopRequests(dir, seven)).toBe(0)
+    // The old request of a vanished server and the old unparsable 0600 file go; nothing else.
+    expect(readdirSync(folder).sort()).toEqual([
+      "stop-0644.json",
+      "stop-0666.json",
+      "stop-dir.json",
+      "stop-fifo.json",
+      "stop-fifo.json.tmp",
+      "stop-link.json",
+      "stop-link.json.tmp",
+    ])
+    expect(existsSync(join(dir, "elsewhere.json"))).toBe(true)
+    expect(errors.filter((e) => e.startsWith("skipping an untrusted entry"))).toHaveLength(5)
+  })
+
+  test("a request over the 4 KiB bound is refused and left; one of exactly 4 KiB is taken", () => {
+    const dir = tempDir()
+    const folder = stopRequestDir(dir)
+    mkdirSync(folder, { mode: 0o700 })
+    const padded = (monitorId: string, bytes: number) => {
+      const body = JSON.stringify({
+        format: "opencode-monitor/stop@1",
+        serverPid: 7,
+        sessionID: "ses_1",
+        monitorId,
+        requestedAt: Date.now(),
+      })
+      writeFileSync(join(folder, `stop-${monitorId}.json`), body + " ".repeat(bytes - body.length), { mode: 0o600 })
+    }
+    padded("mon_over", 4_097)
+    const errors: string[] = []
+    const over = recorder(7, ["mon_over"], () => Date.now())
+    expect(scanStopRequests(dir, { ...over.handler, onError: (m: string) => errors.push(m) })).toBe(0)
+    expect(over.calls).toEqual([])
+    expect(readdirSync(folder)).toEqual(["stop-mon_over.json"])
+    expect(errors).toEqual([
+      `skipping an untrusted entry in the monitor state folder: ${join(folder, "stop-mon_over.json")} (too large (4097 bytes, bound 4096))`,
+    ])
+    padded("mon_at", 4_096)
+    const at = recorder(7, ["mon_at"], () => Date.now())
+    expect(scanStopRequests(dir, at.handler)).toBe(1)
+    expect(at.calls).toEqual(["ses_1/mon_at"])
   })
 
   test("no folder: nothing to do, nothing created", () => {

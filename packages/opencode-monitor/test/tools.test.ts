@@ -161,6 +161,49 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(await run("monitor_start", { command: "echo a; echo b | echo c" }, noAsk())).toStartWith("Started monitor")
   })
 
+  test("allowed_commands is only the fallback: where opencode can ask, a listed program is still asked, and a refusal refuses", async () => {
+    const asks: AskCall[] = []
+    const { run, instance } = plugin({ allowed_commands: ["echo"] })
+    expect(await run("monitor_start", { command: "echo hi" }, toolContext("ses_a", { asks }))).toStartWith("Started")
+    expect(asks.map((a) => a.permission)).toEqual(["bash"])
+    await expect(run("monitor_start", { command: "echo hi" }, toolContext("ses_b", { ask: "reject" }))).rejects.toThrow(
+      /rejected permission/,
+    )
+    expect(instance.manager.list("ses_b", true)).toEqual([])
+  })
+
+  test("an automation agent's session is never woken, not even by the exit; another agent's is", async () => {
+    const { run, api } = plugin({ automation_agents: ["ci-bot"] })
+    const out = await run("monitor_start", { command: "exit 3" }, toolContext("ses_bot", { agent: "ci-bot" }))
+    expect(out).toContain("automation sessions are never woken")
+    await run("monitor_start", { command: "exit 3" }, toolContext("ses_a", { agent: "build" }))
+    const ended = (session: string) =>
+      api.sent.some((p) => p.sessionID === session && p.text.includes("Status: exited (code=3)"))
+    expect(await waitFor(() => ended("ses_bot") && ended("ses_a"), 10_000)).toBe(true)
+    const bot = api.sent.filter((p) => p.sessionID === "ses_bot")
+    expect(bot.length).toBeGreaterThan(0)
+    expect(bot.every((p) => p.noReply)).toBe(true)
+    expect(api.sent.filter((p) => p.sessionID === "ses_a").map((p) => p.noReply)).toContain(false)
+  })
+
+  test("monitor_start and monitor_restart answer the monitor's limits and how to stop it", async () => {
+    const { run } = plugin()
+    const open = await run("monitor_start", { command: "sleep 30", label: "srv" })
+    const openId = open.match(/mon_[0-9a-f]{8}/)?.[0]
+    expect(open).toContain("Limits: no deadline (it runs until it exits or is stopped);")
+    expect(open).toContain(`To stop it: monitor_stop with monitor_id "${openId}"; to restart it: monitor_restart.`)
+    const job = await run("monitor_start", { command: "sleep 30", label: "job", timeout_ms: 60_000 })
+    const jobId = job.match(/mon_[0-9a-f]{8}/)?.[0] as string
+    expect(job).toContain("Limits: stopped after 60000 ms;")
+    const restarted = await run("monitor_restart", { monitor_id: jobId })
+    const newId = restarted.match(/the new one is (mon_[0-9a-f]{8})\./)?.[1]
+    expect(newId).toBeDefined()
+    expect(newId).not.toBe(jobId)
+    expect(restarted).toContain(`Started monitor ${newId} (label: job).`)
+    expect(restarted).toContain("Limits: stopped after 60000 ms;")
+    expect(restarted).toContain(`To stop it: monitor_stop with monitor_id "${newId}"`)
+  })
+
   test("cap reached names the monitors to stop", async () => {
     const marker = uniqueMarker("cap")
     const { run } = plugin({ max_monitors_per_session: 1 })
@@ -250,6 +293,32 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(unmatched.counters).toMatchObject({ total: 3, matched: 1, unmatched: 2 })
     const since = JSON.parse(await run("monitor_output", { monitor_id: id, since_sequence: 1, limit: 1 }))
     expect(since.lines.map((l: { seq: number }) => l.seq)).toEqual([2])
+  })
+
+  test("monitor_output returns 100 lines by default and up to limit 500; a limit outside 1-500 is refused", async () => {
+    const { run, instance } = plugin()
+    const id = (await run("monitor_start", { command: "seq 1 150" })).match(/mon_[0-9a-f]{8}/)?.[0] as string
+    await waitFor(() => instance.manager.get("ses_a", id)?.status.kind !== "running", 5_000)
+    const seqsOf = async (args: Record<string, unknown>) =>
+      JSON.parse(await run("monitor_output", { monitor_id: id, ...args })).lines.map((l: { text: string }) => l.text)
+    const first = await seqsOf({})
+    expect([first.length, first[0], first.at(-1)]).toEqual([100, "1", "100"])
+    expect((await seqsOf({ limit: 500 })).length).toBe(150)
+    await expect(run("monitor_output", { monitor_id: id, limit: 0 })).rejects.toThrow("expected number to be >=1")
+    await expect(run("monitor_output", { monitor_id: id, limit: 501 })).rejects.toThrow("expected number to be <=500")
+  })
+
+  test("monitor_list leaves an ended monitor out unless include_exited, then shows its exit and start time", async () => {
+    const { run, instance } = plugin()
+    const before = Date.now()
+    const id = (await run("monitor_start", { command: "echo done" })).match(/mon_[0-9a-f]{8}/)?.[0] as string
+    await waitFor(() => instance.manager.get("ses_a", id)?.status.kind !== "running", 3_000)
+    expect(JSON.parse(await run("monitor_list", {}))).toEqual({ monitors: [] })
+    const [listed] = JSON.parse(await run("monitor_list", { include_exited: true })).monitors
+    expect(listed).toMatchObject({ monitor_id: id, status: "exited (code=0)", deadline: "none" })
+    expect(listed.started_at).toMatch(/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/)
+    expect(Date.parse(listed.started_at)).toBeGreaterThanOrEqual(before - 1)
+    expect(Date.parse(listed.started_at)).toBeLessThanOrEqual(Date.now())
   })
 
   test("an unknown or foreign monitor id is a thrown not_found MonitorError, like every other tool error", async () => {

@@ -181,6 +181,23 @@ describe("the sidebar", () => {
     expect(texts).toContain("  + 4 ended earlier")
   })
 
+  test("by default ended monitors stay listed for a minute, at most three; the rest fold into a count", () => {
+    expect([SIDEBAR_DEFAULTS.keepEndedMs, SIDEBAR_DEFAULTS.maxEnded]).toEqual([60_000, 3])
+    const now = 10 * 60_000
+    const monitors = Array.from({ length: 5 }, (_, i) =>
+      monitor({
+        id: `m${i}`,
+        label: `m${i}`,
+        statusKind: "exited",
+        status: "exited (code=0)",
+        endedAt: now - 50_000 + i,
+      }),
+    )
+    const texts = sidebarRows(monitors, options(now)).map((r) => r.text)
+    expect(texts.filter((t) => t.startsWith("• ")).map((t) => t.split(" ")[1])).toEqual(["m4", "m3", "m2"])
+    expect(texts.at(-1)).toBe("  + 2 ended earlier")
+  })
+
   test("a note (the remote fallback) is the last row and fits the sidebar; a long one is cut", () => {
     expect(sidebarRows([monitor()], { ...options(2_000), note: REMOTE_NOTE }).at(-1)).toEqual({
       text: REMOTE_NOTE,
@@ -195,7 +212,7 @@ describe("the sidebar", () => {
 })
 
 describe("the monitor detail", () => {
-  test("status, counters and the retained lines of both streams with their seq", () => {
+  test("status, start time, counters and the retained lines of both streams with their seq", () => {
     const view = monitor({
       statusKind: "exited",
       status: "exited (code=3)",
@@ -210,6 +227,7 @@ describe("the monitor detail", () => {
     const texts = detailRows(view, 9_000, 80).map((r) => r.text)
     expect(texts[0]).toBe("build (mon_00000001)")
     expect(texts).toContain("Status: exited (code=3)")
+    expect(texts).toContain("Started: 1970-01-01T00:00:01.000Z (3s run)")
     expect(texts).toContain("Lines seen: 3")
     expect(texts.slice(-3)).toEqual(["[stdout seq=1] one", "[stderr seq=2] two bold", "[stdout seq=3] three"])
   })

@@ -37,6 +37,11 @@ describe("the tested opencode releases", () => {
     for (const file of CORE_ON_OLDEST) expect(existsSync(join(ROOT, file)) ? file : `missing ${file}`).toBe(file)
   })
 
+  test("package.json os is Linux and macOS, as the README says", () => {
+    expect([...PACKAGE.os].sort()).toEqual(["darwin", "linux"])
+    expect(README).toContain("It runs on Linux or macOS (`os`:")
+  })
+
   test("the packed package.json names no placeholder repository, homepage or bugs URL", () => {
     for (const key of ["repository", "homepage", "bugs"]) expect(PACKAGE[key]).toBeUndefined()
   })

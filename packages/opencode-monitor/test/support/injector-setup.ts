@@ -6,10 +6,14 @@ import type { MonitorStatus } from "../../src/codec"
 import { FakeScheduler } from "./fake-scheduler"
 import { FakeSessionApi, settle } from "./fake-session-api"
 
-/** A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings. */
-export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: ContextLedger) {
+/**
+ * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings.
+ * `serverClockOffsetMs`: how far the fake opencode's clock (its message times) runs ahead of the
+ * plugin's (negative: behind).
+ */
+export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: ContextLedger, serverClockOffsetMs = 0) {
   const scheduler = new FakeScheduler()
-  const api = new FakeSessionApi(() => scheduler.now())
+  const api = new FakeSessionApi(() => scheduler.now() + serverClockOffsetMs)
   scheduler.advance(1_000_000) // message times far from zero
   const gaveUp: string[] = []
   const injector = new MonitorOutputInjector(
