@@ -1700,4 +1700,12 @@ export const MUTATIONS: Mutation[] = [
     replace: '"cat"',
     tests: ["permission.test.ts"],
   },
+  {
+    id: "watchdog-never-kills",
+    what: "the watchdog exits without signalling when the server dies",
+    file: "src/process/process-group.ts",
+    find: "    'kill -TERM -\"$pg\" $(alive) $(bytok) 2>/dev/null',",
+    replace: "    'exit 0',",
+    tests: ["process.test.ts"],
+  },
 ]

@@ -292,14 +292,21 @@ describe.each(BACK_ENDS)("processes that leave the process group, tracked throug
   })
 
   test("a SIGKILL of the host process leaves no monitored process running within kill_grace_ms + 2 s", async () => {
-    const marker = uniqueMarker("host_kill")
+    // A unique sleep, not a comment: a shell may exec a lone command and drop the comment.
+    const sleep = uniqueSleep()
     const graceMs = 300
-    const { host } = await startHost(graceMs, table, [`sleep 1000 # ${marker}`, `trap '' TERM; sleep 1000 # ${marker}`])
-    expect(await waitFor(() => liveProcesses(marker).length >= 2, 3_000)).toBe(true)
-    host.kill("SIGKILL")
-    const killedAt = Date.now()
-    expect(await waitFor(() => liveProcesses(marker).length === 0, graceMs + 2_000)).toBe(true)
-    expect(Date.now() - killedAt).toBeLessThan(graceMs + 2_000)
+    const { host } = await startHost(graceMs, table, [sleep, `trap '' TERM; ${sleep}`])
+    try {
+      // The first leader execs into its sleep; the second (a shell ignoring TERM) and its sleep.
+      expect(await waitFor(() => monitoredBy(host, sleep).length >= 3, 3_000)).toBe(true)
+      host.kill("SIGKILL")
+      const killedAt = Date.now()
+      expect(await waitFor(() => monitoredBy(host, sleep).length === 0, graceMs + 2_000)).toBe(true)
+      expect(Date.now() - killedAt).toBeLessThan(graceMs + 2_000)
+    } finally {
+      host.kill("SIGKILL")
+      for (const pid of monitoredBy(host, sleep)) killWithChildren(pid)
+    }
   })
 
   test.each([
