@@ -30,15 +30,31 @@ export interface GroupProcess {
  * signal we SIGKILL what is left; signal handlers then re-raise the signal so
  * the runner still dies the way it was asked to.
  */
-const liveGroups = new Set<number>()
+const liveGroups = new Map<number, Subprocess>()
 let hooksInstalled = false
 
 function killLiveGroups(): void {
-  for (const group of liveGroups) signal(-group, "SIGKILL")
+  for (const [group, leader] of liveGroups) if (stillOurs(group, leader)) signal(-group, "SIGKILL")
 }
 
-function trackGroup(pgid: number): void {
-  liveGroups.add(pgid)
+/**
+ * Whether group `pgid` is still the one `leader` led: the leader runs (or is not reaped yet), or
+ * no process holds its pid. Once the leader is gone, a process with its pid is someone else's, and
+ * the number of an emptied group may be another program's group now (pids wrap at 32768 on some
+ * machines, within a test run): that group is never signalled.
+ */
+function stillOurs(pgid: number, leader: Subprocess): boolean {
+  if (leader.exitCode === null && leader.signalCode === null) return true
+  try {
+    process.kill(pgid, 0)
+    return false
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === "ESRCH"
+  }
+}
+
+function trackGroup(pgid: number, leader: Subprocess): void {
+  liveGroups.set(pgid, leader)
   if (hooksInstalled) return
   hooksInstalled = true
   process.once("exit", killLiveGroups)
@@ -64,7 +80,7 @@ export function spawnGroup(cmd: string[], cwd: string, env: Record<string, strin
     stderr: "pipe",
   })
   // Tracked until killGroup has verified the group is empty; the leader exiting alone is not enough.
-  trackGroup(proc.pid)
+  trackGroup(proc.pid, proc)
   const lines: LogLine[] = []
   const listeners = new Set<(line: LogLine) => void>()
   const push = (source: LogLine["source"], text: string) => {
@@ -216,7 +232,7 @@ export async function killGroup(child: GroupProcess, graceMs: number): Promise<K
   })
 
   const signalAll = (sig: NodeJS.Signals) => {
-    signal(-pgid, sig)
+    if (stillOurs(pgid, child.proc)) signal(-pgid, sig)
     for (const pid of strays) signal(pid, sig)
   }
 

@@ -55,6 +55,8 @@ export function createProcTable(): ProcessTable {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
       `bytok() { grep -lzx "${variable}=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
+      // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
+      'pgid() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; printf "%s" "$3"; }',
     ],
   }
 }

@@ -4,6 +4,7 @@ import type { Readable } from "node:stream"
 import { shellInvocation } from "./shell"
 import { isLive, type ProcessTable, processTable } from "./process-table"
 import { attach, DescendantTracker, detach } from "./tracker"
+import { startWatchdog } from "./watchdog"
 
 export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
@@ -76,9 +77,19 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // holds them once the leader is gone. A leader that exits at once may be gone already.
   const table = options.table ?? processTable
   const outputs = table.outputTargets(pid)
-  const watchdog = startWatchdog(pid, options.killGraceMs, token, table)
+  // The leader as it started: the watchdog knows the group by it, the tracker starts from it.
+  const [leader] = table.read([pid])
+  const watchdog = startWatchdog(
+    { pid, start: leader?.start },
+    { graceMs: options.killGraceMs, variable: TOKEN_VARIABLE, token, table },
+  )
   // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(pid, (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`), table)
+  const tracker = new DescendantTracker(
+    pid,
+    (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`),
+    table,
+    leader,
+  )
   attach(tracker)
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
@@ -212,33 +223,6 @@ function commandName(pid: number, table: ProcessTable): string {
 /** How a state record names a token without holding it. */
 export function hashToken(token: string): string {
   return createHash("sha256").update(token).digest("hex")
-}
-
-function startWatchdog(pgid: number, graceMs: number, token: string, table: ProcessTable): ChildProcess {
-  // `read` returns non-zero only at EOF, i.e. when every holder of the pipe's write end is gone.
-  // Lines read before are `pid:starttime` of processes that left the group; each is signalled
-  // only while its start time still matches (the pid was not reused). Processes carrying the
-  // monitor's token in their environment are looked up at the time of each signal.
-  const script = [
-    'pg=$1; grace=$2; tok=$3; known=""',
-    'while read -r line; do known="$known $line"; done',
-    ...table.watchdogFunctions(TOKEN_VARIABLE),
-    'kill -TERM -"$pg" $(alive) $(bytok) 2>/dev/null',
-    'sleep "$grace"',
-    'kill -KILL -"$pg" $(alive) $(bytok) 2>/dev/null',
-  ].join("\n")
-  const watchdog = spawn(
-    "sh",
-    ["-c", script, "opencode-monitor-watchdog", String(pgid), String(graceMs / 1000), token],
-    {
-      stdio: ["pipe", "ignore", "ignore"],
-      detached: true,
-    },
-  )
-  watchdog.on("error", () => {})
-  watchdog.stdin?.on("error", () => {})
-  watchdog.unref()
-  return watchdog
 }
 
 type SignalResult = "sent" | "gone" | "denied"

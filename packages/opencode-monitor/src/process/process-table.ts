@@ -49,7 +49,8 @@ export interface ProcessTable {
   findHolders(targets: readonly string[]): Promise<number[]>
   /**
    * Shell functions for the watchdog script: `alive` prints those of `$known` (`pid:start` words)
-   * whose start still matches, `bytok` the pids carrying `<variable>=$tok` in their environment.
+   * whose start still matches, `bytok` the pids carrying `<variable>=$tok` in their environment,
+   * `pgid` the process group of the pid it is given (nothing when it is gone).
    */
   watchdogFunctions(variable: string): string[]
 }

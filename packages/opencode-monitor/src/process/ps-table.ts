@@ -76,6 +76,7 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'alive() { for e in $known; do s=$(LC_ALL=C TZ=UTC0 ps -o lstart= -p "${e%%:*}" 2>/dev/null | tr -d " ") ; [ -n "$s" ] && [ "$s" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
       `bytok() { ps -A -ww -o pid= -o command= ${environmentFlag} 2>/dev/null | awk -v t="${variable}=$tok" '{ for (i = 2; i <= NF; i++) if ($i == t) { printf "%s ", $1; break } }'; }`,
+      'pgid() { ps -o pgid= -p "$1" 2>/dev/null | tr -d " "; }',
     ],
   }
 }

@@ -12,13 +12,14 @@ export class DescendantTracker {
   private readonly addedAt = new Map<number, number>()
   private readonly escaped = new Set<number>()
 
+  /** `first`: the leader's entry when the caller read it already. */
   constructor(
     readonly leader: number,
     private readonly onEscape: (entry: ProcessEntry) => void,
     readonly table: ProcessTable = processTable,
+    first: ProcessEntry | undefined = table.read([leader])[0],
   ) {
-    const [entry] = table.read([leader])
-    if (entry) this.note(entry)
+    if (first) this.note(first)
   }
 
   /**

@@ -1,0 +1,58 @@
+import { type ChildProcess, spawn } from "node:child_process"
+import type { ProcessTable } from "./process-table"
+
+/** The leader of a monitored group as it started: its pid (the group's number) and start time. */
+export type GroupLeader = { pid: number; start: string | undefined }
+
+export type WatchdogOptions = {
+  graceMs: number
+  /** The monitor's processes inherit `<variable>=<token>` in their environment. */
+  variable: string
+  token: string
+  table: ProcessTable
+}
+
+/**
+ * A process that stops the monitor's processes when the server dies, even by SIGKILL (opencode
+ * gives plugins no hook on a hard kill): it holds a pipe from the server, and `read` returns
+ * non-zero only at EOF, when every holder of the pipe's write end is gone. The lines read before
+ * are `pid:start` of processes that left the group; each is signalled only while its start time
+ * still matches (the pid was not reused). Processes carrying the token are looked up at the time
+ * of each signal.
+ *
+ * The group is signalled by its number only while the number is still the monitor's: its leader
+ * runs with the start time it had, or a process in the group carries the token. A group gives its
+ * number back when its last process ends, and the system may then hand it to another program's
+ * group. A watchdog stays armed after a stop that left survivors, for as long as the server runs,
+ * so by the time it fires the number may belong to anyone: that group is never signalled.
+ */
+export function startWatchdog(leader: GroupLeader, options: WatchdogOptions): ChildProcess {
+  const script = [
+    'pg=$1; grace=$2; tok=$3; lead=$4; known=""',
+    'while read -r line; do known="$known $line"; done',
+    ...options.table.watchdogFunctions(options.variable),
+    'ours() { [ -n "$(known=$lead; alive)" ] && return 0; for p in $(bytok); do [ "$(pgid "$p")" = "$pg" ] && return 0; done; return 1; }',
+    'group=""; ours && group="-$pg"',
+    "kill -TERM $group $(alive) $(bytok) 2>/dev/null",
+    'sleep "$grace"',
+    "kill -KILL $group $(alive) $(bytok) 2>/dev/null",
+  ].join("\n")
+  const lead = leader.start === undefined ? "" : `${leader.pid}:${leader.start}`
+  const watchdog = spawn(
+    "sh",
+    [
+      "-c",
+      script,
+      "opencode-monitor-watchdog",
+      String(leader.pid),
+      String(options.graceMs / 1000),
+      options.token,
+      lead,
+    ],
+    { stdio: ["pipe", "ignore", "ignore"], detached: true },
+  )
+  watchdog.on("error", () => {})
+  watchdog.stdin?.on("error", () => {})
+  watchdog.unref()
+  return watchdog
+}
