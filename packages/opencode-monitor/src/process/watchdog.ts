@@ -31,9 +31,10 @@ export function startWatchdog(leader: GroupLeader, options: WatchdogOptions): Ch
     'pg=$1; grace=$2; tok=$3; lead=$4; known=""',
     'while read -r line; do known="$known $line"; done',
     ...options.table.watchdogFunctions(options.variable),
-    'ours() { [ -n "$(known=$lead; alive)" ] && return 0; for p in $(bytok); do [ "$(pgid "$p")" = "$pg" ] && return 0; done; return 1; }',
-    'group=""; ours && group="-$pg"',
-    "kill -TERM $group $(alive) $(bytok) 2>/dev/null",
+    // `ours <token carriers>`: whether the group's number is still the monitor's.
+    'ours() { [ -n "$(known=$lead; alive)" ] && return 0; for p in $1; do [ "$(pgid "$p")" = "$pg" ] && return 0; done; return 1; }',
+    'carriers=$(bytok); group=""; ours "$carriers" && group="-$pg"',
+    "kill -TERM $group $(alive) $carriers 2>/dev/null",
     'sleep "$grace"',
     "kill -KILL $group $(alive) $(bytok) 2>/dev/null",
   ].join("\n")
