@@ -1724,4 +1724,20 @@ export const MUTATIONS: Mutation[] = [
     replace: "",
     tests: ["watchdog.test.ts"],
   },
+  {
+    id: "watchdog-disarmed-with-survivors",
+    what: "a stop that left survivors disarms the watchdog: a server that dies later leaves them running",
+    file: "src/process/process-group.ts",
+    find: "if (group.survivors.length === 0 && watchdog.exitCode === null",
+    replace: "if (watchdog.exitCode === null",
+    tests: ["survivors.test.ts"],
+  },
+  {
+    id: "watchdog-never-disarmed",
+    what: "a monitor that ended cleanly leaves its watchdog running (one stray process per monitor ever run)",
+    file: "src/process/process-group.ts",
+    find: '        watchdog.kill("SIGKILL")',
+    replace: "        void 0",
+    tests: ["process.test.ts"],
+  },
 ]

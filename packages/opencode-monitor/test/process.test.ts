@@ -210,6 +210,23 @@ describe("a monitored process", () => {
 })
 
 describe("end of process", () => {
+  test("a monitor that ended with nothing left running takes its watchdog with it", async () => {
+    const { m, collector } = manager()
+    for (const command of ["exit 0", `sleep 30; : ${uniqueMarker("disarm")}`]) {
+      const info = await start(m, command)
+      const leader = m.snapshot(0).find((s) => s.info.id === info.id)?.pid as number
+      expect(leader).toBeGreaterThan(0)
+      // The watchdog runs `sh -c <script> opencode-monitor-watchdog <leader pid> …`.
+      const watchdog = `opencode-monitor-watchdog ${leader} `
+      if (command !== "exit 0") {
+        expect(liveProcesses(watchdog)).toHaveLength(1)
+        await m.stop("s1", info.id, "agent")
+      }
+      await collector.whenEnded(info.id)
+      expect(await waitFor(() => liveProcesses(watchdog).length === 0, 3_000)).toBe(true)
+    }
+  })
+
   test("every line arrives, then exactly one terminal batch, every time (200 runs)", async () => {
     const { m, collector } = manager({ max_monitors_per_session: 16 })
     const runs = 200

@@ -6,7 +6,7 @@ import { MonitorManager } from "../src/manager"
 import { formatStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
-import { uniqueMarker, waitFor } from "./support/processes"
+import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
 
 // A process that survives SIGKILL, for real: one frozen by the cgroup v1 freezer does not die until
@@ -64,5 +64,7 @@ describe.each(BACK_ENDS)("a process that survives the stop, verified through %s"
     expect(status?.kind).toBe("stopped")
     expect(status && "survivors" in status ? status.survivors : undefined).toEqual([sleeper])
     expect(formatStatus(status as NonNullable<typeof status>)).toContain(`still running after SIGKILL: pid ${sleeper}`)
+    // The watchdog stays armed for the survivor: if the server dies, it tries again.
+    expect(liveProcesses(`opencode-monitor-watchdog ${leader} `)).toHaveLength(1)
   }, 30_000)
 })
