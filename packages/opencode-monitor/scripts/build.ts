@@ -6,7 +6,8 @@
  * It also copies the bash grammar into `grammar/` when `tree-sitter-bash` is installed, so the
  * tarball carries the 1.4 MB wasm file instead of depending on the 20 MB package.
  * And it writes the package README from the repository README's user-facing sections, so the
- * two never drift (the repository README is the one source).
+ * two never drift (the repository README is the one source), and copies the repository's `docs/`
+ * pages beside it, which those sections link to.
  * The source path (`src/index.ts`) stays the development entry; nothing here is needed to run it.
  */
 import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
@@ -16,13 +17,18 @@ const packageDir = join(import.meta.dir, "..")
 const repositoryReadme = join(packageDir, "../../README.md")
 // The repository README's sections that a user of the package needs, in this order.
 const PACKAGE_README_SECTIONS = [
+  "What it does",
+  "What you see",
   "Install into opencode",
   "The five tools",
-  "What the session sees",
-  "Security model",
   "Options",
+  "Delivery and waking",
+  "Safety",
+  "Limits",
   "Troubleshooting",
 ]
+const repositoryDocs = join(packageDir, "../../docs")
+const packageDocs = join(packageDir, "docs")
 const distDir = join(packageDir, "dist")
 const grammarDir = join(packageDir, "grammar")
 const GRAMMAR_FILE = "tree-sitter-bash.wasm"
@@ -112,19 +118,26 @@ function section(readme: string, title: string): string {
 
 function writePackageReadme(): void {
   const readme = readFileSync(repositoryReadme, "utf8")
-  // The first paragraph after the title says what the plugin does.
-  const intro = readme.split("\n\n")[1]?.trim() ?? ""
   const parts = [
     "# opencode-monitor",
-    intro,
     ...PACKAGE_README_SECTIONS.map((title) => section(readme, title)),
-    // The project has no public repository, so package.json names none (issue 27) and neither does this.
+    // The project has no public repository, so package.json names none and neither does this.
     "## License\n\nMIT.",
   ]
   writeFileSync(join(packageDir, "README.md"), `${parts.join("\n\n")}\n`)
   console.log(`readme: README.md written from the repository README (${PACKAGE_README_SECTIONS.length} sections)`)
 }
 
+/** The README's sections link to `docs/<page>.md`, so the package carries those pages. */
+function copyDocs(): void {
+  const pages = readdirSync(repositoryDocs).filter((name) => name.endsWith(".md"))
+  mkdirSync(packageDocs, { recursive: true })
+  for (const page of pages) copyFileSync(join(repositoryDocs, page), join(packageDocs, page))
+  for (const stale of readdirSync(packageDocs).filter((name) => !pages.includes(name))) rmSync(join(packageDocs, stale))
+  console.log(`docs: copied ${pages.length} pages into docs/`)
+}
+
 await bundle()
 copyGrammar()
 writePackageReadme()
+copyDocs()

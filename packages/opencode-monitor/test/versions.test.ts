@@ -8,9 +8,11 @@ const ROOT = join(import.meta.dir, "../../..")
 const json = (path: string) => JSON.parse(readFileSync(join(ROOT, path), "utf8"))
 const PACKAGE = json("packages/opencode-monitor/package.json")
 const WORKSPACE = json("package.json")
-const README = readFileSync(join(ROOT, "README.md"), "utf8").replace(/\s+/g, " ")
+const prose = (path: string) => readFileSync(join(ROOT, path), "utf8").replace(/\s+/g, " ")
+const README = prose("README.md")
+const INSTALL_DOC = prose("docs/install.md")
 
-/** The tested releases (SPEC §16) are one list: the range, the README and the test matrix follow it. */
+/** The tested releases are one list: the range, the README, the install page and the test matrix follow it. */
 describe("the tested opencode releases", () => {
   test("engines.opencode is >=<oldest tested> <2, never one build", () => {
     expect(TESTED_OPENCODE.length).toBeGreaterThanOrEqual(2)
@@ -18,10 +20,11 @@ describe("the tested opencode releases", () => {
     expect(ENGINES_RANGE).toBe(`>=${TESTED_OPENCODE[0]} <2`)
   })
 
-  test("the README names the tested releases, the range, and that the package is for opencode 1.x", () => {
+  test("the README and the install page name the tested releases, the range, and that the package is for opencode 1.x", () => {
     expect(README).toContain(`It is for opencode 1.x, tested on ${TESTED_TEXT}`)
-    expect(README).toContain(`\`engines.opencode\` is \`${ENGINES_RANGE}\``)
-    expect(README).toContain(`Plugin requires opencode ${ENGINES_RANGE} but running`)
+    expect(INSTALL_DOC).toContain(`It is for opencode 1.x, tested on ${TESTED_TEXT}`)
+    expect(INSTALL_DOC).toContain(`\`engines.opencode\` is \`${ENGINES_RANGE}\``)
+    expect(INSTALL_DOC).toContain(`Plugin requires opencode ${ENGINES_RANGE} but running`)
   })
 
   test("npm test runs the newest and the oldest, each a pinned devDependency", () => {
@@ -37,9 +40,10 @@ describe("the tested opencode releases", () => {
     for (const file of CORE_ON_OLDEST) expect(existsSync(join(ROOT, file)) ? file : `missing ${file}`).toBe(file)
   })
 
-  test("package.json os is Linux and macOS, as the README says", () => {
+  test("package.json os is Linux and macOS, as the README and the install page say", () => {
     expect([...PACKAGE.os].sort()).toEqual(["darwin", "linux"])
     expect(README).toContain("It runs on Linux or macOS (`os`:")
+    expect(INSTALL_DOC).toContain("It runs on Linux or macOS (`os`:")
   })
 
   test("the packed package.json names no placeholder repository, homepage or bugs URL", () => {
