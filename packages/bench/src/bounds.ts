@@ -95,7 +95,7 @@ async function memory(): Promise<void> {
     "50 sessions × 10 monitors, each a full ring (1000 × 8 KB lines), never deleted; RSS growth after GC, fresh process",
     `${MB(budget.growthBytes)} (${budget.retained.count} retained, ${MB(budget.retained.bytes)})`,
     `${MB(unbounded.growthBytes)} without the budget (${unbounded.retained.count} retained)`,
-    `≤ ${MB(bound)} (README bound)`,
+    `≤ ${MB(bound)} (documented bound)`,
     budget.growthBytes <= bound ? "yes" : "**NO**",
   )
 }

@@ -1,9 +1,9 @@
 // test-runner: slow (started first by scripts/test.ts)
 /**
- * Permission parity (issue 10): for every command string of the corpus, under three rule sets,
- * the scripted model gives the same string to opencode's `bash` tool and to `monitor_start` in one
- * step; the verdicts must match — tool part status, and the `permission.asked` kinds with their
- * "always" offers. Rows with `hidden` commands are the README's stricter rows: commands whose real
+ * Permission parity: for every command string of the corpus, under three rule sets, the scripted
+ * model gives the same string to opencode's `bash` tool and to `monitor_start` in one step; the
+ * verdicts must match — tool part status, and the `permission.asked` kinds with their "always"
+ * offers. Rows with `hidden` commands are the stricter rows of docs/security.md: commands whose real
  * program the bash tool cannot see (`sh -c`, `eval`, `xargs`, `find -exec`, wrappers and prefixes).
  * There monitor_start must be at least as strict and ask the same kinds; two more rule sets, on
  * those rows only, show it stricter: everything asked, it asks each hidden command as an extra

@@ -1,6 +1,6 @@
-// Repro escape-after-exit (turn 3): a daemon that leaves the session and group while its leader
-// returns at once keeps the monitor's token. It is found, stopped and named before the status says
-// `exited`. Real processes. ESCAPE_RUNS=N runs each shape N times (the README's figure).
+// Escape after exit: a daemon that leaves the session and group while its leader returns at once
+// keeps the monitor's token. It is found, stopped and named before the status says `exited`.
+// Real processes. ESCAPE_RUNS=N runs each shape N times (the figure in docs/security.md).
 import { afterAll, describe, expect, test } from "bun:test"
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, rmSync } from "node:fs"

@@ -71,7 +71,7 @@ describe("server-wide retention of exited monitors", () => {
       expect(result.retained.bytes).toBeLessThanOrEqual(retainedMaxBytes)
       expect(result.peakRetainedBytes).toBeLessThanOrEqual(retainedMaxBytes)
       expect(result.readable).toBe(result.retained.count)
-      // README bound: retained_max_bytes for all exited monitors, plus per running monitor its
+      // The bound docs/security.md states: retained_max_bytes for all exited monitors, plus per running monitor its
       // ring twice (raw bytes and decoded text; ten ran at once here), plus the runtime's slack.
       const ringBytes = ringLines * 8_192
       const bound = retainedMaxBytes + 10 * 2 * ringBytes + 32 * 1024 * 1024

@@ -210,7 +210,7 @@ describe("MonitorStateWriter", () => {
     }
     const writes = countWrite()
     expect(writes).toBeLessThanOrEqual(1 + (10_000 / 1_000) * (1_000 / STATE_WRITE_MIN_INTERVAL_MS))
-    // The README's number, whatever the constant says: four a second, 41 file versions in 10 s.
+    // The documented number (docs/tui.md), whatever the constant says: four a second, 41 file versions in 10 s.
     expect(writes).toBeLessThanOrEqual(41)
     expect(writes).toBeGreaterThanOrEqual(10)
     expect(maxLag).toBeLessThanOrEqual(STATE_POLL_MS)
@@ -303,7 +303,7 @@ describe("MonitorStateWriter", () => {
     expect(file?.monitors.at(-1)?.id).toBe(`mon_${40 - (STATE_MAX_MONITORS - running.length)}`)
     for (const m of file?.monitors ?? []) {
       expect(m.lastLines.map((l) => l.seq)).toEqual([16, 17, 18, 19, 20].slice(-STATE_LAST_LINES))
-      // The README's "last 5 lines", whatever the constant says.
+      // The "last 5 lines" of docs/delivery-and-waking.md, whatever the constant says.
       expect(m.lastLines.map((l) => l.seq)).toEqual([16, 17, 18, 19, 20])
       for (const l of m.lastLines) expect(l.text.length).toBe(STATE_LINE_TEXT_MAX)
     }
