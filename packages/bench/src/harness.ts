@@ -26,22 +26,23 @@ const startRequest = existsSync(join(PLUGIN_SRC, "start-request.ts"))
     )) as typeof import("../../opencode-monitor/src/start-request.ts"))
   : undefined
 
-// Builds before issue 28 have no batch records: their batches' lines are objects already.
+// Builds of the flood-throughput work (0547055 to 3c7765a) keep a batch's lines as byte records.
 const batchLines = existsSync(join(PLUGIN_SRC, "pipeline/batch-lines.ts"))
-  ? ((await import(
-      join(PLUGIN_SRC, "pipeline/batch-lines.ts")
-    )) as typeof import("../../opencode-monitor/src/pipeline/batch-lines.ts"))
+  ? ((await import(join(PLUGIN_SRC, "pipeline/batch-lines.ts"))) as {
+      linesOf(batch: unknown): { bytes: number }
+    })
   : undefined
 
 /**
- * The bytes of a batch's lines, from its records where it has them: reading `batch.lines` would make
- * every delivered line an object, which no consumer of a flood does (the observation budget holds
- * its lines as bytes), and the memory rows would measure those objects.
+ * The bytes of a batch's lines. Builds with byte records are read through them: reading `batch.lines`
+ * there would make every delivered line an object, which no consumer of a flood does. Older builds'
+ * lines have a `byteLength`; the one-line-path build's lines are plain records (`end - start`).
  */
 function deliveredBytes(batch: OutputBatch): number {
   if (batchLines) return batchLines.linesOf(batch).bytes
   let bytes = 0
-  for (const line of batch.lines) bytes += line.byteLength
+  for (const line of batch.lines as unknown as { byteLength?: number; start: number; end: number }[])
+    bytes += line.byteLength ?? line.end - line.start
   return bytes
 }
 

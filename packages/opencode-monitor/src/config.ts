@@ -35,6 +35,8 @@ export const MonitorConfigSchema = z
     post_dispatch_hold_ms: int(1).default(250),
     accepted_message_skew_ms: int(0).default(5_000),
     kill_grace_ms: int(100).default(5_000),
+    // The share of one core that reading every monitor's output may take; past it the pipes wait.
+    output_cpu_share: z.number().min(0.05).max(1).default(0.25),
     retained_max_bytes: int(1_048_576).default(67_108_864),
     retained_max_monitors: int(1, 100_000).default(100),
     retained_max_age_ms: int(1_000).default(3_600_000),
@@ -55,6 +57,8 @@ export const MonitorConfigSchema = z
     // Wake on a matching line (SPEC §10): the shortest gap between two match wakes of one monitor,
     // and how many match wakes one session may get per minute, all monitors together.
     wake_min_interval_ms: int(1_000).default(10_000),
+    // How long a match wake waits for the output to pause, so it carries the lines after the match.
+    wake_settle_ms: int(0, 1_000).default(200),
     max_match_wakes_per_minute: int(1, 60).default(6),
     // Observation budget (SPEC §14): see BENCHMARKS.md "Observation budget (issue 14)" for why these.
     observation_bytes_per_minute: int(0).default(4_096),

@@ -4,11 +4,12 @@ import { MonitorError, type MonitorFields } from "./errors"
 import { type MonitorInfo, MonitorRun } from "./monitor-run"
 import type { OutputBatch } from "./pipeline/batcher"
 import { compileLineFilter, PatternError } from "./pipeline/filter"
-import type { MonitorLine } from "./pipeline/line"
+import { lineText, type MonitorLine } from "./pipeline/line"
 import { createMonitorPipeline } from "./pipeline/pipeline"
 import type { RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, SpawnError, spawnInGroup } from "./process/process-group"
 import { findMissingProgram } from "./process/program-check"
+import { ReadShare } from "./process/read-pipe"
 import type { ProcessTable } from "./process/process-table"
 import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
@@ -61,12 +62,14 @@ export class MonitorManager {
   private readonly reserved = new Map<string, string>()
   private readonly scheduler: Scheduler
   private readonly retention: ExitedRetention
+  private readonly readShare: ReadShare
 
   constructor(
     readonly config: MonitorConfig,
     private readonly deps: ManagerDeps,
   ) {
     this.scheduler = deps.scheduler ?? realScheduler
+    this.readShare = new ReadShare(config.output_cpu_share)
     this.retention = new ExitedRetention(
       {
         maxBytes: config.retained_max_bytes,
@@ -183,6 +186,7 @@ export class MonitorManager {
     const run = new MonitorRun(info, pipeline, child, {
       scheduler: this.scheduler,
       killGraceMs: this.config.kill_grace_ms,
+      readShare: this.readShare,
       onError: (error) => this.report(id, error),
     })
     const monitor: Monitor = { info, run, done: run.done.then(() => this.ended(monitor)), request }
@@ -281,10 +285,9 @@ export class MonitorManager {
       info,
       pid: run.process.pid,
       tokenHash: run.process.tokenHash,
-      lastLines: run.pipeline.ring.query({
-        sinceSequence: Math.max(0, info.counters.lastSeq - lastLines),
-        limit: lastLines,
-      }),
+      lastLines: run.pipeline.ring
+        .latest(lastLines)
+        .map((line) => ({ stream: line.stream, seq: line.seq, text: lineText(line) })),
     }))
   }
 
@@ -307,7 +310,7 @@ export class MonitorManager {
   private endFields({ info, run }: Monitor): MonitorFields {
     const { status } = info
     const recent = run.pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - 50), limit: 50 })
-    const stderrTail = recent.filter((line) => line.stream === "stderr").map((line) => line.text)
+    const stderrTail = recent.filter((line) => line.stream === "stderr").map(lineText)
     return {
       label: info.label,
       cwd: info.cwd,

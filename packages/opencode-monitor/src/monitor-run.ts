@@ -2,7 +2,7 @@ import type { Ending, Leftovers, MonitorStatus, StopReason } from "./codec"
 import type { MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
 import type { MonitoredProcess, ProcessExit } from "./process/process-group"
-import { readPipe } from "./process/read-pipe"
+import { type ReadShare, readPipe } from "./process/read-pipe"
 import type { Scheduler, TimerHandle } from "./scheduler"
 
 /** What callers may see of a monitor: never the raw command. */
@@ -31,6 +31,8 @@ export type MonitorInfo = {
 export type RunDeps = {
   scheduler: Scheduler
   killGraceMs: number
+  /** The share of a core reading output may take, shared by every monitor of the plugin instance. */
+  readShare?: ReadShare
   /** The supervision itself failed somewhere; the run still ends with a status. */
   onError: (error: unknown) => void
 }
@@ -89,8 +91,12 @@ export class MonitorRun {
   private async supervise(): Promise<void> {
     const { process: child, pipeline, info, deps } = this
     const reading = Promise.all([
-      readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk)).then(() => pipeline.endStream("stdout")),
-      readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk)).then(() => pipeline.endStream("stderr")),
+      readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk), deps.readShare).then(() =>
+        pipeline.endStream("stdout"),
+      ),
+      readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk), deps.readShare).then(() =>
+        pipeline.endStream("stderr"),
+      ),
     ]).catch((error) => deps.onError(error))
     const deadline = this.armDeadline()
 

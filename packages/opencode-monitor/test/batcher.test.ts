@@ -1,24 +1,9 @@
 import { describe, expect, test } from "bun:test"
-import { MonitorBatcher, NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
-import { fieldsOf, linesOf } from "../src/pipeline/batch-lines"
-import { MonitorLine } from "../src/pipeline/line"
-import { LINE_MATCHED, LINE_STDERR } from "../src/pipeline/ring-buffer"
+import { MonitorBatcher, type OutputBatch } from "../src/pipeline/batcher"
 import { FakeScheduler } from "./support/fake-scheduler"
+import { sizedLine } from "./support/lines"
 
-const line = (seq: number, text = `line ${seq}`) =>
-  new MonitorLine(seq, "stdout", new TextEncoder().encode(text), false, true)
-
-/** A batch of two lines recorded as ranges, fields read and copied but its lines never. */
-function setupBatchOfRanges(): OutputBatch {
-  const { batches, batcher } = setup({ maxLines: 2, maxBytes: 1024, intervalMs: 1000 })
-  const block = new TextEncoder().encode("a\nb\n")
-  batcher.addRange(block, 0, 1, 1, LINE_MATCHED, 14, true)
-  batcher.addRange(block, 2, 3, 2, LINE_MATCHED, 14, true)
-  const batch = batches[0] as OutputBatch
-  fieldsOf(batch)
-  void { ...fieldsOf(batch), lines: [] }
-  return batch
-}
+const line = (seq: number, text = `line ${seq}`) => sizedLine(seq, "stdout", text)
 
 function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
   const scheduler = new FakeScheduler()
@@ -28,75 +13,14 @@ function setup(limits = { maxLines: 3, maxBytes: 1024, intervalMs: 1000 }) {
 }
 
 describe("MonitorBatcher", () => {
-  test("a batch's records stay whole past the room taken at first, whatever other batches do", () => {
-    // 3000 batches: most of 1 to 7 lines with room for just those, every 1000th of 1200 lines (more
-    // than the 512 a batch takes room for at once); some added a line at a time, some a span at a
-    // time. Each keeps every line's block, range, flags and seq, however many batches were made since.
-    const blocks = [new TextEncoder().encode("xab\ncd\n"), new TextEncoder().encode("xyefgh\n")]
-    const starts = Int32Array.from({ length: 1200 }, (_, i) => 1 + (i % 2) * 3)
-    const ends = Int32Array.from({ length: 1200 }, (_, i) => 1 + (i % 2) * 3 + 2)
-    const made: { records: ReturnType<typeof linesOf>; lines: number; seq: number; one: boolean }[] = []
-    for (let b = 0; b < 3000; b++) {
-      const lines = b % 1000 === 0 ? 1200 : 1 + (b % 7)
-      const one = b % 3 !== 1
-      const { batches, batcher } = setup({
-        maxLines: lines === 1200 ? 100_000 : lines,
-        maxBytes: 1 << 30,
-        intervalMs: 1000,
-      })
-      const seq = 1 + b * 10_000
-      if (one) {
-        for (let i = 0; i < lines; i++)
-          batcher.addRange(blocks[i % 2] as Uint8Array, 1 + (i % 2), 3, seq + i, LINE_MATCHED, 1, true)
-      } else {
-        const breaking = { at: new Int32Array(0), bounds: new Int32Array(0), count: 0, next: 0 }
-        batcher.addSpan(blocks[0] as Uint8Array, starts, ends, 0, lines, seq, LINE_MATCHED, 1, breaking)
-      }
-      batcher.flushNow()
-      made.push({ records: linesOf(batches[0] as OutputBatch), lines, seq, one })
-    }
-    for (const { records, lines, seq, one } of made) {
-      expect(records.length).toBe(lines)
-      for (let i = 0; i < lines; i++) {
-        const got: unknown[] = [records.seq(i), records.block(i), records.start(i), records.end(i), records.matched(i)]
-        const want: unknown[] = one
-          ? [seq + i, blocks[i % 2], 1 + (i % 2), 3, true]
-          : [seq + i, blocks[0], 1 + (i % 2) * 3, 3 + (i % 2) * 3, true]
-        if (got.some((value, k) => value !== want[k])) expect(got).toEqual(want)
-      }
-    }
-  })
-
-  test("a batch of lines recorded as ranges makes each line once, the same object for every reader", () => {
-    const { batches, batcher } = setup()
-    const block = new TextEncoder().encode("one\ntwo\nthree\n")
-    batcher.addRange(block, 0, 3, 1, LINE_MATCHED, 16, true)
-    batcher.addRange(block, 4, 7, 2, LINE_MATCHED | LINE_STDERR, 16, true)
-    batcher.add(line(3, "made"))
-    const [batch] = batches as [OutputBatch]
-    const records = linesOf(batch)
-    expect([records.length, records.bytes, records.firstSeq]).toEqual([3, 10, 1])
-    expect(records.made(0)).toBeUndefined()
-    expect(records.made(2)?.text).toBe("made")
-    const lines = batch.lines
-    expect(lines.map((l) => [l.seq, l.stream, l.text, l.matched])).toEqual([
-      [1, "stdout", "one", true],
-      [2, "stderr", "two", true],
-      [3, "stdout", "made", true],
-    ])
-    expect(batch.lines).toBe(lines)
-    expect(records.line(1)).toBe(lines[1] as MonitorLine)
-    // A copy that takes other lines keeps every other field, and does not make the lines.
-    const again = linesOf(setupBatchOfRanges())
-    const copy = fieldsOf(batches[0] as OutputBatch)
-    expect(copy).toEqual({
-      monitorId: "mon_1",
-      batchSeq: 1,
-      stillRunning: true,
-      status: { kind: "running" },
-      dropped: NO_DROPS,
-    })
-    expect(again.made(0)).toBeUndefined()
+  test("a batch is plain data: a spread copy keeps its lines, and its bytes are its lines' sizes", () => {
+    const { batches, batcher } = setup({ maxLines: 2, maxBytes: 1024, intervalMs: 1000 })
+    batcher.add(line(1))
+    batcher.add(line(2))
+    const copy = { ...(batches[0] as OutputBatch) }
+    expect(copy.lines.map((l) => l.seq)).toEqual([1, 2])
+    expect(copy.bytes).toBe(copy.lines.reduce((sum, l) => sum + l.size, 0))
+    expect(copy.bytes).toBe(Buffer.byteLength(copy.lines.map((l) => `[stdout seq=${l.seq}] line ${l.seq}\n`).join("")))
   })
 
   test("flushes when a batch reaches batch_max_lines", () => {
@@ -108,7 +32,7 @@ describe("MonitorBatcher", () => {
     ])
   })
 
-  test("flushes on batch_max_bytes counted in UTF-8 bytes, not characters", () => {
+  test("flushes on batch_max_bytes counted in the envelope's UTF-8 bytes, not characters", () => {
     const { batches, batcher } = setup({ maxLines: 100, maxBytes: 1024, intervalMs: 1000 })
     // 200 characters of 3 bytes each: two lines exceed 1024 bytes although they are 400 characters.
     batcher.add(line(1, "世".repeat(200)))

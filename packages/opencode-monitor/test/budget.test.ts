@@ -3,10 +3,10 @@ import { type BudgetOptions, isRealUserTurn, ObservationBudget } from "../src/de
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import type { Route } from "../src/delivery/session-source"
 import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
-import { MonitorLine } from "../src/pipeline/line"
+import { lineText, type MonitorLine } from "../src/pipeline/line"
 import { FakeScheduler } from "./support/fake-scheduler"
+import { batchOf, sizedLine } from "./support/lines"
 
-const enc = new TextEncoder()
 const OPTIONS: BudgetOptions = {
   bytesPerMinute: 4_096,
   burstBytes: 16_384,
@@ -52,17 +52,16 @@ function setup(options: Partial<BudgetOptions> = {}) {
     const monitorId = opts.monitorId ?? "mon_a"
     const m = monitors.get(monitorId) ?? { seq: 0, batchSeq: 0 }
     monitors.set(monitorId, m)
-    const lines = texts.map((text) => new MonitorLine(++m.seq, "stdout", enc.encode(text), false, true))
-    if (opts.wakeLimit !== undefined) for (const line of lines) line.wake = true
+    const lines = texts.map((text) => sizedLine(++m.seq, "stdout", text, { wake: opts.wakeLimit !== undefined }))
     const terminal = opts.status !== undefined
-    const batch: OutputBatch = {
+    const batch = batchOf({
       monitorId,
       batchSeq: ++m.batchSeq,
       lines,
       stillRunning: !terminal,
       status: opts.status ?? { kind: "running" },
       dropped: NO_DROPS,
-    }
+    })
     const route = {
       sessionID: opts.sessionID ?? "ses_1",
       wake: terminal || opts.wakeLimit !== undefined,
@@ -92,7 +91,7 @@ function setup(options: Partial<BudgetOptions> = {}) {
   }
   const bytesTo = (sessionID = "ses_1") =>
     sent.filter((s) => s.route.sessionID === sessionID).reduce((n, s) => n + s.bytes, 0)
-  const texts = () => sent.flatMap((s) => s.batch.lines.map((l) => l.text))
+  const texts = () => sent.flatMap((s) => s.batch.lines.map((l) => lineText(l)))
   return { scheduler, sent, budget, print, chatter, bytesTo, texts, wakesLeft }
 }
 
@@ -101,7 +100,7 @@ describe("ObservationBudget", () => {
     const { sent, print } = setup()
     print(["server listening on :3000", "ready"])
     expect(sent).toHaveLength(1)
-    expect(sent[0]?.batch.lines.map((l) => l.text)).toEqual(["server listening on :3000", "ready"])
+    expect(sent[0]?.batch.lines.map((l) => lineText(l))).toEqual(["server listening on :3000", "ready"])
     expect(sent[0]?.batch.budget).toBeUndefined()
   })
 
@@ -176,7 +175,7 @@ describe("ObservationBudget", () => {
     print(["GET /a 200", "Error: connect ECONNREFUSED 127.0.0.1:5432", "GET /b 200", "GET /c 200"])
     chatter(10)
     expect(texts()).toContain("Error: connect ECONNREFUSED 127.0.0.1:5432")
-    const carrying = sent.slice(count).find((s) => s.batch.lines.some((l) => l.text.startsWith("Error:")))
+    const carrying = sent.slice(count).find((s) => s.batch.lines.some((l) => lineText(l).startsWith("Error:")))
     expect(carrying?.batch.lines.length).toBeLessThan(10)
     expect(carrying?.batch.budget?.kind).toBe("held")
   })
@@ -187,9 +186,9 @@ describe("ObservationBudget", () => {
     print(["GET /a 200", "FATAL: panic: runtime error: index out of range", "GET /b 200"])
     const printedAt = scheduler.now()
     scheduler.advance(60_000)
-    const carrying = sent.find((s) => s.batch.lines.some((l) => l.text.startsWith("FATAL")))
+    const carrying = sent.find((s) => s.batch.lines.some((l) => lineText(l).startsWith("FATAL")))
     expect(carrying).toBeDefined()
-    expect(carrying?.batch.lines[0]?.text).toBe("FATAL: panic: runtime error: index out of range")
+    expect(lineText(carrying?.batch.lines[0] as MonitorLine)).toBe("FATAL: panic: runtime error: index out of range")
     // Sent once the bucket had room for it (~8 s of refill), long before a summary would be due.
     expect((carrying?.at ?? Number.POSITIVE_INFINITY) - printedAt).toBeLessThan(15_000)
     expect(carrying?.batch.budget?.kind).toBe("held")
@@ -213,24 +212,28 @@ describe("ObservationBudget", () => {
     }
     const duringFlood = sent.length
     scheduler.advance(60_000)
-    const after = sent.slice(duringFlood).filter((s) => s.batch.lines.some((l) => l.text.startsWith("ERROR")))
+    const after = sent.slice(duringFlood).filter((s) => s.batch.lines.some((l) => lineText(l).startsWith("ERROR")))
     const lastTwenty = errors.slice(-20)
-    expect(after[0]?.batch.lines[0]?.text).toBe(lastTwenty[0] as string)
+    expect(lineText(after[0]?.batch.lines[0] as MonitorLine)).toBe(lastTwenty[0] as string)
     // One envelope's worth of refill (~8 s at 4 KB/min), not the summary 5 minutes on.
     expect(after[0]?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(10_000)
     // Then the rest of them, oldest first, as the bucket refills; nothing older.
-    const shown = after.flatMap((s) => s.batch.lines.map((l) => l.text))
+    const shown = after.flatMap((s) => s.batch.lines.map((l) => lineText(l)))
     expect(shown).toEqual(lastTwenty.slice(0, shown.length))
   })
 
   test("a flood held batch after batch is looked at once per refill, not line by line as it is held", () => {
-    // Lines the bytes cannot decide (a zero-width space may join letters): each look decodes one.
+    // Each decode of a line's text is counted: the look for error words is what decodes held lines.
     let looks = 0
-    class Counted extends MonitorLine {
-      override get text(): string {
+    const counted = (seq: number, text: string) => {
+      const block = Buffer.from(text)
+      block.toString = function (this: Buffer, ...args: Parameters<Buffer["toString"]>) {
         looks++
-        return super.text
+        return Buffer.prototype.toString.apply(this, args)
       }
+      const line = sizedLine(seq, "stdout", text)
+      line.block = block
+      return line
     }
     const { budget, scheduler, sent } = setup({ sessionBytes: 10_000_000 })
     let seq = 0
@@ -238,23 +241,23 @@ describe("ObservationBudget", () => {
     for (let b = 1; b <= 240; b++) {
       const lines = Array.from({ length: 50 }, () => {
         const n = ++seq
-        const text = n % 37 === 0 ? `ERROR job ${n} failed` : `GET /api/items/${n} 200 OK\u200b`
-        return new Counted(n, "stdout", enc.encode(text), false, true)
+        return counted(n, n % 37 === 0 ? `ERROR job ${n} failed` : `GET /api/items/${n} 200 OK`)
       })
-      const batch = { monitorId: "mon_a", batchSeq: b, lines, stillRunning: true, status: { kind: "running" as const } }
       budget.admit(
-        { ...batch, dropped: NO_DROPS },
+        batchOf({
+          monitorId: "mon_a",
+          batchSeq: b,
+          lines,
+          stillRunning: true,
+          status: { kind: "running" },
+          dropped: NO_DROPS,
+        }),
         { sessionID: "ses_1", wake: false },
-        {
-          label: "dev-server",
-          hasPattern: false,
-          wakeLimit: 0,
-          matchWakeLeft: false,
-        },
+        { label: "dev-server", hasPattern: false, wakeLimit: 0, matchWakeLeft: false },
       )
     }
     scheduler.advance(60_000)
-    expect(sent.some((s) => s.batch.lines.some((l) => l.text.startsWith("ERROR")))).toBe(true)
+    expect(sent.some((s) => s.batch.lines.some((l) => lineText(l).startsWith("ERROR")))).toBe(true)
     // What was sent, and the newest held lines up to the 20 kept error lines (20 × 37), a few times:
     // far from one look at each of the 12 000 lines.
     expect(looks).toBeLessThan(total / 3)
@@ -318,14 +321,16 @@ describe("ObservationBudget", () => {
     print([long("GET /health 200 matched"), long("worker crashed: Error: ENOMEM"), long("GET /health 200 latest")], {
       pattern: true,
     })
-    expect(sent.at(-1)?.batch.lines.map((l) => [l.seq, l.text])).toEqual([[22, long("worker crashed: Error: ENOMEM")]])
+    expect(sent.at(-1)?.batch.lines.map((l) => [l.seq, lineText(l)])).toEqual([
+      [22, long("worker crashed: Error: ENOMEM")],
+    ])
     expect(sent.at(-1)?.batch.budget?.lines).toBe(2)
   })
 
   test("past its bucket, a startup line (one of the first 20) goes before a later error-looking line", () => {
     const { print, sent } = pastStartup(19)
     print([long("listening on :3000"), long("ERROR: db connection refused"), long("GET /health 200 latest")])
-    expect(sent.at(-1)?.batch.lines.map((l) => [l.seq, l.text])).toEqual([[20, long("listening on :3000")]])
+    expect(sent.at(-1)?.batch.lines.map((l) => [l.seq, lineText(l)])).toEqual([[20, long("listening on :3000")]])
   })
 
   test("past its bucket, the latest line of the batch goes with the priority line when there is room for both", () => {
@@ -335,7 +340,7 @@ describe("ObservationBudget", () => {
       t.padEnd(200, "."),
     ) as [string, string, string, string]
     print([a, error, b, latest])
-    expect(sent.at(-1)?.batch.lines.map((l) => l.text)).toEqual([error, latest])
+    expect(sent.at(-1)?.batch.lines.map((l) => lineText(l))).toEqual([error, latest])
     expect(sent.at(-1)?.batch.budget?.lines).toBe(2)
   })
 
@@ -352,8 +357,8 @@ describe("ObservationBudget", () => {
     expect(before + (summaries.at(-1)?.bytes ?? 0)).toBeGreaterThan(20_000)
     expect(summaries.at(-1)?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(1_800_000)
     const last = summaries.at(-1)?.batch as OutputBatch
-    expect(last.lines.map((l) => l.text)).toHaveLength(1)
-    expect(last.lines[0]?.text).toMatch(/^GET \/api\/items\//)
+    expect(last.lines.map((l) => lineText(l))).toHaveLength(1)
+    expect(lineText(last.lines[0] as MonitorLine)).toMatch(/^GET \/api\/items\//)
     expect(last.budget?.lines).toBeGreaterThan(2_000)
     const text = formatMonitorBatch({ batch: last, label: "dev-server" })
     expect(text).toContain("summary: output keeps flowing past the observation budget")
@@ -395,7 +400,7 @@ describe("ObservationBudget", () => {
     expect(sent.at(-1)?.at ?? Number.POSITIVE_INFINITY).toBeLessThan(3_600_000)
     expect(budget.spent("ses_1")).toBe(injected)
     expect(scheduler.now()).toBe(8 * 3_600_000)
-  })
+  }, 30_000)
 
   test("a summary is short: its one line is cut to a few hundred bytes, and the cut is counted in dropped:", () => {
     const { print, sent, scheduler } = setup({ sessionBytes: 2_048 })
@@ -434,7 +439,7 @@ describe("ObservationBudget", () => {
     const wake = print(["shutting down", "bye"], { status: { kind: "exited", code: 1 } })
     const last = sent.at(-1)
     expect(last?.batch.batchSeq).toBe(wake.batchSeq)
-    expect(last?.batch.lines.map((l) => l.text)).toEqual(["shutting down", "bye"])
+    expect(last?.batch.lines.map((l) => lineText(l))).toEqual(["shutting down", "bye"])
     expect(last?.batch.stillRunning).toBe(false)
     expect(last?.batch.dropped.matched).toBeGreaterThan(0)
     expect(last?.batch.budget?.kind).toBe("held")
@@ -447,7 +452,7 @@ describe("ObservationBudget", () => {
     print([], { status: { kind: "exited", code: 3 } })
     const last = sent.at(-1)
     expect(last?.batch.stillRunning).toBe(false)
-    expect(last?.batch.lines.map((l) => l.text)).toEqual(["chatty-last-line"])
+    expect(last?.batch.lines.map((l) => lineText(l))).toEqual(["chatty-last-line"])
     expect(last?.batch.budget?.kind).toBe("held")
   })
 
@@ -459,18 +464,20 @@ describe("ObservationBudget", () => {
     print([])
     expect(sent).toHaveLength(count)
     print([], { status: { kind: "exited", code: 3 } })
-    expect(sent.at(-1)?.batch.lines.map((l) => l.text)).toEqual(["chatty-last-line"])
+    expect(sent.at(-1)?.batch.lines.map((l) => lineText(l))).toEqual(["chatty-last-line"])
   })
 
   test("a monitor's batches to two sessions are budgeted apart: a wake to the root carries nothing its child held", () => {
     const { chatter, print, sent, wakesLeft, scheduler } = setup()
     chatter(60, { sessionID: "ses_child" })
     expect(sent.filter((s) => s.route.sessionID === "ses_child").length).toBeGreaterThan(0)
+    // Right after an envelope of the child's: this batch is held.
+    print(["GET /api/items/1 200 OK in 3ms", "GET /api/items/2 200 OK in 3ms"], { sessionID: "ses_child" })
     wakesLeft.set("mon_a", 1)
     print(["GET /health 500 FAIL"], { wakeLimit: 1, route: { sessionID: "ses_root", subagentSessionID: "ses_child" } })
     const wake = sent.at(-1)
     expect(wake?.route.sessionID).toBe("ses_root")
-    expect(wake?.batch.lines.map((l) => l.text)).toEqual(["GET /health 500 FAIL"])
+    expect(wake?.batch.lines.map((l) => lineText(l))).toEqual(["GET /health 500 FAIL"])
     expect(wake?.batch.budget).toBeUndefined()
     expect(wake?.batch.dropped.matched).toBe(0)
     // What the child's stream held is still reported in the child's next envelope.
@@ -491,7 +498,7 @@ describe("ObservationBudget", () => {
     expect(last?.batch.batchSeq).toBe(wake.batchSeq)
     expect(last?.route.wake).toBe(true)
     expect(last?.wakeLimit).toBe(1)
-    expect(last?.batch.lines.map((l) => l.text)).toEqual(["GET /health 500 FAIL"])
+    expect(last?.batch.lines.map((l) => lineText(l))).toEqual(["GET /health 500 FAIL"])
     // Never held back; the injector charges it as it is sent (match-wake.test.ts), not the budget here.
     expect(budget.spent("ses_1")).toBe(spent)
     // wake_limit used up: the next match is a plain observation, held back like any other line.
@@ -512,7 +519,7 @@ describe("ObservationBudget", () => {
     const { print, sent, wakesLeft } = setup({ bytesPerMinute: 0 })
     wakesLeft.set("mon_a", 1)
     print(["ready on :3000"], { wakeLimit: 1 })
-    expect(sent.map((s) => [s.route.wake, s.batch.lines.map((l) => l.text)])).toEqual([[true, ["ready on :3000"]]])
+    expect(sent.map((s) => [s.route.wake, s.batch.lines.map((l) => lineText(l))])).toEqual([[true, ["ready on :3000"]]])
     wakesLeft.set("mon_a", 0)
     print(["ready on :3000 again"], { wakeLimit: 1 })
     expect(sent).toHaveLength(1)
@@ -525,7 +532,7 @@ describe("ObservationBudget", () => {
     expect(scheduler.pendingTimers).toBe(0)
     print(["done"], { status: { kind: "exited", code: 0 } })
     expect(sent).toHaveLength(1)
-    expect(sent[0]?.batch.lines.map((l) => l.text)).toEqual(["done"])
+    expect(sent[0]?.batch.lines.map((l) => lineText(l))).toEqual(["done"])
     expect(sent[0]?.batch.dropped.matched).toBe(6_000)
   })
 

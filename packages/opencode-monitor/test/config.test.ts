@@ -4,7 +4,7 @@ import { join } from "node:path"
 import { defaultMonitorConfig, MonitorConfigSchema, parseMonitorConfig } from "../src/config"
 
 describe("plugin options", () => {
-  test("defaults are those of SPEC §7", () => {
+  test("the defaults", () => {
     expect(defaultMonitorConfig()).toEqual({
       max_monitors_per_session: 3,
       max_runtime_ms: 0,
@@ -20,6 +20,7 @@ describe("plugin options", () => {
       post_dispatch_hold_ms: 250,
       accepted_message_skew_ms: 5_000,
       kill_grace_ms: 5_000,
+      output_cpu_share: 0.25,
       retained_max_bytes: 67_108_864,
       retained_max_monitors: 100,
       retained_max_age_ms: 3_600_000,
@@ -27,6 +28,7 @@ describe("plugin options", () => {
       automation_agents: [],
       allowed_commands: [],
       wake_min_interval_ms: 10_000,
+      wake_settle_ms: 200,
       max_match_wakes_per_minute: 6,
       observation_bytes_per_minute: 4_096,
       observation_burst_bytes: 16_384,

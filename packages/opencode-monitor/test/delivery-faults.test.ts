@@ -19,6 +19,7 @@ function terminalBatch(monitorId = "mon_f"): OutputBatch {
     stillRunning: false,
     status: { kind: "exited", code: 0 },
     dropped: { matched: 0, unmatched: 0, bytes: 0 },
+    bytes: 0,
   }
 }
 

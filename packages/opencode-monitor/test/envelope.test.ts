@@ -3,17 +3,17 @@ import { defaultMonitorConfig } from "../src/config"
 import { ENVELOPE_END, ENVELOPE_START, formatStatus, type MonitorStatus, parseStatus } from "../src/codec"
 import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
 import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
-import { fallbackStripAnsi, MonitorLine, type MonitorStream } from "../src/pipeline/line"
+import { fallbackStripAnsi, lineText, type MonitorStream } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { MAX_ROWS_PER_LINE } from "../src/pipeline/render"
 import { FakeScheduler } from "./support/fake-scheduler"
+import { batchOf, sizedLine } from "./support/lines"
 
 const enc = new TextEncoder()
-const mk = (seq: number, stream: MonitorStream, text: string) =>
-  new MonitorLine(seq, stream, enc.encode(text), false, true)
+const mk = (seq: number, stream: MonitorStream, text: string) => sizedLine(seq, stream, text)
 
 function batch(overrides: Partial<OutputBatch> = {}): OutputBatch {
-  return {
+  return batchOf({
     monitorId: "mon_f4718d66",
     batchSeq: 2,
     lines: [mk(1, "stdout", "QA_BUILD_LINE"), mk(2, "stderr", "warning: …")],
@@ -21,7 +21,7 @@ function batch(overrides: Partial<OutputBatch> = {}): OutputBatch {
     status: { kind: "exited", code: 7 },
     dropped: { matched: 3, unmatched: 10, bytes: 4096 },
     ...overrides,
-  }
+  })
 }
 
 describe("formatMonitorBatch", () => {
@@ -103,7 +103,7 @@ describe("formatMonitorBatch", () => {
   })
 
   test("a truncated line is marked", () => {
-    const cut = new MonitorLine(4, "stdout", enc.encode("abc"), true, true)
+    const cut = sizedLine(4, "stdout", "abc", { truncated: true })
     expect(formatMonitorBatch({ batch: batch({ lines: [cut] }), label: "x" })).toContain(
       "\n[stdout seq=4] abc [truncated]\n",
     )
@@ -172,14 +172,14 @@ describe("sanitizing", () => {
   test("strips invisible characters: tag characters, zero-width characters, word joiner, BOM", () => {
     const smuggled = [..."ignore all"].map((c) => String.fromCodePoint(0xe0000 + c.charCodeAt(0))).join("")
     const text = `a\u200bb\u200cc\u200dd\u2060e\ufefff${smuggled}g`
-    expect(mk(1, "stdout", text).text).toBe("abcdefg")
+    expect(lineText(mk(1, "stdout", text))).toBe("abcdefg")
   })
 
   test("strips DCS, SOS, PM and APC payloads and 8-bit CSI parameters", () => {
-    expect(mk(1, "stdout", "a\x1bPq#0;2;0~~-\x1b\\b").text).toBe("ab")
-    expect(mk(1, "stdout", "a\x1b_Gf=100;AAAA\x1b\\b").text).toBe("ab")
-    expect(mk(1, "stdout", "a\x1bXs\x1b\\b\x1b^p\x1b\\c").text).toBe("abc")
-    expect(mk(1, "stdout", "a\u009b31mb\u009d0;title\u009cc").text).toBe("abc")
+    expect(lineText(mk(1, "stdout", "a\x1bPq#0;2;0~~-\x1b\\b"))).toBe("ab")
+    expect(lineText(mk(1, "stdout", "a\x1b_Gf=100;AAAA\x1b\\b"))).toBe("ab")
+    expect(lineText(mk(1, "stdout", "a\x1bXs\x1b\\b\x1b^p\x1b\\c"))).toBe("abc")
+    expect(lineText(mk(1, "stdout", "a\u009b31mb\u009d0;title\u009cc"))).toBe("abc")
   })
 
   test("the fallback stripper (node's, for runtimes without Bun.stripANSI) removes the same sequences", () => {

@@ -1,11 +1,12 @@
 import { describe, expect, test } from "bun:test"
 import { RE2JS } from "re2js"
 import { compileLineFilter, PatternError } from "../src/pipeline/filter"
-import { MonitorLine } from "../src/pipeline/line"
-import { LINE_MATCHED, LINE_STDERR, LINE_TRUNCATED, LINE_WAKE, MonitorRingBuffer } from "../src/pipeline/ring-buffer"
+import { lineByteLength, type MonitorLine } from "../src/pipeline/line"
+import { MonitorRingBuffer } from "../src/pipeline/ring-buffer"
+import { sizedLine } from "./support/lines"
 
 const line = (seq: number, matched = true, text = `line ${seq}`) =>
-  new MonitorLine(seq, seq % 2 ? "stdout" : "stderr", new TextEncoder().encode(text), false, matched)
+  sizedLine(seq, seq % 2 ? "stdout" : "stderr", text, { matched })
 
 describe("match_pattern filter", () => {
   test("no pattern matches every line", async () => {
@@ -78,32 +79,49 @@ describe("MonitorRingBuffer", () => {
     ring.push(line(3))
     ring.push(line(4))
     expect(ring.query({ limit: 10 }).map((l) => l.seq)).toEqual([3, 4])
-    expect(ring.unreported).toEqual({ lines: 1, bytes: line(1).byteLength })
+    expect(ring.unreported).toEqual({ lines: 1, bytes: lineByteLength(line(1)) })
   })
 
-  test("a line kept as bytes is made into a line once, when a query hands it out", async () => {
+  test("the lines of a small read keep a copy of just their bytes, not the read's large buffer", () => {
     const ring = new MonitorRingBuffer(4)
-    const block = new TextEncoder().encode("first\nsecond\n")
-    ring.pushRange(block, 0, 5, 1, LINE_MATCHED)
-    ring.pushRange(block, 6, 12, 2, LINE_STDERR | LINE_TRUNCATED | LINE_WAKE)
-    const [first, second] = ring.query({ limit: 10 })
-    expect([first?.seq, first?.text, first?.stream, first?.matched, first?.truncated]).toEqual([
-      1,
-      "first",
-      "stdout",
-      true,
-      false,
-    ])
-    expect([second?.seq, second?.text, second?.stream, second?.matched, second?.truncated, second?.wake]).toEqual([
-      2,
-      "second",
-      "stderr",
-      false,
-      true,
-      true,
-    ])
-    expect(ring.query({ limit: 10 })[1]).toBe(second as MonitorLine)
-    expect(ring.counters).toMatchObject({ total: 2, matched: 1, unmatched: 1 })
+    // A pipe's small read is a view of a 64 KB buffer.
+    const buffer = new ArrayBuffer(64 * 1024)
+    const read = new Uint8Array(buffer, 100, 13)
+    read.set(new TextEncoder().encode("first\nsecond\n"))
+    const kept: MonitorLine[] = [
+      {
+        seq: 1,
+        stream: "stdout",
+        block: read,
+        start: 0,
+        end: 5,
+        truncated: false,
+        matched: true,
+        wake: false,
+        size: 0,
+      },
+      {
+        seq: 2,
+        stream: "stdout",
+        block: read,
+        start: 6,
+        end: 12,
+        truncated: false,
+        matched: true,
+        wake: false,
+        size: 0,
+      },
+    ]
+    for (const l of kept) ring.push(l)
+    ring.release(read)
+    expect(kept.map((l) => l.block.buffer.byteLength)).toEqual([12, 12])
+    expect(kept.map((l) => new TextDecoder().decode(l.block.subarray(l.start, l.end)))).toEqual(["first", "second"])
+    // A read that fills most of its buffer is kept as it is: no copy of a flood's reads.
+    const whole = new TextEncoder().encode("abc\n")
+    const third: MonitorLine = { ...sizedLine(3, "stdout", "abc"), block: whole, start: 0, end: 3 }
+    ring.push(third)
+    ring.release(whole)
+    expect(third.block).toBe(whole)
   })
 
   test("queries by stream, since_sequence and a bounded limit", async () => {

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test"
-import { MonitorLine } from "../src/pipeline/line"
+import { lineText, textLine } from "../src/pipeline/line"
 import { LineSplitter } from "../src/pipeline/line-splitter"
 
 const enc = new TextEncoder()
@@ -10,8 +10,8 @@ function split(chunks: (string | Uint8Array)[], maxBytes = 64) {
   const splitter = new LineSplitter(
     maxBytes,
     (block, start, end, truncated) => {
-      const line = new MonitorLine(lines.length + 1, "stdout", block, truncated, true, start, end)
-      lines.push({ text: line.text, truncated, bytes: line.byteLength })
+      const line = { ...textLine(lines.length + 1, "stdout", ""), block, start, end, truncated }
+      lines.push({ text: lineText(line), truncated, bytes: end - start })
     },
     (n) => {
       dropped += n
@@ -137,8 +137,8 @@ describe("LineSplitter", () => {
   })
 })
 
-describe("MonitorLine text", () => {
-  const text = (s: string) => new MonitorLine(1, "stdout", enc.encode(s), false, true).text
+describe("a line's text", () => {
+  const text = (s: string) => lineText(textLine(1, "stdout", s))
 
   test("ANSI colour, cursor movement and OSC sequences are stripped", () => {
     expect(text("\x1b[31merror\x1b[0m: \x1b[2K\x1b[1Afailed \x1b]0;title\x07done")).toBe("error: failed done")

@@ -5,11 +5,12 @@ import { MatchWakePolicy } from "../src/delivery/match-wake"
 import type { Route } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter } from "../src/pipeline/filter"
-import { MonitorLine } from "../src/pipeline/line"
+import { lineText } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { settle } from "./support/fake-session-api"
 import { setupInjector, testBatch } from "./support/injector-setup"
+import { sizedLine } from "./support/lines"
 
 const S = "ses_parent"
 const enc = new TextEncoder()
@@ -259,9 +260,7 @@ describe("match wake: interval, limit and session cap", () => {
     const { api, injector, send, wakes } = setup()
     api.busy[S] = "busy"
     const rowsLine = (seq: number, wake: boolean) => {
-      const line = new MonitorLine(seq, "stdout", enc.encode(`ERR${"\vxxxxxxxx".repeat(16)}`), false, true)
-      line.wake = wake
-      return line
+      return sizedLine(seq, "stdout", `ERR${"\vxxxxxxxx".repeat(16)}`, { wake })
     }
     for (let seq = 1; seq <= 40; seq++) {
       const lines = Array.from({ length: 50 }, (_, i) => rowsLine(seq * 100 + i, true))
@@ -355,7 +354,7 @@ describe("match wake: session sources", () => {
 })
 
 describe("pipeline: wake_pattern", () => {
-  async function pipeline(matchPattern: string | undefined, matchWakeLeft?: () => boolean) {
+  async function pipeline(matchPattern: string | undefined, matchWakeLeft?: () => boolean, settleMs = 0) {
     const scheduler = new FakeScheduler()
     const batches: OutputBatch[] = []
     const p = createMonitorPipeline({
@@ -366,9 +365,10 @@ describe("pipeline: wake_pattern", () => {
         flush_interval_ms: 1_000,
         ring_max_lines: 3,
         line_max_bytes: 8_192,
+        wake_settle_ms: settleMs,
       },
       filter: await compileLineFilter(matchPattern, 512),
-      wakeFilter: await compileLineFilter("ready on", 512, "wake_pattern"),
+      wakeFilter: await compileLineFilter("ready on|FAIL", 512, "wake_pattern"),
       ...(matchWakeLeft ? { matchWakeLeft } : {}),
       scheduler,
       onBatch: (b) => batches.push(b),
@@ -381,7 +381,7 @@ describe("pipeline: wake_pattern", () => {
     p.push("stdout", enc.encode("compiling\nready on :3000\n"))
     expect(batches).toHaveLength(0)
     scheduler.advance(0)
-    expect(batches.map((b) => b.lines.map((l) => [l.text, l.wake]))).toEqual([
+    expect(batches.map((b) => b.lines.map((l) => [lineText(l), l.wake]))).toEqual([
       [
         ["compiling", false],
         ["ready on :3000", true],
@@ -393,7 +393,7 @@ describe("pipeline: wake_pattern", () => {
     const { scheduler, batches, p } = await pipeline("ERROR")
     p.push("stdout", enc.encode("noise\nready on :3000\nERROR x\n"))
     scheduler.advance(0)
-    expect(batches[0]?.lines.map((l) => [l.text, l.matched, l.wake])).toEqual([
+    expect(batches[0]?.lines.map((l) => [lineText(l), l.matched, l.wake])).toEqual([
       ["ready on :3000", false, true],
       ["ERROR x", true, false],
     ])
@@ -413,7 +413,7 @@ describe("pipeline: wake_pattern", () => {
     scheduler.advance(0)
     expect(batches).toHaveLength(1) // no batch of its own on the next tick
     scheduler.advance(1_000)
-    expect(batches.map((b) => b.lines.map((l) => [l.text, l.wake]))).toEqual([
+    expect(batches.map((b) => b.lines.map((l) => [lineText(l), l.wake]))).toEqual([
       [["ready on :3000", true]],
       [
         ["ready on :3001", false],
@@ -425,6 +425,65 @@ describe("pipeline: wake_pattern", () => {
     filtered.p.push("stdout", enc.encode("ready on :3000\n"))
     filtered.scheduler.advance(1_000)
     expect(filtered.batches).toHaveLength(0)
+  })
+
+  test("with wake_settle_ms 0, a batch carrying a wake line is flushed on the next tick", async () => {
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 0)
+    p.push("stdout", enc.encode("FAIL sum.test.js\n"))
+    scheduler.advance(0)
+    expect(batches.map((b) => b.lines.length)).toEqual([1])
+  })
+
+  test("settle: the wake waits for the output to pause, and carries the lines that came meanwhile, in order", async () => {
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200)
+    p.push("stdout", enc.encode("FAIL sum.test.js > adds\n"))
+    for (const detail of [
+      "AssertionError: expected 3 to be 4",
+      "- Expected  4",
+      "+ Received  3",
+      " ❯ sum.test.js:5:22",
+    ]) {
+      scheduler.advance(150)
+      expect(batches).toHaveLength(0)
+      p.push("stdout", enc.encode(`${detail}\n`))
+    }
+    scheduler.advance(199)
+    expect(batches).toHaveLength(0)
+    scheduler.advance(1)
+    expect(batches.map((b) => b.lines.map((l) => [l.seq, lineText(l)]))).toEqual([
+      [
+        [1, "FAIL sum.test.js > adds"],
+        [2, "AssertionError: expected 3 to be 4"],
+        [3, "- Expected  4"],
+        [4, "+ Received  3"],
+        [5, " ❯ sum.test.js:5:22"],
+      ],
+    ])
+  })
+
+  test("settle: output that never pauses sends the wake at the ceiling, 1 s after the match", async () => {
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200)
+    p.push("stdout", enc.encode("FAIL a\n"))
+    for (let t = 0; t < 20; t++) {
+      scheduler.advance(100)
+      p.push("stdout", enc.encode(`detail ${t}\n`))
+    }
+    // The ceiling (1 000 ms) flushed it, although a line came every 100 ms.
+    expect(batches[0]?.lines.map((l) => lineText(l))).toEqual([
+      "FAIL a",
+      ...Array.from({ length: 9 }, (_, t) => `detail ${t}`),
+    ])
+  })
+
+  test("settle: a batch that fills up goes at once, and the exit is never delayed", async () => {
+    const full = await pipeline(undefined, undefined, 200)
+    full.p.push("stdout", enc.encode(`FAIL a\n${Array.from({ length: 49 }, (_, i) => `x${i}`).join("\n")}\n`))
+    expect(full.batches.map((b) => b.lines.length)).toEqual([50])
+    const ending = await pipeline(undefined, undefined, 200)
+    ending.p.push("stdout", enc.encode("FAIL a\nstack\n"))
+    ending.p.finish({ kind: "exited", code: 1 })
+    expect(ending.batches.map((b) => [b.lines.length, b.stillRunning])).toEqual([[2, false]])
+    expect(ending.scheduler.pendingTimers).toBe(0)
   })
 
   test("an invalid wake_pattern is refused naming wake_pattern", async () => {

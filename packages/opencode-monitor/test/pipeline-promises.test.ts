@@ -5,6 +5,7 @@ import type { OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter } from "../src/pipeline/filter"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
+import { lineText, lineByteLength } from "../src/pipeline/line"
 
 // Bytes in, OutputBatch out, through the real splitter, filter, ring and batcher: every promise the
 // envelope makes to the model is checked where the components meet, not only on each component.
@@ -35,7 +36,7 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
     pipeline.finish({ kind: "exited", code: 0 })
 
     const lines = batches.flatMap((b) => b.lines)
-    expect(lines.map((l) => [l.seq, l.truncated, l.byteLength])).toEqual([
+    expect(lines.map((l) => [l.seq, l.truncated, lineByteLength(l)])).toEqual([
       [1, true, 256],
       [2, false, 5],
     ])
@@ -53,7 +54,7 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
     pipeline.push("stderr", bytes("\nnext\n"))
     pipeline.finish({ kind: "exited", code: 1 })
     const lines = batches.flatMap((b) => b.lines)
-    expect(lines.map((l) => [l.stream, l.truncated, l.text.length])).toEqual([
+    expect(lines.map((l) => [l.stream, l.truncated, lineText(l).length])).toEqual([
       ["stderr", true, 256],
       ["stderr", false, 4],
     ])
@@ -69,7 +70,7 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
 
     expect(batches).toHaveLength(1)
     const batch = batches[0] as OutputBatch
-    expect(batch.lines.map((l) => l.text)).toEqual(["ERR one"])
+    expect(batch.lines.map((l) => lineText(l))).toEqual(["ERR one"])
     // noise 1..4 were evicted (the ring holds noise 5, 6, 7 and the matched line).
     expect(batch.dropped).toEqual({ matched: 0, unmatched: 4, bytes: 4 * "noise n".length })
     expect(envelopeOf(batch)).toContain(`dropped: 0 matched, 4 unmatched (${4 * 7} bytes)`)
@@ -79,7 +80,13 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
     const { batches, pipeline } = await pipelineWith({ ring_max_lines: 2 }, "ERR")
     for (let i = 1; i <= 5; i++) pipeline.push("stdout", bytes(`ERR ${i}\n`))
     pipeline.finish({ kind: "exited", code: 0 })
-    expect(batches.flatMap((b) => b.lines.map((l) => l.text))).toEqual(["ERR 1", "ERR 2", "ERR 3", "ERR 4", "ERR 5"])
+    expect(batches.flatMap((b) => b.lines.map((l) => lineText(l)))).toEqual([
+      "ERR 1",
+      "ERR 2",
+      "ERR 3",
+      "ERR 4",
+      "ERR 5",
+    ])
     expect(batches.map((b) => b.dropped)).toEqual(batches.map(() => ({ matched: 0, unmatched: 0, bytes: 0 })))
   })
 
@@ -88,7 +95,7 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
     pipeline.push("stdout", bytes("progress 10%\rprogress 55%\r"))
     pipeline.push("stdout", bytes("progress 100%\r\ndone\n"))
     pipeline.finish({ kind: "exited", code: 0 })
-    expect(batches.flatMap((b) => b.lines.map((l) => l.text))).toEqual(["progress 100%", "done"])
+    expect(batches.flatMap((b) => b.lines.map((l) => lineText(l)))).toEqual(["progress 100%", "done"])
     expect(batches.map(envelopeOf).join("\n")).not.toContain("10%")
   })
 
@@ -101,7 +108,7 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
     pipeline.endStream("stdout")
     pipeline.finish({ kind: "exited", code: 0 })
     const lines = batches.flatMap((b) => b.lines)
-    expect(lines.map((l) => `${l.seq}:${l.stream}:${l.text}`)).toEqual([
+    expect(lines.map((l) => `${l.seq}:${l.stream}:${lineText(l)}`)).toEqual([
       "1:stdout:o1",
       "2:stdout:o2",
       "3:stderr:e1",
@@ -138,7 +145,7 @@ describe("createMonitorPipeline keeps the envelope's promises", () => {
     pipeline.finish({ kind: "signaled", signal: "SIGTERM" })
     const terminal = batches.at(-1) as OutputBatch
     expect(terminal.stillRunning).toBe(false)
-    expect(terminal.lines.map((l) => l.text)).toEqual(["tail without newline"])
+    expect(terminal.lines.map((l) => lineText(l))).toEqual(["tail without newline"])
     expect(envelopeOf(terminal)).toContain("[stdout seq=1] tail without newline\n\nStatus: exited (signal=SIGTERM)")
   })
 })

@@ -13,6 +13,7 @@ import { createProcessTable, type ProcessTable } from "../src/process/process-ta
 import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
 import { createPsTable } from "../src/process/ps-table"
+import { textsOf } from "./support/lines"
 
 function manager(overrides: Partial<MonitorConfig> = {}, processTable?: ProcessTable) {
   const collector = new BatchCollector()
@@ -236,7 +237,7 @@ describe("end of process", () => {
       const info = await start(m, "printf 'a\\nb\\nno-newline-at-end'; exit 3", `s${done % 50}`)
       await collector.whenEnded(info.id)
       const batches = collector.of(info.id)
-      const lines = batches.flatMap((b) => b.lines.map((l) => l.text))
+      const lines = batches.flatMap((b) => textsOf(b.lines))
       const terminal = batches.filter((b) => !b.stillRunning)
       const last = batches.at(-1)
       if (
@@ -260,7 +261,7 @@ describe("end of process", () => {
     const info = await start(m, "echo QA_BUILD_LINE; sleep 1; exit 7")
     await collector.whenEnded(info.id)
     const batches = collector.of(info.id)
-    expect(batches.map((b) => [b.batchSeq, b.lines.map((l) => l.text), b.stillRunning])).toEqual([
+    expect(batches.map((b) => [b.batchSeq, textsOf(b.lines), b.stillRunning])).toEqual([
       [1, ["QA_BUILD_LINE"], true],
       [2, [], false],
     ])
@@ -272,7 +273,7 @@ describe("end of process", () => {
     const info = await start(m, "sh -c 'echo QA_BUILD_LINE; sleep 3; exit 7'")
     await collector.whenEnded(info.id)
     const batches = collector.of(info.id)
-    expect(batches.flatMap((b) => b.lines.map((l) => l.text))).toEqual(["QA_BUILD_LINE"])
+    expect(batches.flatMap((b) => textsOf(b.lines))).toEqual(["QA_BUILD_LINE"])
     expect(batches.filter((b) => !b.stillRunning)).toHaveLength(1)
     expect(batches.at(-1)?.status).toEqual({ kind: "exited", code: 7 })
   }, 10_000)

@@ -1,6 +1,7 @@
 import { describe, expect, test } from "bun:test"
 import { PassThrough } from "node:stream"
-import { readPipe } from "../src/process/read-pipe"
+import { ReadShare, readPipe } from "../src/process/read-pipe"
+import { FakeScheduler } from "./support/fake-scheduler"
 
 describe("readPipe", () => {
   test("hands a read over in pieces of at most 32 KB that end after a newline near their end, losing no byte", async () => {
@@ -75,5 +76,91 @@ describe("readPipe", () => {
     // stream's buffers (a few pieces), never the whole megabyte.
     expect(refused).toBeGreaterThan(10)
     expect(maxBacklog).toBeLessThanOrEqual(128 * 1024)
+  })
+})
+
+describe("ReadShare: the share of a core reading output may take", () => {
+  /** A clock and timers the test moves: `work` advances the clock as processing would. */
+  function clocked(share: number) {
+    const scheduler = new FakeScheduler()
+    const readShare = new ReadShare(share, { scheduler, clock: () => scheduler.now() })
+    const work = (ms: number) => readShare.spend(() => scheduler.advance(ms))
+    return { scheduler, readShare, work }
+  }
+
+  test("a burst of a second's worth goes at once; past it, processing waits for the refill", () => {
+    const { readShare, work } = clocked(0.25)
+    expect(readShare.hasRoom()).toBe(true)
+    for (let i = 0; i < 4; i++) work(60)
+    // 240 ms of work in 240 ms: the 250 ms bucket refilled 60 ms meanwhile, so there is room.
+    expect(readShare.hasRoom()).toBe(true)
+    work(100)
+    expect(readShare.hasRoom()).toBe(false)
+  })
+
+  test("over a long flood, processing gets its share of wall time and no more", () => {
+    // Time moves only by the work done and by the waits the share asks for.
+    let now = 0
+    let wake: { callback: () => void; ms: number } | undefined
+    const scheduler = {
+      now: () => now,
+      setTimeout: (callback: () => void, ms: number) => {
+        wake = { callback, ms }
+        return { id: 1 }
+      },
+      clearTimeout: () => {},
+    }
+    const readShare = new ReadShare(0.25, { scheduler, clock: () => now })
+    let worked = 0
+    const go = () => {
+      while (readShare.hasRoom()) {
+        readShare.spend(() => {
+          now += 5
+        })
+        worked += 5
+      }
+      readShare.whenRoom(go)
+    }
+    go()
+    while (now < 60_000) {
+      const due = wake as { callback: () => void; ms: number }
+      wake = undefined
+      now += due.ms
+      due.callback()
+    }
+    // A quarter of the time, plus the first second's burst and at most one piece over.
+    expect(worked).toBeGreaterThanOrEqual(0.25 * 60_000)
+    expect(worked).toBeLessThanOrEqual(0.25 * now + 250 + 5)
+  })
+
+  test("past the share a real pipe is paused, so the writer waits on backpressure; every byte arrives", async () => {
+    // Each piece takes 2 ms; with a share of 5 %, the reader may do 50 ms of work a second.
+    const readShare = new ReadShare(0.05)
+    const stream = new PassThrough({ highWaterMark: 16 * 1024 })
+    const input = Buffer.from("x\n".repeat(256 * 1024))
+    const pieces: number[] = []
+    const started = performance.now()
+    const done = readPipe(
+      stream,
+      (piece) => {
+        pieces.push(piece.length)
+        const until = performance.now() + 2
+        while (performance.now() < until) {}
+      },
+      readShare,
+    )
+    let refused = 0
+    for (let at = 0; at < input.length; at += 16 * 1024) {
+      if (!stream.write(input.subarray(at, at + 16 * 1024))) {
+        refused++
+        await new Promise((resolve) => stream.once("drain", resolve))
+      }
+    }
+    stream.end()
+    await done
+    expect(pieces.reduce((a, b) => a + b, 0)).toBe(input.length)
+    expect(refused).toBeGreaterThan(0)
+    // 32 pieces of 2 ms at 5 %: about 64 ms of work over more than a second of wall time.
+    expect(performance.now() - started).toBeGreaterThan(500)
   })
 })

@@ -1,11 +1,11 @@
 import { describe, expect, test } from "bun:test"
 import { classifySession, routeBatch, SessionSources } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
-import { MonitorLine } from "../src/pipeline/line"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { sizedLine } from "./support/lines"
 
 const terminal: OutputBatch = {
   monitorId: "mon_1",
@@ -14,6 +14,7 @@ const terminal: OutputBatch = {
   stillRunning: false,
   status: { kind: "exited", code: 1 },
   dropped: { matched: 0, unmatched: 0, bytes: 0 },
+  bytes: 0,
 }
 const streaming: OutputBatch = { ...terminal, batchSeq: 1, stillRunning: true, status: { kind: "running" } }
 
@@ -103,8 +104,7 @@ describe("routeBatch", () => {
   })
 
   describe("a running batch carrying a wake_pattern match is routed like the exit notice", () => {
-    const line = new MonitorLine(4, "stdout", new TextEncoder().encode("ready on :3000"), false, true)
-    line.wake = true
+    const line = sizedLine(4, "stdout", "ready on :3000", { wake: true })
     const matched: OutputBatch = { ...streaming, lines: [line] }
 
     test("primary: it may wake its own session", () => {

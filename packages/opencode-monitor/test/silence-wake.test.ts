@@ -1,14 +1,19 @@
 import { describe, expect, test } from "bun:test"
 import { ObservationBudget } from "../src/delivery/budget"
+import { ContextLedger } from "../src/delivery/context-ledger"
+import { DeliveryRouter } from "../src/delivery/router"
 import type { InjectorOptions } from "../src/delivery/injector"
 import { SilenceWatch } from "../src/pipeline/silence-watch"
 import { routeBatch } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import type { Scheduler } from "../src/scheduler"
+import { defaultMonitorConfig } from "../src/config"
+import { compileLineFilter } from "../src/pipeline/filter"
 import { FakeScheduler } from "./support/fake-scheduler"
-import { settle } from "./support/fake-session-api"
+import { FakeSessionApi, settle } from "./support/fake-session-api"
 import { setupInjector, testBatch } from "./support/injector-setup"
+import { lineText } from "../src/pipeline/line"
 
 const enc = new TextEncoder()
 const S = "ses_parent"
@@ -37,6 +42,7 @@ function pipeline(silenceMs: number | undefined, scheduler: Scheduler = new Fake
       flush_interval_ms: 1_000,
       ring_max_lines: 100,
       line_max_bytes: 8_192,
+      wake_settle_ms: 0,
     },
     filter: undefined,
     silenceMs,
@@ -61,22 +67,45 @@ describe("SilenceWatch on the fake clock", () => {
     expect(silences()).toHaveLength(1)
   })
 
-  test("one wake per silence: a long silence wakes once; after new output, the next silence wakes again", () => {
+  test("one wake per silence, and each later silence must last twice as long to wake", () => {
     const scheduler = new FakeScheduler()
     const { p, silences } = pipeline(5_000, scheduler)
     p.push("stdout", enc.encode("a\nb\n"))
     scheduler.advance(60_000)
     expect(silences()).toHaveLength(1)
     expect(silences()[0]?.silence).toMatchObject({ silentMs: 5_000, lastSeq: 2 })
-    expect(silences()[0]?.silence?.lines.map((l) => l.text)).toEqual(["a", "b"])
+    expect(silences()[0]?.silence?.lines.map((l) => lineText(l))).toEqual(["a", "b"])
     p.push("stderr", enc.encode("c\n"))
-    scheduler.advance(4_999)
+    scheduler.advance(9_999)
     expect(silences()).toHaveLength(1)
     scheduler.advance(1)
     expect(silences()).toHaveLength(2)
-    expect(silences()[1]?.silence).toMatchObject({ lastSeq: 3 })
-    scheduler.advance(600_000)
+    expect(silences()[1]?.silence).toMatchObject({ silentMs: 10_000, lastSeq: 3 })
+    p.push("stderr", enc.encode("d\n"))
+    scheduler.advance(19_999)
     expect(silences()).toHaveLength(2)
+    scheduler.advance(1)
+    expect(silences()[2]?.silence).toMatchObject({ silentMs: 20_000, lastSeq: 4 })
+    scheduler.advance(600_000)
+    expect(silences()).toHaveLength(3)
+  })
+
+  test("a silence wake shows only lines that were delivered, never one match_pattern filtered out", async () => {
+    const scheduler = new FakeScheduler()
+    const batches: OutputBatch[] = []
+    const p = createMonitorPipeline({
+      monitorId: "mon_s",
+      config: { ...defaultMonitorConfig(), wake_settle_ms: 0 },
+      filter: await compileLineFilter("ERR", 512),
+      silenceMs: 1_000,
+      scheduler,
+      onBatch: (b) => batches.push(b),
+    })
+    p.push("stdout", enc.encode("noise 1\nERR one\nnoise 2\nERR two\nnoise 3\n"))
+    scheduler.advance(2_000)
+    const silence = batches.find((b) => b.silence)?.silence
+    expect(silence?.lines.map((l) => lineText(l))).toEqual(["ERR one", "ERR two"])
+    expect(silence?.lastSeq).toBe(5)
   })
 
   test("a partial line is output too: bytes without a newline reset the silence", () => {
@@ -109,7 +138,7 @@ describe("SilenceWatch on the fake clock", () => {
     const { p, batches } = pipeline(1_000, scheduler)
     p.push("stdout", enc.encode("one\n"))
     scheduler.advance(1_000)
-    expect(batches.map((b) => [b.batchSeq, b.lines.map((l) => l.text), b.stillRunning, !!b.silence])).toEqual([
+    expect(batches.map((b) => [b.batchSeq, b.lines.map((l) => lineText(l)), b.stillRunning, !!b.silence])).toEqual([
       [1, ["one"], true, false],
       [2, [], true, true],
     ])
@@ -256,5 +285,69 @@ describe("silence wake and the observation budget (SPEC §14)", () => {
     budget.admit(silenceBatch(2), { sessionID: S, wake: true }, source)
     expect(forwarded.map((f) => [f.batch.batchSeq, f.wake, !!f.batch.silence])).toEqual([[2, true, true]])
     expect(budget.spent(S)).toBe(0)
+  })
+})
+
+describe("silence wakes stay within the session's budget", () => {
+  test("a silence wake goes only while the session's total has room for it", () => {
+    const scheduler = new FakeScheduler()
+    const ledger = new ContextLedger()
+    const forwarded: OutputBatch[] = []
+    const budget = new ObservationBudget(
+      { bytesPerMinute: 4_096, burstBytes: 16_384, sessionBytes: 65_536, summaryIntervalMs: 300_000 },
+      { scheduler, ledger, forward: (batch) => forwarded.push(batch) },
+    )
+    const source = { label: "dev", hasPattern: false, wakeLimit: 0, matchWakeLeft: false }
+    budget.admit(silenceBatch(2), { sessionID: S, wake: true }, source)
+    expect(forwarded).toHaveLength(1)
+    // What earlier wakes put into the session, as the injector charges them: the total is spent.
+    ledger.charge(S, 65_536 - 200)
+    budget.admit(silenceBatch(3), { sessionID: S, wake: true }, source)
+    expect(forwarded).toHaveLength(1)
+    // A person wrote: the total starts afresh, and the next silence may wake again.
+    budget.onUserTurn(S)
+    budget.admit(silenceBatch(4), { sessionID: S, wake: true }, source)
+    expect(forwarded.map((b) => b.batchSeq)).toEqual([2, 4])
+  })
+
+  test("8 idle hours of a job that prints a 1.6 KB line a little after every silence: a few wakes, within the session's budget", async () => {
+    const config = defaultMonitorConfig()
+    const scheduler = new FakeScheduler()
+    const api = new FakeSessionApi(() => scheduler.now())
+    api.addMessage(S, { role: "user", text: "start the watcher" })
+    api.addMessage(S, { role: "assistant", text: "ok" })
+    // The agent answers every reply-wanting prompt at once: its turn ends.
+    const prompt = api.prompt.bind(api)
+    api.prompt = async (session, request) => {
+      await prompt(session, request)
+      if (!request.noReply) api.addMessage(session, { role: "assistant", text: "noted" })
+    }
+    const router = new DeliveryRouter(config, { api, scheduler })
+    const p = createMonitorPipeline({
+      monitorId: "mon_spam",
+      config,
+      filter: undefined,
+      silenceMs: 60_000,
+      scheduler,
+      onBatch: (b) => router.route(b, { sessionID: S, label: "job", hasPattern: false, wakeLimit: 0 }),
+    })
+    let n = 0
+    const line = () => enc.encode(`${String(n++).padStart(6, "0")} ${"x".repeat(1_592)}\n`)
+    for (let i = 0; i < 10; i++) p.push("stdout", line())
+    for (let t = 0, next = 61_000; t < 8 * 3_600_000; t += 1_000) {
+      scheduler.advance(1_000)
+      await settle()
+      if (scheduler.now() >= next) {
+        p.push("stdout", line())
+        next += 61_000
+      }
+    }
+    const silenceWakes = api.sent.filter((s) => !s.noReply && s.text.includes("\nwake: no output for "))
+    const bytes = api.sent.reduce((sum, s) => sum + Buffer.byteLength(s.text), 0)
+    expect(silenceWakes.length).toBeGreaterThanOrEqual(1)
+    expect(silenceWakes.length).toBeLessThanOrEqual(3)
+    expect(bytes).toBeLessThanOrEqual(config.observation_session_bytes + 4 * 1_024)
+    p.close()
+    router.dispose()
   })
 })

@@ -1,4 +1,5 @@
 import { addDrops, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { lineByteLength } from "../pipeline/line"
 import type { Delivery } from "./session-queue"
 
 export type CoalesceBounds = { maxLines: number; maxBytes: number }
@@ -15,7 +16,7 @@ export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bound
   let bytes = 0
   for (const d of waiting) {
     lines += d.batch.lines.length
-    bytes += batchBytes(d.batch)
+    bytes += d.batch.bytes
   }
   const dropped = new Set<Delivery>()
   for (let i = 0; i < waiting.length - 1; i++) {
@@ -23,21 +24,21 @@ export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bound
     const oldest = waiting[i] as Delivery
     if (oldest.attempts > 0) continue
     const next = waiting[i + 1] as Delivery
-    const oldestBytes = batchBytes(oldest.batch)
     next.dropped = addDrops(next.dropped, oldest.dropped, {
       matched: oldest.batch.lines.length,
       unmatched: 0,
-      bytes: oldestBytes,
+      bytes: rawBytes(oldest.batch),
     })
     lines -= oldest.batch.lines.length
-    bytes -= oldestBytes
+    bytes -= oldest.batch.bytes
     dropped.add(oldest)
   }
   return dropped.size === 0 ? deliveries : deliveries.filter((d) => !dropped.has(d))
 }
 
-function batchBytes(batch: OutputBatch): number {
+/** The output bytes of a batch's lines, as `dropped:` counts them. */
+function rawBytes(batch: OutputBatch): number {
   let bytes = 0
-  for (const line of batch.lines) bytes += line.byteLength
+  for (const line of batch.lines) bytes += lineByteLength(line)
   return bytes
 }

@@ -1,8 +1,6 @@
-import { addDrops, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
-import { linesOf } from "../pipeline/batch-lines"
-import type { MonitorLine } from "../pipeline/line"
+import { addDrops, carriesMatch, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
-import { envelopeBytes } from "../pipeline/render"
 
 /**
  * Wake on a matching line (SPEC §10). The injector asks this policy, at send time and with the
@@ -94,9 +92,6 @@ export class MatchWakePolicy {
       if (monitor.sessionID === sessionID) this.monitors.delete(monitorId)
   }
 }
-
-/** A batch carrying a `wake_pattern` match. */
-const carriesMatch = (batch: OutputBatch): boolean => linesOf(batch).wakes > 0
 
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
@@ -203,7 +198,7 @@ function mergePending(
   bounds: { maxLines: number; maxBytes: number },
 ): PendingBatch {
   const all = [...older.batch.lines, ...newer.batch.lines]
-  const sizes = all.map(envelopeBytes)
+  const sizes = all.map((line) => line.size)
   let bytes = 0
   for (const size of sizes) bytes += size
   const dropped = addDrops(older.dropped, newer.dropped)
@@ -215,7 +210,7 @@ function mergePending(
     kept--
     bytes -= sizes[index] as number
     dropped.matched++
-    dropped.bytes += line.byteLength
+    dropped.bytes += lineByteLength(line)
   }
   const over = () => kept > 1 && (kept > bounds.maxLines || bytes > bounds.maxBytes)
   for (let i = 0; i < all.length && over(); i++) if (!all[i]?.wake) giveWay(i)
@@ -223,5 +218,5 @@ function mergePending(
   const lines = kept === all.length ? all : all.filter((_, i) => keep[i])
   // A silence wake waiting in the older batch stays one when output came after it.
   const silence = newer.batch.silence ?? older.batch.silence
-  return { batch: { ...newer.batch, lines, ...(silence ? { silence } : {}) }, dropped }
+  return { batch: { ...newer.batch, lines, bytes, ...(silence ? { silence } : {}) }, dropped }
 }

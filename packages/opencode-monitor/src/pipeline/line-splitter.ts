@@ -9,13 +9,6 @@ const SHORT_LINE = 16
 export type EmitLine = (block: Uint8Array, start: number, end: number, truncated: boolean) => void
 
 /**
- * Takes the lines that lie whole in the chunk being pushed, instead of `emit`: `chunk[start, end)`.
- * The stream's order is the order of all three calls (`add`, `emit`, `countDropped`): whoever
- * gathers what `add` brings passes it on before what the next `emit` or `countDropped` brings.
- */
-export type ChunkLines = { add(start: number, end: number): void }
-
-/**
  * Splits a byte stream into lines of at most `maxBytes` bytes. Works on bytes, so a UTF-8
  * character split across chunks is reassembled before anyone decodes it. An over-long line is
  * cut at a character boundary and marked truncated; the rest of it, up to the next newline, is
@@ -31,8 +24,6 @@ export class LineSplitter {
     private readonly maxBytes: number,
     private readonly emit: EmitLine,
     private readonly countDropped: (bytes: number) => void,
-    /** When set, the lines whole in a chunk go here, not to `emit` (see ChunkLines). */
-    private readonly chunkLines?: ChunkLines,
   ) {}
 
   push(chunk: Uint8Array): void {
@@ -59,8 +50,7 @@ export class LineSplitter {
         this.countDropped(newline - start)
         this.discarding = false
       } else if (this.partialLength === 0 && newline - start <= this.maxBytes) {
-        if (this.chunkLines) this.chunkLines.add(start, newline)
-        else this.emit(chunk, start, newline, false)
+        this.emit(chunk, start, newline, false)
       } else if (this.partialLength === 0) {
         this.cutInChunk(chunk, start, newline)
       } else {

@@ -1,142 +1,57 @@
-import { searchView } from "./line-splitter"
-
 export type MonitorStream = "stdout" | "stderr"
 
-const decoder = new TextDecoder("utf-8", { fatal: false, ignoreBOM: true })
-
-// Bytes that may become a visual break (\v, \f, the lead bytes of U+0085 and U+2028/U+2029): a line
-// without any of them renders as one envelope row.
-const BREAK_BYTES = [0x0b, 0x0c, 0xc2, 0xe2] as const
-
-/** Whether `bytes[start, end)` holds a byte that may become a visual break. */
-export function hasBreakByte(bytes: Uint8Array, start: number, end: number): boolean {
-  if (end - start > LONG_RANGE) {
-    // A native search per break byte over a long range (a 20 KB line) costs far less than a byte loop.
-    const range = new Uint8Array(bytes.buffer, bytes.byteOffset + start, end - start)
-    return BREAK_BYTES.some((b) => range.indexOf(b) !== -1)
-  }
-  for (let i = start; i < end; i++) {
-    const b = bytes[i]
-    if (b === 0x0b || b === 0x0c || b === 0xc2 || b === 0xe2) return true
-  }
-  return false
+/**
+ * One captured line: a plain record that every stage reads and may copy. Its bytes are
+ * `block[start, end)`, a range of the read it came in (no copy per line); the ring may move them to a
+ * compact copy of the same bytes (`block`, `start` and `end` change, the bytes do not), so that a
+ * retained line never holds a large read buffer. Its text is decoded only when it is formatted.
+ */
+export type MonitorLine = {
+  readonly seq: number
+  readonly stream: MonitorStream
+  block: Uint8Array
+  start: number
+  end: number
+  /** Cut at `line_max_bytes` (or to fit one envelope); the rest was dropped and counted. */
+  readonly truncated: boolean
+  /** Matched `match_pattern` (every line does without one). */
+  matched: boolean
+  /** Matched `wake_pattern` while the monitor had match wakes left: the batch carrying it may wake. */
+  wake: boolean
+  /** UTF-8 bytes the line takes in an envelope (rows, prefixes, line breaks), at most: what `batch_max_bytes` counts. */
+  size: number
 }
 
-/** Above this many bytes, `hasBreakByte` searches natively. */
-const LONG_RANGE = 256
-
-/** Below every line start: the byte is looked for on the next question. */
-const NOT_SEARCHED = -2
-
-/**
- * Answers `hasBreakByte` for the lines of one block, asked in order, with one native search per
- * break byte over the block instead of a scan of every line. A byte is searched for only once a
- * line is asked about (most lines of a pattern's monitor never are).
- */
-export class BreakFinder {
-  private block: Uint8Array = new Uint8Array(0)
-  /** Per break byte: where it is next, from the last line asked (-1: nowhere; NOT_SEARCHED). */
-  private readonly next = [NOT_SEARCHED, NOT_SEARCHED, NOT_SEARCHED, NOT_SEARCHED]
-
-  /** How many of the break bytes the block has no more of (most blocks have none at all). */
-  private gone = 0
-
-  startBlock(block: Uint8Array): void {
-    this.block = searchView(block)
-    this.next.fill(NOT_SEARCHED)
-    this.gone = 0
-  }
-
-  /** Whether `block[start, end)` has a break byte; `start` never goes back between calls. */
-  has(start: number, end: number): boolean {
-    return this.nextAt(start) < end
-  }
-
-  /** Where the first break byte at or after `start` is (Infinity: none); `start` never goes back between calls. */
-  nextAt(start: number): number {
-    if (this.gone === BREAK_BYTES.length) return Number.POSITIVE_INFINITY
-    let nearest = Number.POSITIVE_INFINITY
-    for (let i = 0; i < 4; i++) {
-      let at = this.next[i] as number
-      if (at !== -1 && at < start) {
-        at = this.block.indexOf(BREAK_BYTES[i] as number, start)
-        this.next[i] = at
-        if (at === -1) this.gone++
-      }
-      if (at !== -1 && at < nearest) nearest = at
-    }
-    return nearest
+/** A line made from text (a test, or a line a previous server recorded); `size` is set by whoever batches it. */
+export function textLine(
+  seq: number,
+  stream: MonitorStream,
+  text: string,
+  flags: { truncated?: boolean; matched?: boolean; wake?: boolean } = {},
+): MonitorLine {
+  const block = new TextEncoder().encode(text)
+  return {
+    seq,
+    stream,
+    block,
+    start: 0,
+    end: block.length,
+    truncated: flags.truncated ?? false,
+    matched: flags.matched ?? true,
+    wake: flags.wake ?? false,
+    size: 0,
   }
 }
 
-/**
- * One captured line. It points into the block of bytes it was read in (no copy per line); its
- * `bytes` view and its sanitized text are made on first use only, so lines that are never
- * matched, delivered or read cost neither on the hot path.
- */
-export class MonitorLine {
-  private cachedText: string | undefined = undefined
-  /** Matched `wake_pattern`: the batch carrying this line may wake the session (SPEC §10). */
-  wake = false
+export const lineByteLength = (line: MonitorLine): number => line.end - line.start
 
-  /**
-   * The line is `block[start, end)` (by default the whole block). `breaks`: 1 when it is known to
-   * have no byte that may break it visually, 2 when it has one, 0 when not known yet.
-   */
-  constructor(
-    readonly seq: number,
-    readonly stream: MonitorStream,
-    private block: Uint8Array,
-    readonly truncated: boolean,
-    public matched: boolean,
-    private start = 0,
-    private end = block.length,
-    private breaks: 0 | 1 | 2 = 0,
-  ) {}
-
-  /** The block this line points into (the ring keeps lines as ranges of it). */
-  get source(): Uint8Array {
-    return this.block
-  }
-
-  get byteLength(): number {
-    return this.end - this.start
-  }
-
-  get bytes(): Uint8Array {
-    return this.start === 0 && this.end === this.block.length ? this.block : this.block.subarray(this.start, this.end)
-  }
-
-  /** False when the line has no byte that could become a visual break: it is one envelope row. */
-  get mayBreak(): boolean {
-    if (this.breaks === 0) this.breaks = hasBreakByte(this.block, this.start, this.end) ? 2 : 1
-    return this.breaks === 2
-  }
-
-  get blockStart(): number {
-    return this.start
-  }
-
-  /** Points the line at a copy of its bytes (`copy[start - shift, end - shift)`), so the big block can go. */
-  moveTo(copy: Uint8Array, shift: number): void {
-    this.block = copy
-    this.start -= shift
-    this.end -= shift
-  }
-
-  /** Printable text: final state of `\r` redraws, no ANSI or control characters. */
-  get text(): string {
-    if (this.cachedText === undefined) this.cachedText = sanitizeLineText(decodeRange(this.block, this.start, this.end))
-    return this.cachedText
-  }
-}
-
-/**
- * `block[start, end)` decoded as UTF-8 (U+FFFD for each invalid sequence, a BOM kept). A Buffer
- * (what a pipe gives) decodes a range in one call, with no view of it made first.
- */
-function decodeRange(block: Uint8Array, start: number, end: number): string {
-  return Buffer.isBuffer(block) ? block.toString("utf8", start, end) : decoder.decode(block.subarray(start, end))
+/** The line's printable text: decoded as UTF-8 (U+FFFD for an invalid byte) and sanitized. */
+export function lineText(line: MonitorLine): string {
+  const { block, start, end } = line
+  const raw = Buffer.isBuffer(block)
+    ? block.toString("utf8", start, end)
+    : Buffer.from(block.buffer, block.byteOffset + start, end - start).toString("utf8")
+  return sanitizeLineText(raw)
 }
 
 // The runtime's own ANSI stripper where it is complete: Bun.stripANSI (also in opencode's embedded

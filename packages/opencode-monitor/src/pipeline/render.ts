@@ -1,5 +1,6 @@
+import { isUtf8 } from "node:buffer"
 import { neutralizeMarkers } from "../codec"
-import type { MonitorLine, MonitorStream } from "./line"
+import { lineText, type MonitorLine, type MonitorStream } from "./line"
 
 /** Visual rows one output line may yield; the rest is cut and counted in `dropped:`. */
 export const MAX_ROWS_PER_LINE = 16
@@ -13,22 +14,22 @@ type RenderedLine = { rows: string[]; cutBytes: number }
  * UTF-8 bytes are returned as `cutBytes`), so one line cannot amplify into thousands of rows.
  * With `maxBytes` (a summary's line) the text is first cut to that many bytes, marked `[truncated]`.
  */
-export function renderLine(line: MonitorLine, maxBytes?: number): RenderedLine {
+export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText(line)): RenderedLine {
   const prefix = `[${line.stream} seq=${line.seq}] `
-  let text = neutralizeMarkers(line.text)
+  let shown = neutralizeMarkers(text)
   let cutBytes = 0
   let truncated = line.truncated
-  if (maxBytes !== undefined && Buffer.byteLength(text) > maxBytes) {
-    const kept = cutToBytes(text, maxBytes)
-    cutBytes = Buffer.byteLength(text) - Buffer.byteLength(kept)
-    text = kept
+  if (maxBytes !== undefined && Buffer.byteLength(shown) > maxBytes) {
+    const kept = cutToBytes(shown, maxBytes)
+    cutBytes = Buffer.byteLength(shown) - Buffer.byteLength(kept)
+    shown = kept
     truncated = true
   }
   const suffix = truncated ? " [truncated]" : ""
-  if (!text.includes("\n")) return { rows: [prefix + text + suffix], cutBytes }
+  if (!shown.includes("\n")) return { rows: [prefix + shown + suffix], cutBytes }
   const rows: string[] = []
   let previousEmpty = false
-  for (const piece of text.split("\n")) {
+  for (const piece of shown.split("\n")) {
     const empty = piece.trim() === ""
     if (empty && previousEmpty) continue
     previousEmpty = empty
@@ -38,44 +39,61 @@ export function renderLine(line: MonitorLine, maxBytes?: number): RenderedLine {
   return { rows, cutBytes }
 }
 
-/**
- * UTF-8 bytes a line adds to an envelope (its rows, prefixes, suffixes and line breaks), what
- * `batch_max_bytes` counts. Lines without a visual-break byte take a cheap upper bound.
- */
-export function envelopeBytes(line: MonitorLine): number {
-  // Hot path (every matched line of a flood): no string is built unless the line may break.
-  if (!line.mayBreak) return oneRowBytes(line.byteLength, line.stream, line.seq, line.truncated)
+/** The exact UTF-8 bytes a line adds to an envelope: its rows, prefixes, suffixes and line breaks. */
+export function renderedSize(line: MonitorLine, text?: string): number {
   let total = 0
-  for (const row of renderLine(line).rows) total += Buffer.byteLength(row) + 1
+  for (const row of renderLine(line, undefined, text).rows) total += Buffer.byteLength(row) + 1
   return total
 }
 
-/** `envelopeBytes` of a line that cannot break: its one row, prefix, suffix and line break. */
-export function oneRowBytes(byteLength: number, stream: MonitorStream, seq: number, truncated: boolean): number {
+/**
+ * The envelope bytes of a line of `byteLength` raw bytes when it renders as one row of its own
+ * bytes: exact for printable ASCII, an upper bound for any valid UTF-8 without a visual break
+ * (sanitizing only removes characters, and the marker words are replaced by no longer ones).
+ */
+export function plainRowBytes(byteLength: number, stream: MonitorStream, seq: number, truncated: boolean): number {
   return byteLength + stream.length + decimalDigits(seq) + 9 + (truncated ? 12 : 0)
 }
 
+const BREAKS = [[0x0b], [0x0c], [0xc2, 0x85], [0xe2, 0x80, 0xa8], [0xe2, 0x80, 0xa9]].map((b) => Buffer.from(b))
+
 /**
- * A cheap upper bound of `envelopeBytes`: exact for a line that cannot break; else every byte
- * decoding to at most 3 (U+FFFD for an invalid byte) and every row carrying its prefix.
+ * Whether every line within `bytes[start, end)` is sized by `plainRowBytes`: valid UTF-8 (an invalid
+ * byte decodes to a 3-byte U+FFFD) with no byte sequence that renders as a visual break. Native
+ * searches over the whole range, once per read.
  */
-export function envelopeBytesBound(line: MonitorLine): number {
-  return boundOf(line.byteLength, line.stream, line.seq, line.truncated, line.mayBreak)
+export function isPlainSpan(bytes: Uint8Array, start: number, end: number): boolean {
+  if (end <= start) return true
+  const span = Buffer.from(bytes.buffer, bytes.byteOffset + start, end - start)
+  return isUtf8(span) && BREAKS.every((needle) => span.indexOf(needle) === -1)
 }
 
-/** `envelopeBytesBound` from a line's facts (a line the pipeline keeps as bytes). */
-export function boundOf(byteLength: number, stream: MonitorStream, seq: number, truncated: boolean, mayBreak: boolean) {
-  const row = oneRowBytes(0, stream, seq, truncated)
-  return mayBreak ? 3 * byteLength + MAX_ROWS_PER_LINE * row : byteLength + row
+/**
+ * Where to end `line`'s bytes so that, marked truncated, it renders within `maxBytes`: a line whose
+ * text grows when decoded (invalid UTF-8, visual breaks) could otherwise outgrow a whole envelope.
+ * Cut at a character boundary.
+ */
+export function fittedEnd(line: MonitorLine, maxBytes: number): number {
+  let end = line.end
+  for (;;) {
+    const size = renderedSize({ ...line, end, truncated: true })
+    if (size <= maxBytes || end <= line.start) return end
+    const shorter = line.start + Math.floor(((end - line.start) * maxBytes) / size) - 1
+    end = characterBoundary(line.block, line.start, Math.max(line.start, Math.min(end - 1, shorter)))
+  }
+}
+
+/** The nearest cut at or before `at` in `bytes` that does not split a UTF-8 sequence (not before `start`). */
+export function characterBoundary(bytes: Uint8Array, start: number, at: number): number {
+  let cut = at
+  while (cut > start && ((bytes[cut] as number) & 0xc0) === 0x80) cut--
+  return cut
 }
 
 /** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */
 function cutToBytes(text: string, maxBytes: number): string {
   const bytes = Buffer.from(text)
-  let end = maxBytes
-  // Back off continuation bytes (10xxxxxx): the cut never splits a character.
-  while (end > 0 && ((bytes[end] as number) & 0xc0) === 0x80) end--
-  return bytes.subarray(0, end).toString()
+  return bytes.subarray(0, characterBoundary(bytes, 0, Math.min(maxBytes, bytes.length))).toString()
 }
 
 /** How many decimal digits `n` has (a line's prefix grows by one byte with each). */

@@ -1,23 +1,27 @@
+import { SILENCE_MS_MAX } from "../config"
 import type { Scheduler, TimerHandle } from "../scheduler"
 
 /**
- * Notices a running monitor that printed nothing, on either stream, for `silenceMs`
- * (`wake_on_silence_ms`, SPEC §15). Output only stamps the time: one timer at a time is armed for
- * the earliest moment the silence could be reached, and when it fires early (output came since)
- * it is armed again for the rest. So a chatty monitor costs one timer per `silenceMs` (at least a
- * second), never one per line. `onSilence` runs once per silence: after it, nothing is armed
- * until the process prints again.
+ * Notices a running monitor that printed nothing, on either stream, for a while
+ * (`wake_on_silence_ms`). Output only stamps the time: one timer at a time is armed for the
+ * earliest moment the silence could be reached, and when it fires early (output came since) it is
+ * armed again for the rest. So a chatty monitor costs one timer per silence (at least a second),
+ * never one per line. `onSilence` runs once per silence: after it, nothing is armed until the
+ * process prints again, and the next silence must last twice as long to wake (up to a day), so a
+ * job that prints a line now and then between long pauses cannot wake the session at every pause.
  */
 export class SilenceWatch {
   private lastOutputAt: number
   private timer: TimerHandle | undefined
   private stopped = false
+  private threshold: number
 
   constructor(
-    private readonly silenceMs: number,
+    silenceMs: number,
     private readonly scheduler: Scheduler,
-    private readonly onSilence: () => void,
+    private readonly onSilence: (silentMs: number) => void,
   ) {
+    this.threshold = silenceMs
     this.lastOutputAt = scheduler.now()
     this.arm(silenceMs)
   }
@@ -25,7 +29,7 @@ export class SilenceWatch {
   /** The process printed something: the silence starts again from now. */
   output(): void {
     this.lastOutputAt = this.scheduler.now()
-    if (this.timer === undefined && !this.stopped) this.arm(this.silenceMs)
+    if (this.timer === undefined && !this.stopped) this.arm(this.threshold)
   }
 
   /** The process ended or the monitor was stopped: no silence is reported any more. */
@@ -43,7 +47,12 @@ export class SilenceWatch {
     this.timer = undefined
     if (this.stopped) return
     const silent = this.scheduler.now() - this.lastOutputAt
-    if (silent < this.silenceMs) this.arm(this.silenceMs - silent)
-    else this.onSilence()
+    if (silent < this.threshold) {
+      this.arm(this.threshold - silent)
+      return
+    }
+    const reached = this.threshold
+    this.threshold = Math.min(2 * this.threshold, SILENCE_MS_MAX)
+    this.onSilence(reached)
   }
 }

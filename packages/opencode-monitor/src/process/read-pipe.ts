@@ -1,9 +1,10 @@
 import type { Readable } from "node:stream"
+import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 
 // Every monitor's pipeline runs on the opencode server's event loop. A child that prints faster
 // than we consume would keep 'data' callbacks coming back to back (and Bun hands over up to
 // 512 KB at once), so all pipes share one CPU slice per event-loop turn and chunks are processed
-// in pieces. Past the budget a pipe is paused until the next turn: nothing more is read, the pipe
+// in pieces. Past the slice a pipe is paused until the next turn: nothing more is read, the pipe
 // fills, and the kernel blocks the writer. Memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
 const PIECE_BYTES = 32 * 1024
@@ -11,9 +12,9 @@ const NEWLINE = 10
 
 let sliceOpen = false
 let sliceStart = 0
-let waiting: PipeReader[] = []
+let nextTurn: (() => void)[] = []
 
-function budgetLeft(): boolean {
+function sliceLeft(): boolean {
   if (!sliceOpen) {
     sliceOpen = true
     sliceStart = performance.now()
@@ -24,9 +25,71 @@ function budgetLeft(): boolean {
 
 function endSlice(): void {
   sliceOpen = false
-  const readers = waiting
-  waiting = []
-  for (const reader of readers) reader.drain()
+  const resumes = nextTurn
+  nextTurn = []
+  for (const resume of resumes) resume()
+}
+
+/**
+ * The share of one core that reading the pipes of one plugin instance may take over time
+ * (`output_cpu_share`): a bucket of processing milliseconds, refilled at `share` ms per ms and
+ * holding a second's worth. A printer that would take more is not read until the bucket refills;
+ * it waits on the kernel's pipe backpressure, so a runaway `yes` costs the server a quarter of a
+ * core by default, not a whole one, while a burst (a test run's report) goes through at once.
+ */
+export class ReadShare {
+  private tokens: number
+  private refilledAt: number
+  private waiting: (() => void)[] = []
+  private timer: TimerHandle | undefined
+
+  constructor(
+    private readonly share: number,
+    private readonly deps: { scheduler: Scheduler; clock: () => number } = {
+      scheduler: realScheduler,
+      clock: () => performance.now(),
+    },
+  ) {
+    this.tokens = this.capacity
+    this.refilledAt = deps.clock()
+  }
+
+  private get capacity(): number {
+    return 1_000 * this.share
+  }
+
+  /** Whether processing may go on now. */
+  hasRoom(): boolean {
+    const now = this.deps.clock()
+    this.tokens = Math.min(this.capacity, this.tokens + (now - this.refilledAt) * this.share)
+    this.refilledAt = now
+    return this.tokens > 0
+  }
+
+  /** Runs `work` and charges the time it took. */
+  spend(work: () => void): void {
+    const start = this.deps.clock()
+    try {
+      work()
+    } finally {
+      this.tokens -= this.deps.clock() - start
+    }
+  }
+
+  /** Calls `resume` once the bucket has room again (one timer for every waiting pipe). */
+  whenRoom(resume: () => void): void {
+    this.waiting.push(resume)
+    if (this.timer !== undefined) return
+    this.timer = this.deps.scheduler.setTimeout(
+      () => {
+        this.timer = undefined
+        const resumes = this.waiting
+        this.waiting = []
+        for (const go of resumes) go()
+      },
+      Math.max(1, Math.ceil(-this.tokens / this.share)),
+    )
+  }
 }
 
 class PipeReader {
@@ -38,6 +101,7 @@ class PipeReader {
   constructor(
     private readonly stream: Readable,
     private readonly onChunk: (chunk: Uint8Array) => void,
+    private readonly share: ReadShare | undefined,
     private readonly resolve: () => void,
   ) {}
 
@@ -55,14 +119,18 @@ class PipeReader {
     for (;;) {
       const chunk = this.queue[0]
       if (!chunk) break
-      if (!budgetLeft()) {
-        if (!this.paused) this.stream.pause()
-        this.paused = true
-        waiting.push(this)
+      if (!sliceLeft()) {
+        this.wait((resume) => nextTurn.push(resume))
+        return
+      }
+      if (this.share && !this.share.hasRoom()) {
+        this.wait((resume) => this.share?.whenRoom(resume))
         return
       }
       const end = pieceEnd(chunk, this.offset)
-      this.onChunk(this.offset === 0 && end === chunk.length ? chunk : chunk.subarray(this.offset, end))
+      const piece = this.offset === 0 && end === chunk.length ? chunk : chunk.subarray(this.offset, end)
+      if (this.share) this.share.spend(() => this.onChunk(piece))
+      else this.onChunk(piece)
       this.offset = end
       if (end === chunk.length) {
         this.queue.shift()
@@ -74,6 +142,13 @@ class PipeReader {
       if (!this.ended) this.stream.resume()
     }
     if (this.ended) this.resolve()
+  }
+
+  /** Nothing more is read until `until` calls back. */
+  private wait(until: (resume: () => void) => void): void {
+    if (!this.paused) this.stream.pause()
+    this.paused = true
+    until(() => this.drain())
   }
 }
 
@@ -89,11 +164,14 @@ function pieceEnd(chunk: Uint8Array, offset: number): number {
   return newline >= end - PIECE_BYTES / 2 ? newline + 1 : end
 }
 
-/** Feeds every byte of `stream` to `onChunk` under the shared budget; resolves after EOF or close. */
-export function readPipe(stream: Readable, onChunk: (chunk: Uint8Array) => void): Promise<void> {
+/**
+ * Feeds every byte of `stream` to `onChunk` under the shared slice and, when given, the instance's
+ * `share` of a core; resolves after EOF or close.
+ */
+export function readPipe(stream: Readable, onChunk: (chunk: Uint8Array) => void, share?: ReadShare): Promise<void> {
   return new Promise((resolve) => {
     let settled = false
-    const reader = new PipeReader(stream, onChunk, () => {
+    const reader = new PipeReader(stream, onChunk, share, () => {
       if (!settled) {
         settled = true
         resolve()

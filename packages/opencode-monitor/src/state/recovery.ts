@@ -2,8 +2,9 @@ import { renameSync, rmSync } from "node:fs"
 import { join } from "node:path"
 import { readBack } from "../delivery/history"
 import type { SessionApi, SessionMessage } from "../delivery/session-api"
-import { NO_DROPS, type OutputBatch } from "../pipeline/batcher"
-import { MonitorLine } from "../pipeline/line"
+import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
+import { textLine } from "../pipeline/line"
+import { renderedSize } from "../pipeline/render"
 import { mayStillRun, type ProcessTable, processStartTime, processTable } from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, type MonitorStatus, parseEnvelopes } from "../codec"
@@ -188,12 +189,16 @@ async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Pro
 
 /** The terminal batch a recovered monitor's notice carries: its recorded last lines and its status. */
 function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
+  const lines = entry.lastLines.map((recorded) => {
+    const line = textLine(recorded.seq, recorded.stream, recorded.text)
+    line.size = renderedSize(line)
+    return line
+  })
   return {
     monitorId: entry.id,
     batchSeq,
-    lines: entry.lastLines.map(
-      (line) => new MonitorLine(line.seq, line.stream, new TextEncoder().encode(line.text), false, true),
-    ),
+    lines,
+    bytes: sizeOf(lines),
     stillRunning: false,
     status,
     dropped: NO_DROPS,

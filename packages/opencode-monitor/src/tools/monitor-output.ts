@@ -1,5 +1,6 @@
 import type { MonitorManager } from "../manager"
 import { z } from "zod"
+import { lineText } from "../pipeline/line"
 import { tool } from "../tool-definition"
 import { describeMonitor, notFound } from "./describe"
 
@@ -42,7 +43,7 @@ export function monitorOutput(deps: { manager: MonitorManager }) {
       const lines: { seq: number; stream: string; matched: boolean; truncated: boolean; text: string }[] = []
       let budget = OUTPUT_TEXT_BUDGET
       for (const line of result.lines) {
-        const text = line.text
+        const text = lineText(line)
         if (lines.length > 0 && text.length > budget) break
         budget -= text.length
         lines.push({ seq: line.seq, stream: line.stream, matched: line.matched, truncated: line.truncated, text })

@@ -1,5 +1,6 @@
 import type { OutputBatch } from "../../src/pipeline/batcher"
 import type { MonitorInfo } from "../../src/manager"
+import { textsOf } from "./lines"
 
 /** Collects what a MonitorManager hands to delivery, and resolves when a monitor has ended. */
 export class BatchCollector {
@@ -27,6 +28,6 @@ export class BatchCollector {
   }
 
   linesOf(id: string): string[] {
-    return this.of(id).flatMap((b) => b.lines.map((l) => l.text))
+    return this.of(id).flatMap((b) => textsOf(b.lines))
   }
 }

@@ -1,7 +1,7 @@
 import type { ContextLedger } from "../../src/delivery/context-ledger"
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
-import { MonitorLine } from "../../src/pipeline/line"
+import { batchOf, sizedLine } from "./lines"
 import type { MonitorStatus } from "../../src/codec"
 import { FakeScheduler } from "./fake-scheduler"
 import { FakeSessionApi, settle } from "./fake-session-api"
@@ -38,8 +38,6 @@ export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: C
   return { scheduler, api, injector, advance, gaveUp }
 }
 
-const enc = new TextEncoder()
-
 /**
  * Batch `seq` of a monitor: `lines` lines (`line <seq>.<i>`, seq numbers from seq*100); the
  * indexes in `wakeAt` matched wake_pattern (`FAIL <seq>.<i>`). Running unless `terminal` is given.
@@ -50,22 +48,14 @@ export function testBatch(
 ): OutputBatch {
   const lines = Array.from({ length: opts.lines ?? 1 }, (_, i) => {
     const wake = opts.wakeAt?.includes(i) ?? false
-    const line = new MonitorLine(
-      seq * 100 + i,
-      "stdout",
-      enc.encode(wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`),
-      false,
-      true,
-    )
-    line.wake = wake
-    return line
+    return sizedLine(seq * 100 + i, "stdout", wake ? `FAIL ${seq}.${i}` : `line ${seq}.${i}`, { wake })
   })
-  return {
+  return batchOf({
     monitorId: opts.monitorId ?? "mon_1",
     batchSeq: seq,
     lines,
     stillRunning: !opts.terminal,
     status: opts.terminal ?? { kind: "running" },
     dropped: { matched: 0, unmatched: 0, bytes: 0 },
-  }
+  })
 }

@@ -1,0 +1,44 @@
+import { lineText, type MonitorLine } from "../pipeline/line"
+
+/** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
+export const STARTUP_LINES = 20
+/** The fixed, documented list of words that make a line error-looking (case-insensitive). */
+const ERROR_LOOKING = /error|fail|panic|exception|traceback/i
+/** An envelope's text besides its lines (header, status, dropped and budget lines), at most. */
+export const ENVELOPE_OVERHEAD_BYTES = 480
+
+export const isErrorLooking = (line: MonitorLine): boolean => ERROR_LOOKING.test(lineText(line))
+
+/** A line worth sending past the bucket: one of the first after start, a match_pattern match, an error-looking one. */
+export const isPriority = (line: MonitorLine, hasPattern: boolean): boolean =>
+  line.seq <= STARTUP_LINES || (hasPattern && line.matched) || isErrorLooking(line)
+
+/** What an envelope of `lines` costs at most. */
+export const estimate = (lines: readonly MonitorLine[]): number =>
+  lines.reduce((bytes, line) => bytes + line.size, ENVELOPE_OVERHEAD_BYTES)
+
+/**
+ * The lines to send within `available` bytes: priority lines in order (startup, then error-looking,
+ * then matching; oldest first in each), then the latest line, while they fit; in seq order.
+ * Undefined when not one priority line fits.
+ */
+export function chooseLines(
+  priority: readonly MonitorLine[],
+  latest: MonitorLine | undefined,
+  available: number,
+): MonitorLine[] | undefined {
+  const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line) ? 1 : 2)
+  const ordered = priority
+    .map((line) => ({ line, rank: rank(line) }))
+    .sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
+    .map((o) => o.line)
+  const chosen = new Set<MonitorLine>()
+  let cost = ENVELOPE_OVERHEAD_BYTES
+  for (const line of latest ? [...ordered, latest] : ordered) {
+    if (chosen.has(line) || cost + line.size > available) continue
+    if (chosen.size === 0 && line === latest && !priority.includes(line)) return undefined
+    chosen.add(line)
+    cost += line.size
+  }
+  return chosen.size > 0 ? [...chosen].sort((a, b) => a.seq - b.seq) : undefined
+}

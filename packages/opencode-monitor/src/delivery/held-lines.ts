@@ -1,0 +1,75 @@
+import { addDrops, type DropCounts, NO_DROPS, type OutputBatch } from "../pipeline/batcher"
+import { lineByteLength, type MonitorLine } from "../pipeline/line"
+
+/** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
+const PRIORITY_MAX = 20
+/**
+ * Held lines kept to be looked at for priority lines, newest first; older ones are only counted. A
+ * look finds the newest PRIORITY_MAX, which a flood's error lines are among when they are this recent.
+ */
+const UNLOOKED_MAX = 2_000
+
+/**
+ * What one monitor holds back from one session since its last envelope: how many lines and bytes,
+ * from which seq, what they dropped, its latest line, and the lines to look at for priority lines.
+ */
+export class HeldLines {
+  lines = 0
+  bytes = 0
+  firstSeq = 0
+  dropped: DropCounts = NO_DROPS
+  /** The latest held line, and the last batch held (its number names an envelope of held lines). */
+  latest: MonitorLine | undefined
+  lastBatch: OutputBatch | undefined
+  private priority: MonitorLine[] = []
+  private unlooked: MonitorLine[] = []
+
+  /** Holds a batch back: counted, its lines to be looked at later. */
+  hold(batch: OutputBatch): void {
+    this.count(batch.lines)
+    if (batch.dropped !== NO_DROPS) this.dropped = addDrops(this.dropped, batch.dropped)
+    this.latest = batch.lines.at(-1) ?? this.latest
+    this.lastBatch = batch
+    for (const line of batch.lines) this.unlooked.push(line)
+    if (this.unlooked.length > 2 * UNLOOKED_MAX) this.unlooked = this.unlooked.slice(-UNLOOKED_MAX)
+  }
+
+  /** Counts lines as held (those shown in an envelope are not). */
+  count(lines: readonly MonitorLine[]): void {
+    for (const line of lines) {
+      if (this.lines === 0 || line.seq < this.firstSeq) this.firstSeq = line.seq
+      this.lines++
+      this.bytes += lineByteLength(line)
+    }
+  }
+
+  uncount(line: MonitorLine): void {
+    this.lines--
+    this.bytes -= lineByteLength(line)
+  }
+
+  /** Whether held lines wait to be looked at. */
+  get unsorted(): boolean {
+    return this.unlooked.length > 0
+  }
+
+  /** The oldest of the priority lines found so far. */
+  get firstPriority(): MonitorLine | undefined {
+    return this.priority[0]
+  }
+
+  /** The last PRIORITY_MAX priority lines held, oldest first: the unlooked ones are looked at, newest first. */
+  priorityLines(isPriority: (line: MonitorLine) => boolean): MonitorLine[] {
+    const found: MonitorLine[] = []
+    const unlooked = this.unlooked.slice(-UNLOOKED_MAX)
+    for (let i = unlooked.length - 1; i >= 0 && found.length < PRIORITY_MAX; i--) {
+      const line = unlooked[i] as MonitorLine
+      if (isPriority(line)) found.push(line)
+    }
+    found.reverse()
+    const older = PRIORITY_MAX - found.length
+    this.priority = older > 0 ? [...this.priority.slice(-older), ...found] : found
+    this.unlooked = []
+    return this.priority
+  }
+}

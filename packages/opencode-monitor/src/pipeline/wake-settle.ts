@@ -1,0 +1,59 @@
+import type { Scheduler, TimerHandle } from "../scheduler"
+
+/** The longest a match wake waits for the lines that follow its match. */
+export const WAKE_SETTLE_CEILING_MS = 1_000
+
+/**
+ * The settle window of a match wake: after a line matches `wake_pattern`, the batch carrying it is
+ * flushed once the output pauses for `settleMs` (no new line), or WAKE_SETTLE_CEILING_MS after the
+ * match, so the wake carries what follows the match (a test's expected and received values, a
+ * stack trace) instead of the bare match. A full batch is flushed by the batcher as always. Lines
+ * only stamp a time; one timer at a time checks it, so a flood costs no timer work per line.
+ */
+export class WakeSettle {
+  private since: number | undefined
+  private lastLineAt = 0
+  private timer: TimerHandle | undefined
+
+  constructor(
+    private readonly scheduler: Scheduler,
+    private readonly settleMs: number,
+    private readonly flush: () => void,
+  ) {}
+
+  /** A line matched `wake_pattern` at `at` (the time of the read it came in). */
+  wake(at: number): void {
+    this.lastLineAt = at
+    if (this.since !== undefined) return
+    this.since = at
+    this.arm(this.settleMs)
+  }
+
+  /** Any other line came at `at`: while settling, the pause starts again. */
+  line(at: number): void {
+    if (this.since !== undefined) this.lastLineAt = at
+  }
+
+  cancel(): void {
+    if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
+    this.timer = undefined
+    this.since = undefined
+  }
+
+  private arm(ms: number): void {
+    this.timer = this.scheduler.setTimeout(() => this.check(), ms)
+  }
+
+  private check(): void {
+    this.timer = undefined
+    const now = this.scheduler.now()
+    const quiet = now - this.lastLineAt
+    const left = (this.since as number) + WAKE_SETTLE_CEILING_MS - now
+    if (quiet >= this.settleMs || left <= 0) {
+      this.since = undefined
+      this.flush()
+      return
+    }
+    this.arm(Math.min(this.settleMs - quiet, left))
+  }
+}
