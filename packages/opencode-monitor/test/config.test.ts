@@ -26,6 +26,7 @@ describe("plugin options", () => {
       subagent_wake: "parent",
       automation_agents: [],
       allowed_commands: [],
+      unbuffered_runtimes: true,
       wake_min_interval_ms: 10_000,
       max_match_wakes_per_minute: 6,
       observation_bytes_per_minute: 4_096,
