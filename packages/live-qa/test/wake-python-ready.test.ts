@@ -59,6 +59,7 @@ test("python3 -m http.server: the readiness line wakes the session while the ser
   )
   // The server listens (Python prints the line right after it binds) ...
   await waitFor(async () => ((await listening(port)) ? true : undefined), 30_000, 100, "the server listening")
+  const listenedAt = Date.now()
   // ... and the line that says so wakes the session, within seconds, while it still runs.
   const { envelope: wake, reply } = await explained(live, { web: sessionID }, () =>
     waitForWake(
@@ -69,6 +70,10 @@ test("python3 -m http.server: the readiness line wakes the session while the ser
       "the readiness wake while the server listens",
       15_000,
     ),
+  )
+
+  console.log(
+    `the readiness wake was created ${wake.message.info.time.created - listenedAt} ms after the test saw the port listening (polled every 100 ms)`,
   )
 
   await explained(live, { web: sessionID }, async () => {
