@@ -541,6 +541,31 @@ export const MUTATIONS: Mutation[] = [
     tests: ["process.test.ts"],
   },
   {
+    id: "process-line-flush-dropped",
+    what: "a monitored Python program block-buffers its pipe again: no PYTHONUNBUFFERED by default",
+    file: "src/process/process-group.ts",
+    find: "        ...(options.unbufferedRuntimes ? LINE_FLUSH_ENV : {}),\n",
+    replace: "",
+    tests: ["process.test.ts"],
+  },
+  {
+    id: "process-line-flush-overrides-user",
+    what: "the flush switches override a value the command's environment sets",
+    file: "src/process/process-group.ts",
+    find: "        ...(options.unbufferedRuntimes ? LINE_FLUSH_ENV : {}),\n        ...(options.env ?? process.env),\n",
+    replace:
+      "        ...(options.env ?? process.env),\n        ...(options.unbufferedRuntimes ? LINE_FLUSH_ENV : {}),\n",
+    tests: ["process.test.ts"],
+  },
+  {
+    id: "process-line-flush-not-off",
+    what: "unbuffered_runtimes: false still adds PYTHONUNBUFFERED",
+    file: "src/process/process-group.ts",
+    find: "...(options.unbufferedRuntimes ? LINE_FLUSH_ENV : {}),",
+    replace: "...LINE_FLUSH_ENV,",
+    tests: ["process.test.ts"],
+  },
+  {
     id: "config-cap-unbounded",
     what: "max_monitors_per_session has no upper bound",
     file: "src/config.ts",

@@ -54,6 +54,9 @@ export const MonitorConfigSchema = z
           }),
       )
       .default([]),
+    // Asks runtimes that block-buffer a pipe to flush each line (PYTHONUNBUFFERED=1, unless set):
+    // without it a Python server's readiness line waits in its buffer while the server runs.
+    unbuffered_runtimes: z.boolean().default(true),
     // Wake on a matching line (SPEC §10): the shortest gap between two match wakes of one monitor,
     // and how many match wakes one session may get per minute, all monitors together.
     wake_min_interval_ms: int(1_000).default(10_000),

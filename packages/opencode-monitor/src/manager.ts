@@ -222,6 +222,7 @@ export class MonitorManager {
         killGraceMs: this.config.kill_grace_ms,
         env,
         table: this.deps.processTable,
+        unbufferedRuntimes: this.config.unbuffered_runtimes,
       })
     } catch (error) {
       if (error instanceof SpawnError)

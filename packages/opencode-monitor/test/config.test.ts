@@ -27,6 +27,7 @@ describe("plugin options", () => {
       subagent_wake: "parent",
       automation_agents: [],
       allowed_commands: [],
+      unbuffered_runtimes: true,
       wake_min_interval_ms: 10_000,
       wake_settle_ms: 200,
       max_match_wakes_per_minute: 6,

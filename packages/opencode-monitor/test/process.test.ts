@@ -210,6 +210,57 @@ describe("a monitored process", () => {
   })
 })
 
+describe("the command's environment: runtimes that block-buffer a pipe are asked to flush per line", () => {
+  /** The server's environment without PYTHONUNBUFFERED (this machine may set it), plus `extra`. */
+  const serverEnv = (extra: NodeJS.ProcessEnv = {}) => {
+    const { PYTHONUNBUFFERED: _, ...rest } = process.env
+    return { ...rest, ...extra }
+  }
+  const withEnv = (env: NodeJS.ProcessEnv, overrides: Partial<MonitorConfig> = {}) => {
+    const collector = new BatchCollector()
+    const config = { ...defaultMonitorConfig(), kill_grace_ms: 300, flush_interval_ms: 250, ...overrides }
+    const m = new MonitorManager(config, { onBatch: collector.onBatch, onEnded: collector.onEnded, env })
+    return { m, collector }
+  }
+  const linesOf = async (env: NodeJS.ProcessEnv, command: string, overrides: Partial<MonitorConfig> = {}) => {
+    const { m, collector } = withEnv(env, overrides)
+    const info = await start(m, command)
+    await collector.whenEnded(info.id)
+    return collector.linesOf(info.id)
+  }
+  const probe = 'echo "PYTHONUNBUFFERED=[$(printenv PYTHONUNBUFFERED || echo unset)]"'
+
+  test("by default the command sees PYTHONUNBUFFERED=1, and nothing else of its environment changes", async () => {
+    expect(await linesOf(serverEnv(), probe)).toEqual(["PYTHONUNBUFFERED=[1]"])
+    // The whole environment, with the option on and off: one variable apart (the token differs per run).
+    const variables = async (on: boolean) =>
+      (await linesOf(serverEnv(), "env", { unbuffered_runtimes: on }))
+        .map((line) => line.replace(/^(OPENCODE_MONITOR_TOKEN=).*/, "$1<token>"))
+        .sort()
+    const off = await variables(false)
+    expect(off).toContain("OPENCODE_MONITOR_TOKEN=<token>")
+    expect(await variables(true)).toEqual([...off, "PYTHONUNBUFFERED=1"].sort())
+  })
+
+  test("a value the environment already sets is kept, an empty one too", async () => {
+    expect(await linesOf(serverEnv({ PYTHONUNBUFFERED: "" }), probe)).toEqual(["PYTHONUNBUFFERED=[]"])
+    expect(await linesOf(serverEnv({ PYTHONUNBUFFERED: "x" }), probe)).toEqual(["PYTHONUNBUFFERED=[x]"])
+  })
+
+  test("with unbuffered_runtimes: false the command does not see it", async () => {
+    expect(await linesOf(serverEnv(), probe, { unbuffered_runtimes: false })).toEqual(["PYTHONUNBUFFERED=[unset]"])
+  })
+
+  test("a Python program's line arrives while it runs, not at its exit", async () => {
+    const { m, collector } = withEnv(serverEnv())
+    const info = await start(m, `python3 -c 'import time; print("ready"); time.sleep(30)'`)
+    const arrived = await waitFor(() => collector.linesOf(info.id).includes("ready"), 8_000)
+    const running = m.get("s1", info.id)?.status.kind
+    await m.stop("s1", info.id, "agent")
+    expect({ arrived, running }).toEqual({ arrived: true, running: "running" })
+  }, 20_000)
+})
+
 describe("end of process", () => {
   test("a monitor that ended with nothing left running takes its watchdog with it", async () => {
     const { m, collector } = manager()

@@ -55,12 +55,20 @@ export type SpawnOptions = {
   shell?: string
   /** The process table to track and verify with (process-table.ts); this server's when not given. */
   table?: ProcessTable
+  /** Adds LINE_FLUSH_ENV to the environment where it does not set those variables itself. */
+  unbufferedRuntimes?: boolean
 }
 
 const POLL_MS = 25
 const ENVIRONMENT_RESCAN_MS = 50
 /** Set in the command's environment to a token of its monitor. */
 export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
+/**
+ * The standard switches that make a runtime flush stdout per line into a pipe, where it would
+ * otherwise wait for a full block. Only Python has one: Node, Deno, Bun, Go, Rust, Java, .NET
+ * and PHP's CLI already write each line, and C stdio, Perl and Ruby have no environment switch.
+ */
+const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1" }
 
 /**
  * Runs `sh -c <command>` as the leader of a new session and process group, stdin closed, stdout
@@ -133,7 +141,12 @@ async function startLeader(options: SpawnOptions, token: string) {
   try {
     child = spawn(invocation.file, invocation.args, {
       cwd: options.cwd,
-      env: { ...(options.env ?? process.env), [TOKEN_VARIABLE]: token },
+      // The command's own environment wins over the flush switches; only the token is forced.
+      env: {
+        ...(options.unbufferedRuntimes ? LINE_FLUSH_ENV : {}),
+        ...(options.env ?? process.env),
+        [TOKEN_VARIABLE]: token,
+      },
       stdio: ["ignore", "pipe", "pipe"],
       detached: true,
     })
