@@ -232,7 +232,7 @@ async function escapeRate(): Promise<void> {
           await sleep(400)
           const stopped = await manager.stop(`esc${k}`, info.id, "agent")
           await whenEnded(info.id)
-          const status = (stopped ?? info).status as { survivors?: number[]; pipesHeld?: boolean }
+          const status = (stopped?.info ?? info).status as { survivors?: number[]; pipesHeld?: boolean }
           const left = pidsWith(marker)
           for (const pid of left) killWithChildren(pid)
           return { left: left.length > 0, reported: Boolean(status.survivors?.length || status.pipesHeld) }

@@ -41,6 +41,22 @@ export type StopReason = "agent" | "person" | "session" | "shutdown"
  */
 export type Ending = { reason: "exit" } | { reason: "deadline" } | { reason: "stop"; by: StopReason }
 
+/** How a run came to its end, as a clause for tool results ("it exited by itself"). */
+export function formatEnding(ending: Ending): string {
+  if (ending.reason === "exit") return "it exited by itself"
+  if (ending.reason === "deadline") return "its deadline (timeout_ms) stopped it"
+  switch (ending.by) {
+    case "agent":
+      return "the agent stopped it (monitor_stop or monitor_restart)"
+    case "person":
+      return "the person at the screen stopped it"
+    case "session":
+      return "its session was deleted"
+    case "shutdown":
+      return "the plugin shut down (opencode disposed it or its server stopped)"
+  }
+}
+
 export const ENVELOPE_START = "[OMO MONITOR OUTPUT]"
 export const ENVELOPE_END = "[END OMO MONITOR OUTPUT]"
 // The marker words with any whitespace between them (space, tab, NBSP, the U+2000 spaces…).

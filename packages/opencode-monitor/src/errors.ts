@@ -5,6 +5,10 @@ export type MonitorErrorCode =
   | "spawn_failed"
   | "permission_denied"
   | "not_found"
+  /** A start or restart that must not go on: its session was deleted, or the plugin shuts down. */
+  | "cancelled"
+  /** The monitor is already being restarted by another call. */
+  | "in_progress"
 
 /**
  * What an error or an end is about, as fields (the way execa's errors carry them): the agent reads

@@ -1,21 +1,20 @@
-import { formatStatus, type StopReason } from "./codec"
+import type { StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
-import { MonitorError, type MonitorFields } from "./errors"
-import { type MonitorInfo, MonitorRun } from "./monitor-run"
+import type { MonitorFields } from "./errors"
+import { compileFilters, type LaunchDeps, spawnRequest, superviseRun } from "./launch"
+import type { MonitorInfo, MonitorRun, StopResult } from "./monitor-run"
 import type { OutputBatch } from "./pipeline/batcher"
-import { compileLineFilter, PatternError } from "./pipeline/filter"
 import { lineText, type MonitorLine } from "./pipeline/line"
-import { createMonitorPipeline } from "./pipeline/pipeline"
 import type { RingQuery } from "./pipeline/ring-buffer"
-import { type MonitoredProcess, SpawnError, spawnInGroup } from "./process/process-group"
-import { findMissingProgram } from "./process/program-check"
 import { ReadShare } from "./process/read-pipe"
-import type { ProcessTable } from "./process/process-table"
+import { type RestartResult, restartMonitor } from "./restart"
 import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
+import { cancelledStart, MonitorSlots, type Reservation, type StartCancel } from "./slots"
 import type { StartRequest } from "./start-request"
 
-export type { MonitorInfo } from "./monitor-run"
+export type { MonitorInfo, StopResult } from "./monitor-run"
+export type { RestartResult } from "./restart"
 
 /** A monitor as the state record sees it: its info, group leader and last retained lines. */
 export type MonitorSnapshot = {
@@ -28,7 +27,7 @@ export type MonitorSnapshot = {
   lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
 }
 
-export type ManagerDeps = {
+export type ManagerDeps = Pick<LaunchDeps, "env" | "shell" | "processTable" | "matchWakeLeft"> & {
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
   /** The run ended; `end` says how, as fields (exit code or signal, the last stderr lines). */
   onEnded?: (monitor: MonitorInfo, end: MonitorFields) => void
@@ -36,15 +35,8 @@ export type ManagerDeps = {
   /** A callback or the supervision of one monitor threw; the other monitors are unaffected. */
   onError?: (monitorId: string, error: unknown) => void
   scheduler?: Scheduler
-  env?: NodeJS.ProcessEnv
   /** Makes a fresh monitor id; injected so a test can force a collision. */
   newId?: () => string
-  /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
-  shell?: () => string
-  /** The process table monitors are tracked with (process/process-table.ts); this server's when not given. */
-  processTable?: ProcessTable
-  /** The monitor may still cause a match wake (`wake_limit` not used up); past it a match is a plain line. */
-  matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
 }
 
 /** `request`: what started it, the raw command included: kept in memory for monitor_restart, never shown or written. */
@@ -58,18 +50,22 @@ const EXITED_RETAINED_PER_SESSION = 10
 /** Owns every monitor of the server: start, stop, list, read output, and cleanup. */
 export class MonitorManager {
   private readonly monitors = new Map<string, Monitor>()
-  /** Ids being started, with their session: they count against the cap and cannot be reused. */
-  private readonly reserved = new Map<string, string>()
+  private readonly slots: MonitorSlots
   private readonly scheduler: Scheduler
   private readonly retention: ExitedRetention
-  private readonly readShare: ReadShare
+  private readonly launchDeps: LaunchDeps
 
   constructor(
     readonly config: MonitorConfig,
     private readonly deps: ManagerDeps,
   ) {
     this.scheduler = deps.scheduler ?? realScheduler
-    this.readShare = new ReadShare(config.output_cpu_share)
+    this.slots = new MonitorSlots({
+      cap: config.max_monitors_per_session,
+      running: (sessionID) => this.list(sessionID, false),
+      inUse: (id) => this.monitors.has(id),
+      newId: deps.newId ?? randomMonitorId,
+    })
     this.retention = new ExitedRetention(
       {
         maxBytes: config.retained_max_bytes,
@@ -79,6 +75,17 @@ export class MonitorManager {
       this.scheduler,
       (id) => this.monitors.delete(id),
     )
+    this.launchDeps = {
+      config,
+      scheduler: this.scheduler,
+      env: deps.env,
+      shell: deps.shell,
+      processTable: deps.processTable,
+      matchWakeLeft: deps.matchWakeLeft,
+      readShare: new ReadShare(config.output_cpu_share),
+      deliver: (batch, info) => this.guard(info.id, () => deps.onBatch(batch, info)),
+      onError: (monitorId, error) => this.report(monitorId, error),
+    }
   }
 
   /** Exited monitors kept across the server, and the estimated bytes of their output. */
@@ -87,40 +94,24 @@ export class MonitorManager {
   }
 
   async start(request: StartRequest): Promise<MonitorInfo> {
-    // The slot and the id are taken before the first await, so concurrent starts in one step
-    // cannot all pass the cap or share an id.
-    const id = this.reserve(request.sessionID)
+    const slot = this.slots.take(request.sessionID)
     try {
-      return await this.startReserved(id, request)
+      return await this.launch(slot, request)
     } finally {
-      this.reserved.delete(id)
+      this.slots.release(slot)
     }
   }
 
-  /**
-   * monitor_restart (SPEC §15): stops the monitor (a stop the agent asked for) and waits until its
-   * group and tracked escapees are gone, then starts the same request as a new monitor. A running
-   * monitor hands its slot over (the new id is reserved first, beyond the cap, so no other start
-   * can take the slot meanwhile); an ended one needs a free slot like any start.
-   */
-  async restart(
-    sessionID: string,
-    monitorId: string,
-  ): Promise<{ previous: MonitorInfo; started: MonitorInfo } | undefined> {
+  /** monitor_restart (restart.ts); undefined when the id is unknown or belongs to another session. */
+  async restart(sessionID: string, monitorId: string): Promise<RestartResult | undefined> {
     const old = this.find(sessionID, monitorId)
     if (!old) return undefined
-    const wasRunning = old.info.status.kind === "running"
-    const id = this.reserve(sessionID, wasRunning)
-    try {
-      const previous = (await this.stop(sessionID, monitorId, "agent")) ?? old.info
-      try {
-        return { previous, started: await this.startReserved(id, old.request) }
-      } catch (error) {
-        throw error instanceof MonitorError ? restartFailed(previous, wasRunning, error) : error
-      }
-    } finally {
-      this.reserved.delete(id)
-    }
+    return restartMonitor({
+      old,
+      slots: this.slots,
+      stop: () => this.end(old, "agent"),
+      launch: (slot, request) => this.launch(slot, request),
+    })
   }
 
   /** The request a monitor of this session was started with (memory only), for a restart. */
@@ -128,116 +119,41 @@ export class MonitorManager {
     return this.find(sessionID, monitorId)?.request
   }
 
-  /** `replacing`: a restart takes over the slot of a running monitor, so the cap is not checked. */
-  private reserve(sessionID: string, replacing = false): string {
-    const running = this.running(sessionID)
-    const starting = [...this.reserved.values()].filter((s) => s === sessionID).length
-    if (!replacing && running.length + starting >= this.config.max_monitors_per_session) {
-      const names = running.map((m) => `${m.info.id} (${m.info.label})`)
-      if (starting > 0) names.push(`${starting} still starting`)
-      throw new MonitorError(
-        "cap_reached",
-        `This session already runs ${running.length + starting} monitors (max_monitors_per_session=${this.config.max_monitors_per_session}). ` +
-          `Stop one first with monitor_stop: ${names.join(", ")}.`,
-      )
+  /**
+   * Starts a request in its slot. A start cancelled meanwhile (its session deleted, a shutdown)
+   * spawns nothing or, when its process started at that very moment, stops it again; either way it throws.
+   */
+  private async launch(slot: Reservation, request: StartRequest): Promise<MonitorInfo> {
+    const filters = await compileFilters(request, this.config)
+    if (slot.cancelledBy) throw cancelledStart(slot.cancelledBy)
+    const child = await spawnRequest(request, this.launchDeps)
+    const monitor = this.register(request, superviseRun(slot.id, request, filters, child, this.launchDeps))
+    if (slot.cancelledBy) {
+      await this.end(monitor, slot.cancelledBy)
+      throw cancelledStart(slot.cancelledBy)
     }
-    const newId = this.deps.newId ?? randomMonitorId
-    for (let tries = 0; tries < 100; tries++) {
-      const id = newId()
-      if (this.monitors.has(id) || this.reserved.has(id)) continue
-      this.reserved.set(id, sessionID)
-      return id
-    }
-    throw new MonitorError("spawn_failed", "Could not find a free monitor id after 100 tries; try again.")
+    return monitor.info
   }
 
-  private async startReserved(id: string, request: StartRequest): Promise<MonitorInfo> {
-    const filters = await this.compileFilters(request)
-    const child = await this.spawn(request)
-    const pipeline = createMonitorPipeline({
-      monitorId: id,
-      config: this.config,
-      filter: filters.match,
-      wakeFilter: filters.wake,
-      silenceMs: request.silenceMs,
-      matchWakeLeft: () => this.deps.matchWakeLeft?.(id, request.wakeLimit) ?? true,
-      scheduler: this.scheduler,
-      // Batches only flow once the process runs, after `run` exists.
-      onBatch: (batch) => {
-        if (run.delivering) this.guard(id, () => this.deps.onBatch(batch, info))
-      },
-    })
-    const info: MonitorInfo = {
-      id,
-      sessionID: request.sessionID,
-      label: request.label,
-      cwd: request.directory,
-      pattern: request.matchPattern,
-      wakePattern: filters.wake ? request.wakePattern : undefined,
-      wakeLimit: filters.wake ? request.wakeLimit : 0,
-      silenceMs: request.silenceMs,
-      startedAt: this.scheduler.now(),
-      endedAt: undefined,
-      timeoutMs: request.timeoutMs,
-      status: { kind: "running" },
-      ending: undefined,
-      counters: pipeline.ring.counters,
-    }
-    const run = new MonitorRun(info, pipeline, child, {
-      scheduler: this.scheduler,
-      killGraceMs: this.config.kill_grace_ms,
-      readShare: this.readShare,
-      onError: (error) => this.report(id, error),
-    })
+  private register(request: StartRequest, run: MonitorRun): Monitor {
+    const { info } = run
     const monitor: Monitor = { info, run, done: run.done.then(() => this.ended(monitor)), request }
-    this.monitors.set(id, monitor)
-    this.guard(id, () => this.deps.onStarted?.(info))
-    return info
-  }
-
-  private async compileFilters(request: StartRequest) {
-    try {
-      return {
-        match: await compileLineFilter(request.matchPattern, this.config.pattern_max_length),
-        wake: await compileLineFilter(request.wakePattern, this.config.pattern_max_length, "wake_pattern"),
-      }
-    } catch (error) {
-      if (error instanceof PatternError) throw new MonitorError("invalid_pattern", error.message)
-      throw error
-    }
-  }
-
-  private async spawn(request: StartRequest): Promise<MonitoredProcess> {
-    const env = this.deps.env ?? process.env
-    const shell = this.deps.shell?.() ?? "sh"
-    const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
-    const fields = { label: request.label, cwd: request.directory }
-    if (missing)
-      throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`, fields)
-    try {
-      return await spawnInGroup({
-        command: request.command,
-        shell,
-        cwd: request.directory,
-        killGraceMs: this.config.kill_grace_ms,
-        env,
-        table: this.deps.processTable,
-        unbufferedRuntimes: this.config.unbuffered_runtimes,
-      })
-    } catch (error) {
-      if (error instanceof SpawnError)
-        throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${error.message}.`, fields)
-      throw error
-    }
+    this.monitors.set(info.id, monitor)
+    this.guard(info.id, () => this.deps.onStarted?.(info))
+    return monitor
   }
 
   /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
-  async stop(sessionID: string, monitorId: string, reason: StopReason): Promise<MonitorInfo | undefined> {
+  async stop(sessionID: string, monitorId: string, by: StopReason): Promise<StopResult | undefined> {
     const monitor = this.find(sessionID, monitorId)
-    if (!monitor) return undefined
-    await monitor.run.stop(reason)
+    return monitor && this.end(monitor, by)
+  }
+
+  /** Asks the monitor's run to stop; resolves once it has ended and is retained. */
+  private async end(monitor: Monitor, by: StopReason): Promise<StopResult> {
+    const outcome = await monitor.run.stop(by)
     await monitor.done
-    return monitor.info
+    return { info: monitor.info, outcome }
   }
 
   get(sessionID: string, monitorId: string): MonitorInfo | undefined {
@@ -260,16 +176,23 @@ export class MonitorManager {
     return { info: monitor.info, lines: monitor.run.pipeline.ring.query(query) }
   }
 
-  /** Stops every monitor of a session and forgets them (the session is gone). */
+  /** Stops every monitor of a session and its starts under way, and forgets them (the session is gone). */
   async stopSession(sessionID: string): Promise<void> {
-    const ids = [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID).map((m) => m.info.id)
-    await Promise.all(ids.map((id) => this.stop(sessionID, id, "session")))
-    for (const id of ids) this.forget(id)
+    await this.endAll("session", sessionID)
+    for (const monitor of this.monitors.values()) {
+      if (monitor.info.sessionID === sessionID) this.forget(monitor.info.id)
+    }
   }
 
-  /** Stops everything; resolves when no monitored process is left. */
+  /** Stops everything, the starts under way too, and refuses later starts; resolves when no monitored process is left. */
   async shutdown(): Promise<void> {
-    await Promise.all([...this.monitors.values()].map((m) => this.stop(m.info.sessionID, m.info.id, "shutdown")))
+    await this.endAll("shutdown")
+  }
+
+  /** Stops the monitors (of one session, or all) and cancels the starts under way, which stop what they started. */
+  private async endAll(by: StartCancel, sessionID?: string): Promise<void> {
+    const ending = [...this.monitors.values()].filter((m) => sessionID === undefined || m.info.sessionID === sessionID)
+    await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => this.end(m, by))])
   }
 
   /**
@@ -290,10 +213,6 @@ export class MonitorManager {
         .latest(lastLines)
         .map((line) => ({ stream: line.stream, seq: line.seq, text: lineText(line) })),
     }))
-  }
-
-  private running(sessionID: string): Monitor[] {
-    return [...this.monitors.values()].filter((m) => m.info.sessionID === sessionID && m.info.status.kind === "running")
   }
 
   private find(sessionID: string, monitorId: string): Monitor | undefined {
@@ -360,15 +279,4 @@ export class MonitorManager {
 
 function randomMonitorId(): string {
   return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
-}
-
-/** A restart whose new start failed: the agent learns that the old monitor no longer runs, and why. */
-function restartFailed(previous: MonitorInfo, wasRunning: boolean, error: MonitorError): MonitorError {
-  const old = `The old monitor ${previous.id} (${previous.label}) ${wasRunning ? "was stopped" : "had already ended"}`
-  return new MonitorError(
-    error.code,
-    `${old}, with status ${formatStatus(previous.status)}, but the new one did not start: ${error.message} ` +
-      "Nothing runs in its place; start it again with monitor_start once that is fixed.",
-    error.fields,
-  )
 }

@@ -13,20 +13,29 @@ export type MonitorInfo = {
   /** The directory it runs in (the session's). */
   cwd: string
   pattern: string | undefined
-  /** `wake_pattern` and how many match wakes it may cause (`wake_limit`); SPEC §10. */
+  /** `wake_pattern` and how many match wakes it may cause (`wake_limit`). */
   wakePattern: string | undefined
   wakeLimit: number
-  /** `wake_on_silence_ms` (SPEC §15); undefined: no silence wake. */
+  /** `wake_on_silence_ms`; undefined: no silence wake. */
   silenceMs?: number
   startedAt: number
   endedAt: number | undefined
-  /** The deadline after start (`timeout_ms`, or a set `max_runtime_ms`); undefined: none (SPEC §15). */
+  /** The deadline after start (`timeout_ms`, or a set `max_runtime_ms`); undefined: none. */
   timeoutMs: number | undefined
   status: MonitorStatus
   /** How the run came to its end, once that is decided (before the status is known). */
   ending: Ending | undefined
   counters: RingCounters
 }
+
+/**
+ * What one stop request did: "stopped" it (its ending is this stop), found it already "ending"
+ * (it exited by itself, its deadline or an earlier stop came first), or found it "ended".
+ */
+export type StopOutcome = "stopped" | "ending" | "ended"
+
+/** What one stop request did, and the monitor as it ended. */
+export type StopResult = { info: MonitorInfo; outcome: StopOutcome }
 
 export type RunDeps = {
   scheduler: Scheduler
@@ -43,15 +52,18 @@ const DRAIN_WAIT_MS = 500
 const DRAIN_AFTER_TERMINATE_MS = 1_000
 
 /**
- * The supervision of one process (SPEC §6): read its pipes into the pipeline, stop it at its
+ * The supervision of one process: read its pipes into the pipeline, stop it at its
  * deadline or on request, drain its output after the leader exits, and end it with one status.
  * Every timer is on the injected Scheduler.
  */
 export class MonitorRun {
   /** Resolves once the run has ended: status set, terminal batch emitted (or not, after a quiet stop). */
   readonly done: Promise<void>
-  /** A stop asked that nothing more of this monitor be delivered (every stop but a person's). */
-  private muted = false
+  /**
+   * The first stop that asked that nothing more of this monitor be delivered (every stop but a
+   * person's): decided once, so a person's stop that comes later never lifts it.
+   */
+  private silencedBy: StopReason | undefined
   private stopSignal: Promise<NodeJS.Signals | null> | undefined
 
   constructor(
@@ -65,19 +77,27 @@ export class MonitorRun {
 
   /** Batches still go out: no stop asked for quiet. */
   get delivering(): boolean {
-    return !this.muted
+    return this.silencedBy === undefined
   }
 
   /** Asks for a stop and waits for the end. A leader that already exited is not stopped: its exit stands. */
-  async stop(by: StopReason): Promise<void> {
-    // Nothing more goes to the agent after its own stop; a person's stop is news to it (SPEC §11).
-    this.muted = by !== "person"
-    const leaderGone = this.info.ending?.reason === "exit" || !pidExists(this.process.pid)
-    if (this.info.status.kind === "running" && this.stopSignal === undefined && !leaderGone) {
-      this.info.ending = { reason: "stop", by }
-      this.stopSignal = this.process.terminateGroup(this.deps.killGraceMs)
-    }
+  async stop(by: StopReason): Promise<StopOutcome> {
+    // Nothing more goes to the agent after its own stop; a person's stop is news to it.
+    if (by !== "person") this.silencedBy ??= by
+    const outcome = this.requestStop(by)
     await this.done
+    return outcome
+  }
+
+  private requestStop(by: StopReason): StopOutcome {
+    if (this.info.status.kind !== "running") return "ended"
+    const leaderGone = this.info.ending?.reason === "exit" || !pidExists(this.process.pid)
+    if (this.stopSignal !== undefined || leaderGone) return "ending"
+    // A shutdown signal may have decided the ending already (terminateNow): it stands, the stop still escalates.
+    const decided = this.info.ending === undefined
+    this.info.ending ??= { reason: "stop", by }
+    this.stopSignal = this.process.terminateGroup(this.deps.killGraceMs)
+    return decided ? "stopped" : "ending"
   }
 
   /** For a signal handler that cannot wait: SIGTERM to the group now (its watchdog SIGKILLs later). */

@@ -10,7 +10,19 @@ const LAYERS: [name: string, paths: string[]][] = [
   ["process", ["process/", "permission/"]],
   ["pipeline", ["pipeline/"]],
   ["delivery", ["delivery/"]],
-  ["manager", ["manager.ts", "monitor-run.ts", "retention.ts", "start-request.ts", "state/"]],
+  [
+    "manager",
+    [
+      "manager.ts",
+      "launch.ts",
+      "monitor-run.ts",
+      "restart.ts",
+      "retention.ts",
+      "slots.ts",
+      "start-request.ts",
+      "state/",
+    ],
+  ],
   ["tools", ["tools/"]],
   ["entry", ["hooks.ts", "plugin.ts", "notify.ts", "index.ts", "tui-route.ts", "tui/"]],
 ]

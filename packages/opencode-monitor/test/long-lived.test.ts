@@ -208,6 +208,108 @@ describe("monitor_restart", () => {
     expect(idOf(await run("monitor_start", { command: "sleep 60" }))).toMatch(/^mon_/)
   })
 
+  test("when the old monitor exits by itself as the restart comes and the new spawn fails, the error says it exited", async () => {
+    const { run, instance } = plugin({ kill_grace_ms: 2_000 })
+    const dir = mkdtempSync(join(tmpdir(), "omo-restart-exit-"))
+    dirs.push(dir)
+    const ctx = toolContext("ses_a", { directory: dir })
+    // The leader exits after 0.3 s; a child that ignores SIGTERM holds the pipes, so the monitor
+    // stays running (draining, then stopping what it left) for over 2 s after that exit.
+    const command = `(trap "" TERM; sleep 5) & sleep 0.3; exit 3`
+    const oldId = idOf(await run("monitor_start", { command, label: "dev" }, ctx))
+    expect(await waitFor(() => instance.manager.get("ses_a", oldId)?.ending?.reason === "exit", 5_000)).toBe(true)
+    rmSync(dir, { recursive: true, force: true })
+    const failed: Error = await run("monitor_restart", { monitor_id: oldId }, ctx).then(
+      () => new Error("the restart succeeded"),
+      (error: Error) => error,
+    )
+    expect(failed.message).toStartWith(
+      `The old monitor ${oldId} (dev) was already ending (it exited by itself), with status exited (code=3)`,
+    )
+    expect(failed.message).toContain("but the new one did not start: Cannot start the command (dev)")
+  })
+
+  test("parallel restarts of one running monitor start one new monitor; the others are refused and the cap holds", async () => {
+    const marker = uniqueMarker("restart_par")
+    const { run, instance } = plugin({ max_monitors_per_session: 1 })
+    const oldId = idOf(await run("monitor_start", { command: `sleep 60; : ${marker}`, label: "dev" }))
+    expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
+    const results = await Promise.allSettled([1, 2, 3].map(() => run("monitor_restart", { monitor_id: oldId })))
+    const started = results.flatMap((r) => (r.status === "fulfilled" ? [idOf(r.value)] : []))
+    const refused = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as Error).message] : []))
+    expect(started).toHaveLength(1)
+    expect(refused).toEqual(
+      Array(2).fill(
+        `Monitor ${oldId} is already being restarted by another monitor_restart call; that call's result names the new monitor (monitor_list shows it too).`,
+      ),
+    )
+    expect(instance.manager.list("ses_a", false).map((m) => m.id)).toEqual(started)
+    expect(liveProcesses(marker)).toHaveLength(1)
+    await expect(run("monitor_start", { command: "sleep 60" })).rejects.toThrow("max_monitors_per_session=1")
+  })
+
+  test("parallel restarts of one ended monitor run it once", async () => {
+    const marker = uniqueMarker("restart_par_ended")
+    const { run, instance } = plugin()
+    const oldId = idOf(await run("monitor_start", { command: `sleep 0.1; : ${marker}` }))
+    expect(await waitFor(() => instance.manager.get("ses_a", oldId)?.status.kind === "exited", 5_000)).toBe(true)
+    const results = await Promise.allSettled([1, 2].map(() => run("monitor_restart", { monitor_id: oldId })))
+    expect(results.map((r) => r.status).sort()).toEqual(["fulfilled", "rejected"])
+    expect(instance.manager.list("ses_a", true).filter((m) => m.id !== oldId)).toHaveLength(1)
+  })
+
+  test("a restart racing a start at max_monitors_per_session: the restart takes the slot, the start is refused", async () => {
+    const { run, instance } = plugin({ max_monitors_per_session: 1 })
+    const oldId = idOf(await run("monitor_start", { command: "sleep 60" }))
+    const [restarted, started] = await Promise.allSettled([
+      run("monitor_restart", { monitor_id: oldId }),
+      run("monitor_start", { command: "sleep 60" }),
+    ])
+    expect(restarted?.status).toBe("fulfilled")
+    expect(started?.status === "rejected" && String(started.reason)).toContain("max_monitors_per_session=1")
+    expect(instance.manager.list("ses_a", false)).toHaveLength(1)
+  })
+
+  for (const end of ["session.deleted", "dispose"] as const) {
+    test(`a restart that waits for the old group when ${end === "dispose" ? "the plugin is disposed" : "its session is deleted"} starts nothing and says why`, async () => {
+      const marker = uniqueMarker("restart_end")
+      const { run, instance } = plugin({ kill_grace_ms: 1_500 })
+      const command = `trap "" TERM; while :; do sleep 1; done; : ${marker}`
+      const oldId = idOf(await run("monitor_start", { command, label: "dev" }))
+      expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
+      const restarting = run("monitor_restart", { monitor_id: oldId }).then(
+        () => new Error("the restart succeeded"),
+        (error: Error) => error,
+      )
+      // The old group ignores SIGTERM: the restart waits out the 1.5 s grace for it.
+      expect(await waitFor(() => instance.manager.get("ses_a", oldId)?.ending !== undefined, 5_000)).toBe(true)
+      const ended =
+        end === "dispose"
+          ? instance.hooks.dispose?.()
+          : instance.hooks.event?.({
+              event: { type: "session.deleted", properties: { info: { id: "ses_a" } } } as never,
+            })
+      const error = await restarting
+      await ended
+      const why = end === "dispose" ? "the plugin is shutting down (opencode disposed it)" : "its session was deleted"
+      expect(error).toMatchObject({ code: "cancelled" })
+      expect(error.message).toBe(
+        `The old monitor ${oldId} (dev) was stopped, with status stopped, but the new one was not started: ${why}. Nothing runs in its place.`,
+      )
+      // The restart returned once the old group was gone, and nothing new was spawned: a deleted
+      // session's monitors are forgotten; a disposed plugin keeps the old one and starts no other.
+      expect(liveProcesses(marker)).toEqual([])
+      const left = () => instance.manager.list("ses_a", true).map((m) => m.id)
+      if (end === "session.deleted") expect(await waitFor(() => left().length === 0, 2_000)).toBe(true)
+      else {
+        expect(left()).toEqual([oldId])
+        await expect(run("monitor_start", { command: "sleep 60" })).rejects.toThrow(
+          "The monitor did not start: the plugin is shutting down (opencode disposed it). Nothing runs.",
+        )
+      }
+    })
+  }
+
   test("another session's monitor is not_found", async () => {
     const { run } = plugin()
     const oldId = idOf(await run("monitor_start", { command: "sleep 60" }))

@@ -3,6 +3,8 @@ import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { type MonitorInfo, MonitorManager } from "../src/manager"
+import type { OutputBatch } from "../src/pipeline/batcher"
+import { type ProcessTable, processTable } from "../src/process/process-table"
 import { startMonitor } from "./support/start"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
@@ -86,10 +88,60 @@ describe("MonitorManager under concurrency", () => {
     await Bun.sleep(100)
     const stopped = await m.stop("ses_r", info.id, "agent")
     // The background `sleep 3` it left behind was stopped by the monitor, and is named.
-    const { leftBehind, ...status } = (stopped?.status ?? {}) as { leftBehind?: { name: string }[] }
+    const { leftBehind, ...status } = (stopped?.info.status ?? {}) as { leftBehind?: { name: string }[] }
     expect(status).toEqual({ kind: "exited", code: 3 })
     expect(leftBehind?.map((p) => p.name)).toEqual(["sleep"])
-    expect(stopped?.ending).toEqual({ reason: "exit" })
+    expect(stopped?.info.ending).toEqual({ reason: "exit" })
+    // The stop found it already ending by itself: this call stopped nothing.
+    expect(stopped?.outcome).toBe("ending")
+  })
+
+  test("a person's stop during the agent's stop does not lift the agent's silence", async () => {
+    const marker = uniqueMarker("quiet")
+    const batches: OutputBatch[] = []
+    const { m } = manager({ onBatch: (batch) => batches.push(batch) }, { kill_grace_ms: 1_500, flush_interval_ms: 250 })
+    // It ignores SIGTERM and prints all through the kill grace, until the SIGKILL.
+    const info = await start(m, `trap "" TERM; while :; do echo tick; sleep 0.05; done; : ${marker}`)
+    expect(await waitFor(() => batches.length > 0, 5_000)).toBe(true)
+    const byAgent = m.stop("ses_r", info.id, "agent")
+    const silencedAt = batches.length
+    await Bun.sleep(300)
+    const byPerson = m.stop("ses_r", info.id, "person")
+    const outcomes = (await Promise.all([byAgent, byPerson])).map((result) => result?.outcome)
+    expect(batches.length).toBe(silencedAt)
+    expect(info.ending).toEqual({ reason: "stop", by: "agent" })
+    expect(outcomes).toEqual(["stopped", "ending"])
+    expect(liveProcesses(marker)).toEqual([])
+  })
+
+  test("a start whose session is deleted, or whose manager shuts down, the instant its process started is stopped and refused", async () => {
+    for (const end of ["session", "shutdown"] as const) {
+      const marker = uniqueMarker(`instant_${end}`)
+      let ending: Promise<void> | undefined
+      // The leader has just started when the table is first asked about it: the end comes then.
+      const table: ProcessTable = {
+        ...processTable,
+        outputTargets(pid) {
+          ending ??= end === "session" ? m.stopSession("ses_r") : m.shutdown()
+          return processTable.outputTargets(pid)
+        },
+      }
+      const { m } = manager({ processTable: table })
+      const error = await start(m, `sleep 30; : ${marker}`).then(
+        () => new Error("the start succeeded"),
+        (thrown: Error) => thrown,
+      )
+      await ending
+      expect(error).toMatchObject({ code: "cancelled" })
+      expect(error.message).toBe(
+        end === "session"
+          ? "The monitor did not start: its session was deleted. Nothing runs."
+          : "The monitor did not start: the plugin is shutting down (opencode disposed it). Nothing runs.",
+      )
+      // Nothing runs once the deletion or the shutdown has resolved; a deleted session's monitors are forgotten.
+      expect(liveProcesses(marker)).toEqual([])
+      expect(m.list("ses_r", true).map((i) => i.status.kind)).toEqual(end === "session" ? [] : ["stopped"])
+    }
   })
 
   test("a callback that throws affects neither its own monitor's end nor another monitor", async () => {

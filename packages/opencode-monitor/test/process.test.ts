@@ -99,7 +99,7 @@ describe("a monitored process", () => {
     const info = await start(m, `trap '' TERM; sleep 30 # ${marker}`)
     await waitFor(() => liveProcesses(marker).length > 0, 2_000)
     const stopped = await m.stop("s1", info.id, "agent")
-    expect(stopped?.status).toEqual({ kind: "stopped", signal: "SIGKILL" })
+    expect(stopped?.info.status).toEqual({ kind: "stopped", signal: "SIGKILL" })
     expect(liveProcesses(marker)).toEqual([])
     await collector.whenEnded(info.id)
   })
@@ -396,7 +396,7 @@ describe.each(BACK_ENDS)("processes that leave the process group, tracked throug
     await new Promise((r) => setTimeout(r, 500))
     const stopped = await m.stop("s1", info.id, "agent")
     expect(liveProcesses(marker)).toEqual([])
-    expect(stopped?.status).toEqual({ kind: "stopped", signal: "SIGTERM" })
+    expect(stopped?.info.status).toEqual({ kind: "stopped", signal: "SIGTERM" })
     await collector.whenEnded(info.id)
   })
 
@@ -595,7 +595,7 @@ describe("an orphan still in the command's session (/proc)", () => {
       expect(await waitFor(() => liveProcesses(marker).length > 0, 3_000)).toBe(true)
       const stopped = await m.stop("s1", info.id, "agent")
       expect(liveProcesses(marker)).toEqual([])
-      expect(stopped?.status).toEqual({ kind: "stopped", signal: "SIGTERM" })
+      expect(stopped?.info.status).toEqual({ kind: "stopped", signal: "SIGTERM" })
       await collector.whenEnded(info.id)
     } finally {
       cleanUp(marker)

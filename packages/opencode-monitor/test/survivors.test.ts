@@ -60,7 +60,7 @@ describe.each(BACK_ENDS)("a process that survives the stop, verified through %s"
     freeze(sleeper)
 
     const stopped = await m.stop("s1", info.id, "agent")
-    const status = stopped?.status
+    const status = stopped?.info.status
     expect(status?.kind).toBe("stopped")
     expect(status && "survivors" in status ? status.survivors : undefined).toEqual([sleeper])
     expect(formatStatus(status as NonNullable<typeof status>)).toContain(`still running after SIGKILL: pid ${sleeper}`)

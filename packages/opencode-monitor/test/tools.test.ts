@@ -26,6 +26,57 @@ function plugin(overrides: Partial<MonitorConfig> = {}) {
   return { api, instance, tools, run }
 }
 
+// Commands for monitor_stop: one that ignores SIGTERM (SIGKILL after the grace), a node http
+// server that takes 300 ms to close on SIGTERM, and one that exits at once.
+const IGNORES_TERM = `trap "" TERM; echo up; while :; do sleep 1; done`
+const SLOW_SERVER = `node -e 'const s = require("http").createServer().listen(0, () => console.log("listening")); process.on("SIGTERM", () => setTimeout(() => { s.close(); process.exit(0) }, 300))'`
+
+describe("monitor_stop says what really happened", () => {
+  const idOf = (text: string) => text.match(/mon_[0-9a-f]{8}/)?.[0] as string
+
+  test("a running monitor is stopped by the call: it says so, with the final status and counters", async () => {
+    for (const [command, label] of [
+      [IGNORES_TERM, "stubborn"],
+      [SLOW_SERVER, "server"],
+    ] as const) {
+      const marker = uniqueMarker(label)
+      const { run, api } = plugin()
+      const id = idOf(await run("monitor_start", { command: `${command}; : ${marker}`, label }))
+      expect(await waitFor(() => api.sent.length > 0, 5_000)).toBe(true)
+      const stopped = JSON.parse(await run("monitor_stop", { monitor_id: id }))
+      expect(stopped.status).toBe("stopped")
+      expect(stopped.note).toBe(
+        `Stopped. Output not yet delivered is not sent; read it with monitor_output (monitor_id "${id}") while it is retained.`,
+      )
+      expect(stopped.counters).toMatchObject({ total: 1 })
+      expect(liveProcesses(marker)).toEqual([])
+    }
+  })
+
+  test("a monitor that had already exited: its exit stands and nothing was stopped", async () => {
+    const { run, instance } = plugin()
+    const id = idOf(await run("monitor_start", { command: "echo done; exit 0" }))
+    expect(await waitFor(() => instance.manager.get("ses_a", id)?.status.kind === "exited", 5_000)).toBe(true)
+    const stopped = JSON.parse(await run("monitor_stop", { monitor_id: id }))
+    expect(stopped.status).toBe("exited (code=0)")
+    expect(stopped.note).toBe("It had already ended before this call: it exited by itself; nothing was stopped.")
+  })
+
+  test("a person's stop under way when the agent's comes: the person stopped it, not this call", async () => {
+    const marker = uniqueMarker("person_first")
+    const { run, instance } = plugin({ kill_grace_ms: 1_000 })
+    const id = idOf(await run("monitor_start", { command: `${IGNORES_TERM}; : ${marker}` }))
+    expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
+    const person = instance.manager.stop("ses_a", id, "person")
+    const stopped = JSON.parse(await run("monitor_stop", { monitor_id: id }))
+    await person
+    expect(stopped.status).toBe("stopped (by the person at the screen)")
+    expect(stopped.note).toStartWith(
+      "It was already ending when this call came: the person at the screen stopped it. Nothing more was stopped",
+    )
+  })
+})
+
 describe("monitor tools through the plugin's hooks", () => {
   test("the five tools are registered with descriptions that teach the contract", () => {
     const { tools } = plugin()
@@ -280,6 +331,20 @@ describe("monitor tools through the plugin's hooks", () => {
     // The stop has returned after the monitor ended: a wake would be queued or sent by now.
     expect(api.sent.filter((p) => !p.noReply)).toEqual([])
     expect(instance.injector.pending("ses_a")).toEqual([])
+  })
+
+  test("monitor_output says more only while more lines are retained after the ones it returns", async () => {
+    const { run, instance } = plugin()
+    const id = (await run("monitor_start", { command: "seq 1 100" })).match(/mon_[0-9a-f]{8}/)?.[0] as string
+    await waitFor(() => instance.manager.get("ses_a", id)?.status.kind !== "running", 5_000)
+    const read = async (args: Record<string, unknown>) => {
+      const { more, next_since_sequence } = JSON.parse(await run("monitor_output", { monitor_id: id, ...args }))
+      return { more, next_since_sequence }
+    }
+    // Exactly the default limit of 100 lines is retained: all of them are returned, nothing is left.
+    expect(await read({})).toEqual({ more: false, next_since_sequence: 100 })
+    expect(await read({ limit: 99 })).toEqual({ more: true, next_since_sequence: 99 })
+    expect(await read({ since_sequence: 99, limit: 1 })).toEqual({ more: false, next_since_sequence: 100 })
   })
 
   test("monitor_output reads filtered-out lines", async () => {

@@ -34,15 +34,16 @@ export function monitorOutput(deps: { manager: MonitorManager }) {
     args,
     async execute(raw, ctx) {
       const { monitor_id, stream, since_sequence, limit } = z.object(args).parse(raw)
+      // One line past the limit says whether more are retained after the ones returned.
       const result = deps.manager.output(ctx.sessionID, monitor_id, {
         stream,
         sinceSequence: since_sequence,
-        limit,
+        limit: limit + 1,
       })
       if (!result) throw notFound(monitor_id)
       const lines: { seq: number; stream: string; matched: boolean; truncated: boolean; text: string }[] = []
       let budget = OUTPUT_TEXT_BUDGET
-      for (const line of result.lines) {
+      for (const line of result.lines.slice(0, limit)) {
         const text = lineText(line)
         if (lines.length > 0 && text.length > budget) break
         budget -= text.length
@@ -52,7 +53,7 @@ export function monitorOutput(deps: { manager: MonitorManager }) {
       return JSON.stringify({
         ...describeMonitor(result.info),
         lines,
-        more: lines.length < result.lines.length || result.lines.length === limit,
+        more: lines.length < result.lines.length,
         next_since_sequence: last ? last.seq : (since_sequence ?? 0),
       })
     },

@@ -1,7 +1,7 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 import { formatStatus } from "../codec"
 import type { MonitorConfig } from "../config"
-import type { MonitorInfo, MonitorManager } from "../manager"
+import type { MonitorManager, RestartResult } from "../manager"
 import { authorizeCommand } from "../permission/authorize"
 import { z } from "zod"
 import { tool } from "../tool-definition"
@@ -24,9 +24,10 @@ export function monitorRestart(deps: RestartToolDeps) {
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },
     async execute(args, ctx) {
-      const restarted = await restartMonitor(deps, ctx, args.monitor_id)
+      const restarted = await authorizedRestart(deps, ctx, args.monitor_id)
       if (!restarted) throw notFound(args.monitor_id)
-      const { previous, started } = restarted
+      const { started } = restarted
+      const previous = restarted.previous.info
       return {
         title: `monitor ${started.label} restarted`,
         output: [
@@ -40,16 +41,16 @@ export function monitorRestart(deps: RestartToolDeps) {
 }
 
 /**
- * The restart (SPEC §15): the command is judged again under the user's rules exactly as
+ * The restart: the command is judged again under the user's rules exactly as
  * monitor_start judges it (an `ask` rule asks again; a refusal throws and leaves the old monitor
  * running), then the manager stops the old one, waits until its processes are gone and starts
  * the same request. Undefined when the id is not this session's.
  */
-async function restartMonitor(
+async function authorizedRestart(
   deps: { config: MonitorConfig; manager: MonitorManager } & Pick<RestartToolDeps, "beforeStart" | "afterStop">,
   ctx: ToolContext,
   monitorId: string,
-): Promise<{ previous: MonitorInfo; started: MonitorInfo } | undefined> {
+): Promise<RestartResult | undefined> {
   const request = deps.manager.requestOf(ctx.sessionID, monitorId)
   const old = deps.manager.get(ctx.sessionID, monitorId)
   if (!request || !old) return undefined

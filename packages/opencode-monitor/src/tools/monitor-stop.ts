@@ -1,4 +1,5 @@
-import type { MonitorManager } from "../manager"
+import { formatEnding } from "../codec"
+import type { MonitorManager, StopResult } from "../manager"
 import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor, notFound } from "./describe"
@@ -12,18 +13,23 @@ export function monitorStop(deps: { manager: MonitorManager; afterStop: (monitor
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id monitor_start returned, like mon_1a2b3c4d") },
     async execute(args, ctx) {
-      const before = manager.get(ctx.sessionID, args.monitor_id)
-      if (!before) throw notFound(args.monitor_id)
+      if (!manager.get(ctx.sessionID, args.monitor_id)) throw notFound(args.monitor_id)
       deps.afterStop(args.monitor_id)
-      const info = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
-      if (!info) throw notFound(args.monitor_id)
-      // What really happened: a process that exited on its own while the stop came in keeps its exit.
-      const stoppedNow =
-        before.status.kind === "running" && info.ending?.reason === "stop" && info.ending.by === "agent"
-      const note = stoppedNow
-        ? `Stopped. Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
-        : "It had already ended; nothing was stopped."
-      return JSON.stringify({ ...describeMonitor(info), note })
+      const stopped = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
+      if (!stopped) throw notFound(args.monitor_id)
+      return JSON.stringify({ ...describeMonitor(stopped.info), note: stopNote(stopped) })
     },
   })
+}
+
+/**
+ * What this call did, as the run decided it: a process that exited by itself, or a stop that came
+ * first (its deadline, the person's), keeps its ending.
+ */
+function stopNote({ info, outcome }: StopResult): string {
+  const unsent = `Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
+  const how = info.ending ? `: ${formatEnding(info.ending)}` : ""
+  if (outcome === "stopped") return `Stopped. ${unsent}`
+  if (outcome === "ended") return `It had already ended before this call${how}; nothing was stopped.`
+  return `It was already ending when this call came${how}. Nothing more was stopped. ${unsent}`
 }
