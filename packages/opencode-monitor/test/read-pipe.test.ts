@@ -134,23 +134,37 @@ describe("ReadShare: the share of a core reading output may take", () => {
   })
 
   test("past the share a real pipe is paused, so the writer waits on backpressure; every byte arrives", async () => {
-    // Each piece takes 2 ms; with a share of 5 %, the reader may do 50 ms of work a second.
-    const readShare = new ReadShare(0.05)
+    // Virtual time: each piece costs 10 ms of work, and a wait for the share moves the clock on.
+    let now = 0
+    const scheduler = {
+      now: () => now,
+      setTimeout: (callback: () => void, ms: number) => {
+        setImmediate(() => {
+          now += ms
+          callback()
+        })
+        return { id: 0 }
+      },
+      clearTimeout: () => {},
+    }
+    const readShare = new ReadShare(0.1, { scheduler, clock: () => now })
     const stream = new PassThrough({ highWaterMark: 16 * 1024 })
-    const input = Buffer.from("x\n".repeat(256 * 1024))
-    const pieces: number[] = []
-    const started = performance.now()
+    const input = Buffer.from("x\n".repeat(512 * 1024))
+    let delivered = 0
+    let worked = 0
     const done = readPipe(
       stream,
       (piece) => {
-        pieces.push(piece.length)
-        const until = performance.now() + 2
-        while (performance.now() < until) {}
+        delivered += piece.length
+        now += 10
+        worked += 10
       },
       readShare,
     )
     let refused = 0
+    let maxBacklog = 0
     for (let at = 0; at < input.length; at += 16 * 1024) {
+      maxBacklog = Math.max(maxBacklog, at - delivered)
       if (!stream.write(input.subarray(at, at + 16 * 1024))) {
         refused++
         await new Promise((resolve) => stream.once("drain", resolve))
@@ -158,9 +172,11 @@ describe("ReadShare: the share of a core reading output may take", () => {
     }
     stream.end()
     await done
-    expect(pieces.reduce((a, b) => a + b, 0)).toBe(input.length)
-    expect(refused).toBeGreaterThan(0)
-    // 32 pieces of 2 ms at 5 %: about 64 ms of work over more than a second of wall time.
-    expect(performance.now() - started).toBeGreaterThan(500)
+    expect(delivered).toBe(input.length)
+    expect(refused).toBeGreaterThan(10)
+    expect(maxBacklog).toBeLessThanOrEqual(128 * 1024)
+    // The work took at most its share of the time, past the first second's burst.
+    expect(worked).toBeLessThanOrEqual(0.1 * now + 100 + 10)
+    expect(worked).toBeGreaterThan(200)
   })
 })
