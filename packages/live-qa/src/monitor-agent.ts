@@ -12,7 +12,6 @@
  * per wake that arrived since the model last spoke); a plain observation (Status: running, no
  * `wake:` header) should never reach the model, so answering one is flagged loudly.
  */
-import { parseEnvelopes } from "../../opencode-monitor/src/codec.ts"
 import { type ChatRequest, lastMessage, messageText, type Script, type ScriptReply } from "./scripted-model.ts"
 
 export const OBSERVATION_ANSWERED = "UNEXPECTED: the model was asked to answer an observation"
@@ -42,18 +41,23 @@ export interface EnvelopeHead {
   wakeLine?: string
 }
 
-/** Every envelope in a text, in order: id, label, status (read with the plugin's own codec). */
+const HEAD = /\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\ncommand_label: (.*)\n/g
+
+/**
+ * Every envelope in a text, in order: id, label, status, read from the text as a model reads it (the
+ * scripted model sees only the prompt's text).
+ */
 export function envelopesIn(text: string): EnvelopeHead[] {
-  return parseEnvelopes(text).map((envelope) => {
+  return [...text.matchAll(HEAD)].map((match) => {
+    const rest = text.slice(match.index ?? 0)
     const head = {
-      monitorId: envelope.monitorId,
-      batch: envelope.batch,
-      label: envelope.label,
-      status: envelope.statusText,
+      monitorId: match[1] as string,
+      batch: Number(match[2]),
+      label: match[3] as string,
+      status: /\nStatus: (.*)\n/.exec(rest)?.[1] ?? "running",
     }
-    const { wake } = envelope
+    const wake = /\nstream_policy: untrusted_observation\n(wake: .*)\n/.exec(rest)?.[1]
     if (!wake) return head
-    const rest = text.slice(envelope.at)
     const seq = wake.match(/ at seq=(\d+)/)?.[1]
     const wakeLine = seq ? rest.match(new RegExp(`\\n\\[(?:stdout|stderr) seq=${seq}\\] (.*)\\n`))?.[1] : undefined
     return { ...head, wake, wakeLine }

@@ -5,7 +5,8 @@
  */
 import { resolve } from "node:path"
 import type { IsolatedDirs, JsonObject } from "./isolated-env.ts"
-import { envelopesIn, monitorAgent } from "./monitor-agent.ts"
+import { type EnvelopeNote, formatStatus, noteOf } from "../../opencode-monitor/src/codec.ts"
+import { monitorAgent } from "./monitor-agent.ts"
 import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts"
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"
 import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts"
@@ -45,8 +46,11 @@ export interface Envelope {
   message: SessionMessage
   monitorId: string
   batch: number
+  /** The status as the envelope's text says it (formatted from its note). */
   status: string
   text: string
+  /** What the envelope says, as the plugin stored it: its text part's metadata. */
+  note: EnvelopeNote
 }
 
 export interface MonitorQA {
@@ -116,10 +120,13 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       const out: Envelope[] = []
       for (const message of await messages(sessionID)) {
         if (message.info.role !== "user") continue
-        const text = textOf(message)
-        // An injected message is exactly one envelope; a person quoting one is not an injection.
-        const head = text.startsWith("[OMO MONITOR OUTPUT]\n") ? envelopesIn(text)[0] : undefined
-        if (head) out.push({ message, monitorId: head.monitorId, batch: head.batch, status: head.status, text })
+        // An injected envelope is a text part with the plugin's note: what opencode stored as data.
+        for (const part of message.parts) {
+          const note = part.type === "text" ? noteOf((part as { metadata?: unknown }).metadata) : undefined
+          if (!note || part.type !== "text") continue
+          const { monitorId, batch } = note
+          out.push({ message, monitorId, batch, status: formatStatus(note.status), text: part.text ?? "", note })
+        }
       }
       return out
     },

@@ -46,6 +46,11 @@ test("terminal wake: the session wakes on exit code 7 with no human input", asyn
     [2, "exited (code=7)"],
   ])
   expect(envelopes[0]?.text).toContain("[stdout seq=1] QA_BUILD_LINE")
+  // opencode stores what each envelope says as data, beside its text: the wake's note has its status.
+  expect(envelopes.map((e) => [e.note.wake, e.note.status])).toEqual([
+    [false, { kind: "running" }],
+    [true, { kind: "exited", code: 7 }],
+  ])
   expect(envelopes.every((e) => e.message.parts.every((p) => p.type !== "text" || p.synthetic === true))).toBe(true)
 
   // Batch 1 is an observation: no assistant turn between it and batch 2.

@@ -159,6 +159,35 @@ function parseEnd(text: string): MonitorStatus | undefined {
   return undefined
 }
 
+/** The metadata key of the text part an envelope is sent as. */
+export const NOTE_KEY = "opencode-monitor"
+
+/**
+ * What an envelope's text says, as data: the metadata of the text part it is sent as. The session's
+ * history, restart recovery and the TUI read this, never the text back. `key` is the delivery's
+ * dedupe key (`monitor-output:<id>:batch-<n>`).
+ */
+export type EnvelopeNote = {
+  key: string
+  monitorId: string
+  batch: number
+  label: string
+  status: MonitorStatus
+  /** Sent as a wake (a reply-wanting prompt), and why when a running command woke it. */
+  wake: boolean
+  wakeReason?: string
+}
+
+/** The envelope note in a part's metadata, when it is one of ours and well formed. */
+export function noteOf(metadata: unknown): EnvelopeNote | undefined {
+  const note = (metadata as Record<string, unknown> | undefined)?.[NOTE_KEY] as Partial<EnvelopeNote> | undefined
+  if (!note || typeof note !== "object") return undefined
+  const { key, monitorId, batch, label, status, wake } = note
+  if (typeof key !== "string" || typeof monitorId !== "string" || typeof label !== "string") return undefined
+  if (typeof batch !== "number" || typeof wake !== "boolean" || typeof status?.kind !== "string") return undefined
+  return note as EnvelopeNote
+}
+
 /** The first lines of an envelope, after its start marker: who it is from and which batch. */
 export type EnvelopeHead = {
   monitorId: string

@@ -23,8 +23,16 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
     await settle()
     expect(api.sent).toHaveLength(1)
     expect(api.sent[0]?.noReply).toBe(false)
+    // What the text says travels as data too: the text part's metadata.
     expect(api.sent[0]?.metadata).toEqual({
-      "opencode-monitor": { key: "monitor-output:mon_1:batch-2", monitorId: "mon_1", noReply: false },
+      "opencode-monitor": {
+        key: "monitor-output:mon_1:batch-2",
+        monitorId: "mon_1",
+        batch: 2,
+        label: "qa-build",
+        status: { kind: "exited", code: 7 },
+        wake: true,
+      },
     })
     expect(api.sent[0]?.text).toContain("Status: exited (code=7)")
   })
@@ -35,7 +43,14 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
     await settle()
     expect(api.sent.map((p) => p.noReply)).toEqual([true])
     expect(api.sent[0]?.metadata).toEqual({
-      "opencode-monitor": { key: "monitor-output:mon_1:batch-1", monitorId: "mon_1", noReply: true },
+      "opencode-monitor": {
+        key: "monitor-output:mon_1:batch-1",
+        monitorId: "mon_1",
+        batch: 1,
+        label: "qa-build",
+        status: { kind: "running" },
+        wake: false,
+      },
     })
   })
 

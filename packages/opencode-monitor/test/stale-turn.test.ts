@@ -10,6 +10,7 @@ const message = (overrides: Partial<SessionMessage> & Pick<SessionMessage, "role
   agent: "build",
   model: undefined,
   text: "",
+  notes: [],
   ...overrides,
 })
 

@@ -1,7 +1,8 @@
-import { formatMonitorBatch } from "./envelope"
+import { type EnvelopeNote, NOTE_KEY } from "../codec"
+import { formatMonitorBatch, formatWakeLine } from "./envelope"
 import type { Identity } from "./gates"
 import { readBack } from "./history"
-import { DeliveryError, type SessionApi } from "./session-api"
+import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import type { Delivery } from "./session-queue"
 
 export type PolicyOptions = {
@@ -32,6 +33,20 @@ export function envelopeText(delivery: Delivery): string {
   })
 }
 
+/** What the delivery's envelope says, as data (the text part's metadata). */
+export function envelopeNote(delivery: Delivery): EnvelopeNote {
+  const { batch, matchWake } = delivery
+  return {
+    key: delivery.key,
+    monitorId: batch.monitorId,
+    batch: batch.batchSeq,
+    label: delivery.label,
+    status: batch.status,
+    wake: delivery.wake,
+    ...(matchWake ? { wakeReason: formatWakeLine(matchWake) } : {}),
+  }
+}
+
 /**
  * How one delivery is sent, checked and retried: send once; after an ambiguous failure check the
  * history before anything else and never send blind; back off on failures, never faster than
@@ -53,9 +68,7 @@ export class DeliveryPolicy {
         agent: identity.agent,
         model: identity.model,
         text,
-        metadata: {
-          "opencode-monitor": { key: delivery.key, monitorId: delivery.batch.monitorId, noReply: !delivery.wake },
-        },
+        metadata: { [NOTE_KEY]: envelopeNote(delivery) },
       })
     } catch (error) {
       const kind = error instanceof DeliveryError ? error.kind : "ambiguous"
@@ -74,10 +87,9 @@ export class DeliveryPolicy {
 
   /** After an ambiguous failure: is this envelope in the session? Never "absent" on a failed read. */
   async verify(delivery: Delivery): Promise<Verdict> {
-    const needle = `monitor_id: ${delivery.batch.monitorId}\nbatch: ${delivery.batch.batchSeq}\n`
     const since = delivery.firstQueuedAt - this.options.acceptedMessageSkewMs
-    const landed = (m: { role: string; created: number; text: string }) =>
-      m.role === "user" && m.created >= since && m.text.includes(needle)
+    const landed = (m: SessionMessage) =>
+      m.role === "user" && m.created >= since && m.notes.some((note) => note.key === delivery.key)
     let messages: Awaited<ReturnType<typeof readBack>>
     try {
       // Back far enough to see every message since the delivery was first queued.

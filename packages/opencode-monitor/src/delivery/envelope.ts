@@ -65,7 +65,7 @@ function shownLines(batch: OutputBatch): readonly MonitorLine[] {
  * Why a running command woke the session: `wake: line matched wake_pattern (1 of 3) at seq=5, 9`,
  * or `wake: no output for 30000 ms (last output at seq=12)`.
  */
-function formatWakeLine(reason: WakeReason): string {
+export function formatWakeLine(reason: WakeReason): string {
   if (isSilenceReason(reason)) return `wake: no output for ${reason.silentMs} ms (last output at seq=${reason.lastSeq})`
   return formatMatchLine(reason)
 }

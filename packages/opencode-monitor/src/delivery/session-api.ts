@@ -1,5 +1,6 @@
 import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
+import { type EnvelopeNote, noteOf } from "../codec"
 import { type LogLevel, LOG_SERVICE } from "../log"
 
 type OpencodeClient = PluginInput["client"]
@@ -20,6 +21,8 @@ export type SessionMessage = {
   agent: string | undefined
   model: ModelRef | undefined
   text: string
+  /** User only: the notes of this plugin's envelopes in it (their text parts' metadata). */
+  notes: EnvelopeNote[]
   /** Assistant only: the monitor ids its completed `monitor_start` calls returned (restart recovery's proof). */
   startedMonitors?: string[]
 }
@@ -136,6 +139,7 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
       agent: info.agent,
       model: info.model,
       text: texts.map((p) => p.text).join("\n"),
+      notes: texts.flatMap((p) => noteOf(p.metadata) ?? []),
     }
   }
   return {
@@ -148,6 +152,7 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     agent: info.mode,
     model: { providerID: info.providerID, modelID: info.modelID },
     text: texts.map((p) => p.text).join("\n"),
+    notes: [],
     startedMonitors: startedMonitors(parts),
   }
 }

@@ -1,4 +1,4 @@
-import { parseEnvelopes } from "../codec"
+import { formatStatus, noteOf } from "../codec"
 import { STATE_LAST_LINES, type StateLine } from "../state/format"
 import type { MonitorView } from "./view"
 
@@ -12,12 +12,16 @@ export type MessagePart = {
   /** When the message holding the part was created (ms). */
   at?: number
   text?: string
+  /** A text part's metadata: an envelope's note says what it is, as data. */
+  metadata?: unknown
   tool?: string
   state?: { status?: string; input?: unknown; output?: unknown; metadata?: unknown; time?: { start?: number } }
 }
 
-const START_RESULT = /Started monitor (mon_[\w-]+) \(label: ([^)\n]*)\)/
 const LINE = /^\[(stdout|stderr) seq=(\d+)\] (.*)$/
+
+/** The tools whose results start a monitor: their metadata names it. */
+const START_TOOLS = new Set(["monitor_start", "monitor_restart"])
 
 export function monitorsFromMessages(sessionID: string, parts: readonly MessagePart[], now: number): MonitorView[] {
   const byId = new Map<string, MonitorView>()
@@ -44,17 +48,16 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
     return view
   }
   for (const part of parts) {
-    if (part.type === "tool" && part.tool === "monitor_start" && part.state?.status === "completed") {
-      const output = typeof part.state.output === "string" ? part.state.output : ""
-      const started = output.match(START_RESULT)
-      if (started) entry(started[1] as string, started[2] as string, part.state.time?.start ?? part.at ?? now)
+    if (part.type === "tool" && START_TOOLS.has(part.tool ?? "") && part.state?.status === "completed") {
+      const started = part.state.metadata as { monitorId?: unknown; label?: unknown } | undefined
+      if (typeof started?.monitorId === "string" && typeof started.label === "string")
+        entry(started.monitorId, started.label, part.state.time?.start ?? part.at ?? now)
       continue
     }
-    if (part.type !== "text" || typeof part.text !== "string") continue
-    // An envelope is a message of its own: a person quoting one mid-text is not one.
-    const head = parseEnvelopes(part.text)[0]
-    if (head?.at !== 0) continue
-    const view = entry(head.monitorId, head.label, part.at ?? now)
+    // An envelope is a text part with our note: a person quoting one has none.
+    const note = part.type === "text" && typeof part.text === "string" ? noteOf(part.metadata) : undefined
+    if (!note || part.text === undefined) continue
+    const view = entry(note.monitorId, note.label, part.at ?? now)
     const lines: StateLine[] = []
     for (const raw of part.text.split("\n")) {
       const line = raw.match(LINE)
@@ -63,11 +66,9 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
     const seqs = lines.map((l) => l.seq)
     view.linesSeen = Math.max(view.linesSeen, ...seqs)
     view.lastLines = [...view.lastLines, ...lines].slice(-STATE_LAST_LINES)
-    if (head.status) {
-      view.status = head.statusText
-      view.statusKind = head.status.kind
-      if (view.statusKind !== "running") view.endedAt ??= part.at ?? now
-    }
+    view.status = formatStatus(note.status)
+    view.statusKind = note.status.kind
+    if (view.statusKind !== "running") view.endedAt ??= part.at ?? now
   }
   return [...byId.values()]
 }

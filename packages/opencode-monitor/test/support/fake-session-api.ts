@@ -1,3 +1,4 @@
+import { noteOf } from "../../src/codec"
 import {
   DeliveryError,
   type LogLevel,
@@ -56,7 +57,14 @@ export class FakeSessionApi implements SessionApi {
     const failure = this.failures.shift()
     if (failure && !failure.stored) throw new DeliveryError(failure.kind, `simulated ${failure.kind}`)
     this.sent.push({ ...request, sessionID, at: this.now() })
-    this.addMessage(sessionID, { role: "user", synthetic: true, text: request.text, agent: request.agent })
+    const note = noteOf(request.metadata)
+    this.addMessage(sessionID, {
+      role: "user",
+      synthetic: true,
+      text: request.text,
+      agent: request.agent,
+      notes: note ? [note] : [],
+    })
     if (failure) throw new DeliveryError(failure.kind, `simulated ${failure.kind} after storing`)
   }
 
@@ -94,16 +102,14 @@ export class FakeSessionApi implements SessionApi {
       agent: undefined,
       model: undefined,
       text: "",
+      notes: [],
       ...message,
     })
     this.history.set(sessionID, list)
   }
 
   sources(): string[] {
-    return this.sent.map((p) => {
-      const [, id, seq] = p.text.match(/monitor_id: (\S+)\nbatch: (\d+)/) ?? []
-      return `monitor-output:${id}:batch-${seq}`
-    })
+    return this.sent.map((p) => noteOf(p.metadata)?.key ?? "")
   }
 }
 

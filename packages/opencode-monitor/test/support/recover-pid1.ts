@@ -57,7 +57,7 @@ await recoverLostMonitors({
   killGraceMs: 200,
   api: {
     recentMessages: async () => [
-      { ...start, agent: undefined, model: undefined, text: "", startedMonitors: ["mon_deadbeef"] },
+      { ...start, agent: undefined, model: undefined, text: "", notes: [], startedMonitors: ["mon_deadbeef"] },
     ],
     sessionExists: async () => true,
     log: () => {},

@@ -21,6 +21,7 @@ export function startMessage(...monitorIds: string[]): SessionMessage {
     agent: undefined,
     model: undefined,
     text: "",
+    notes: [],
     startedMonitors: monitorIds,
   }
 }
