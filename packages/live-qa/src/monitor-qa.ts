@@ -9,7 +9,7 @@ import { type EnvelopeNote, formatStatus, noteOf } from "../../opencode-monitor/
 import { monitorAgent } from "./monitor-agent.ts"
 import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts"
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"
-import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, textOf } from "./timeline.ts"
+import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder } from "./timeline.ts"
 
 export const PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/index.ts")
 /** The test-only entry with the process table forced to `ps` (src/ps-plugin.ts): the path of a system without /proc. */
