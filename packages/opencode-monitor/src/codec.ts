@@ -12,7 +12,7 @@ export type Leftovers = {
   survivors?: number[]
   /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
   pipesHeld?: boolean
-  /** Not observed by this server: what a previous server's state record says (restart recovery, SPEC §12). */
+  /** Not observed by this server: what a previous server's state record says (restart recovery). */
   recorded?: true
 }
 
@@ -22,7 +22,7 @@ export type MonitorStatus =
   | ({ kind: "signaled"; signal: string } & Leftovers)
   | ({ kind: "timed_out"; afterMs: number; signal: string | null } & Leftovers)
   | ({ kind: "stopped"; signal: string | null; byPerson?: true } & Leftovers)
-  /** The server that ran it stopped while it ran (reported by the next server, SPEC §12). */
+  /** The server that ran it stopped while it ran (reported by the next server). */
   | ({
       kind: "lost"
       survivorPid: number | undefined

@@ -9,14 +9,14 @@ const int = (min: number, max?: number) => {
 
 /** The longest deadline anything may ask for: `max_runtime_ms` and `timeout_ms` (7 days). */
 export const MAX_TIMEOUT_MS = 604_800_000
-/** `wake_on_silence_ms` bounds (SPEC §15): a second to a day. */
+/** `wake_on_silence_ms` bounds: a second to a day. */
 export const SILENCE_MS_MIN = 1_000
 export const SILENCE_MS_MAX = 86_400_000
 
 export const MonitorConfigSchema = z
   .object({
     max_monitors_per_session: int(1, 16).default(3),
-    // 0 = no deadline (SPEC §15): a dev server or a watcher lives as long as the session needs it.
+    // 0 = no deadline: a dev server or a watcher lives as long as the session needs it.
     // A set value caps every timeout_ms and is the deadline of a monitor started without one.
     max_runtime_ms: int(0, MAX_TIMEOUT_MS)
       .refine((v) => v === 0 || v >= 1_000, { message: "must be 0 (no deadline) or >= 1000" })
@@ -57,13 +57,13 @@ export const MonitorConfigSchema = z
     // Asks runtimes that block-buffer a pipe to flush each line (PYTHONUNBUFFERED=1, unless set):
     // without it a Python server's readiness line waits in its buffer while the server runs.
     unbuffered_runtimes: z.boolean().default(true),
-    // Wake on a matching line (SPEC §10): the shortest gap between two match wakes of one monitor,
+    // Wake on a matching line: the shortest gap between two match wakes of one monitor,
     // and how many match wakes one session may get per minute, all monitors together.
     wake_min_interval_ms: int(1_000).default(10_000),
     // How long a match wake waits for the output to pause, so it carries the lines after the match.
     wake_settle_ms: int(0, 1_000).default(200),
     max_match_wakes_per_minute: int(1, 60).default(6),
-    // Observation budget (SPEC §14): see BENCHMARKS.md "Observation budget (issue 14)" for why these.
+    // Observation budget: see BENCHMARKS.md "Observation budget" for why these.
     observation_bytes_per_minute: int(0).default(4_096),
     observation_burst_bytes: int(1_024).default(16_384),
     observation_session_bytes: int(1_024).default(65_536),

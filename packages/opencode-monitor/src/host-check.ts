@@ -1,6 +1,6 @@
 /**
  * The opencode releases this package is tested on, and the check that the running opencode has the
- * API the plugin relies on (SPEC §16). `engines.opencode`, the README's "tested on" line, the
+ * API the plugin relies on. `engines.opencode`, the README's "tested on" line, the
  * repo's pinned opencode devDependencies and `npm test`'s matrix are all held to `TESTED_OPENCODE`
  * by test/versions.test.ts. No imports: the TUI part (loaded as source by opencode) uses it too.
  */

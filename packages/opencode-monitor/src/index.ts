@@ -7,7 +7,7 @@ import { withFileTuiSpecNotice } from "./tui-route"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */
 const server: Plugin = async (input, options) => {
-  // An opencode without an API the plugin relies on: registers nothing, says which (SPEC §16).
+  // An opencode without an API the plugin relies on: registers nothing, says which.
   if (!serverHostReady(input)) return {}
   const api = createSessionApi(input.client)
   const parsed = parseMonitorConfig(options)

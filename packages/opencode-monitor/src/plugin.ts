@@ -122,7 +122,7 @@ function createManager(
 type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: MonitorManager }
 
 /**
- * The on-disk record of this server's monitors (SPEC §11, §12), and the report of the monitors a
+ * The on-disk record of this server's monitors, and the report of the monitors a
  * dead server of this project left behind, which runs once as the plugin loads.
  */
 function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: DeliveryRouter }): MonitorStateWriter {
@@ -157,7 +157,7 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: Deliver
   return writer
 }
 
-/** A person's stop from the TUI (SPEC §11): the stop requests addressed to this instance's monitors. */
+/** A person's stop from the TUI: the stop requests addressed to this instance's monitors. */
 function takeStopRequests(deps: Wiring): () => void {
   const { manager } = deps
   const log = namedLogger(deps.api, "stop-requests")

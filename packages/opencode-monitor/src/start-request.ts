@@ -7,7 +7,7 @@ import { parseSimpleCommands, type SimpleCommand } from "./permission/bash-parse
 import { programName, programWord } from "./process/program-word"
 
 /**
- * One `monitor_start` call, parsed once (issue 24): its arguments against the one schema that
+ * One `monitor_start` call, parsed once: its arguments against the one schema that
  * holds every default and bound, and its command into simple commands, program word and default
  * label. The permission check, the manager and the envelope label all read this one result.
  * A new argument is added here: to the schema, to StartRequest and to parseStartRequest.
@@ -90,9 +90,9 @@ export type StartRequest = {
   wakePattern: string | undefined
   /** Match wakes the monitor may cause: 0 without a `wake_pattern`. */
   wakeLimit: number
-  /** `wake_on_silence_ms` (SPEC §15); undefined: no silence wake. */
+  /** `wake_on_silence_ms`; undefined: no silence wake. */
   silenceMs: number | undefined
-  /** The deadline (`timeout_ms`, else a set `max_runtime_ms`); undefined: none (SPEC §15). */
+  /** The deadline (`timeout_ms`, else a set `max_runtime_ms`); undefined: none. */
   timeoutMs: number | undefined
 }
 

@@ -1,5 +1,5 @@
 /**
- * Bytes put into each session's context since its last real user turn (SPEC §14): the observation
+ * Bytes put into each session's context since its last real user turn: the observation
  * budget charges what it forwards and reads what is left; the injector charges the match wakes it
  * sends, with their exact text, since only it knows what a wake assembled from several batches
  * became. One instance per plugin, shared by the two, so neither calls the other.

@@ -6,7 +6,7 @@ import { renderLine } from "../pipeline/render"
 import { isSilenceReason, type MatchReason, type WakeReason } from "./match-wake"
 
 const LABEL_MAX_LENGTH = 64
-/** A summary's one line is cut to this many UTF-8 bytes: a summary stays a few hundred bytes (SPEC §14). */
+/** A summary's one line is cut to this many UTF-8 bytes: a summary stays a few hundred bytes. */
 const SUMMARY_LINE_MAX_BYTES = 240
 
 export type EnvelopeInput = {
@@ -14,14 +14,14 @@ export type EnvelopeInput = {
   label: string
   /** Set when a subagent's exit notice is forwarded to its root session. */
   subagentSessionID?: string
-  /** Set when a `wake_pattern` match makes this running batch a wake (SPEC §10). */
+  /** Set when a `wake_pattern` match makes this running batch a wake. */
   wake?: WakeReason
 }
 
 // The `wake:` header names at most this many matching lines; the rest are in the body anyway.
 const WAKE_SEQS_SHOWN = 5
 
-/** The exact text the model sees for one batch (SPEC §3). The only place that writes it. */
+/** The exact text the model sees for one batch. The only place that writes it. */
 export function formatMonitorBatch({ batch, label, subagentSessionID, wake }: EnvelopeInput): string {
   const out = formatEnvelopeHead(batch.monitorId, batch.batchSeq, sanitizeLabel(label))
   if (subagentSessionID) out.push(`subagent_session: ${sanitizeLabel(subagentSessionID)}`)
@@ -77,7 +77,7 @@ function formatMatchLine({ ordinal, limit, seqs }: MatchReason): string {
   return `wake: line${seqs.length > 1 ? "s" : ""} matched wake_pattern (${ordinal} of ${limit})${where}`
 }
 
-/** What the observation budget held back, and how to read it (SPEC §14). */
+/** What the observation budget held back, and how to read it. */
 function formatBudgetNote(monitorId: string, note: BudgetNote): string[] {
   const held = `${note.lines} lines (${note.bytes} bytes) since the last envelope`
   return [

@@ -8,7 +8,7 @@ export type GateInput = {
   userMessageWindowMs: number
   /**
    * A turn that started before this server process loaded the plugin cannot be running in it: an
-   * unfinished assistant message that old was cut off by a crash and never completes (SPEC §12).
+   * unfinished assistant message that old was cut off by a crash and never completes.
    */
   staleTurnsBefore?: number
 }
@@ -25,7 +25,7 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
 }
 
 /**
- * Decides from the target session's own state whether output may be injected now (SPEC §4):
+ * Decides from the target session's own state whether output may be injected now:
  * idle, latest assistant turn finished, no real user message within the window. Only this
  * session's own status counts: another session being busy (a subagent, say) never closes it.
  */

@@ -33,7 +33,7 @@ export type InjectorOptions = {
   pendingMaxBytes: number
   /** Unfinished assistant messages older than this were cut off by a crash (see evaluateGates). */
   staleTurnsBefore?: number
-  /** Wake on a matching line (SPEC §10); without it a `wake_pattern` match is an observation. */
+  /** Wake on a matching line; without it a `wake_pattern` match is an observation. */
   matchWake?: MatchWakeOptions
 }
 
@@ -115,7 +115,7 @@ export class MonitorOutputInjector {
     }
     const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
     const wakeBounds = this.options.matchWake ?? bounds
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, wakeBounds) // issue 18
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, wakeBounds)
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
@@ -132,7 +132,7 @@ export class MonitorOutputInjector {
     return this.matchWakes !== undefined && !this.matchWakes.exhausted(monitorId, wakeLimit)
   }
 
-  // --- match wake (issue 18): thin hooks; the logic is in match-wake.ts ---------------------
+  // --- match wake: thin hooks; the logic is in match-wake.ts ---------------------
   /** The first delivery that may go now (a match wake told to wait is skipped), undecided yet. */
   private nextDue(queue: SessionQueue, now: number): Delivery | undefined {
     return queue.deliveries.find((d) => d.notBefore <= now)
@@ -166,7 +166,7 @@ export class MonitorOutputInjector {
 
   /**
    * A person's message reached the session (the `chat.message` hook, before the history shows
-   * it): nothing is sent into it, wake or observation, for user_message_window_ms (SPEC §4).
+   * it): nothing is sent into it, wake or observation, for user_message_window_ms.
    */
   onPersonMessage(sessionID: string): void {
     this.personWroteAt.set(sessionID, this.deps.scheduler.now())
@@ -425,7 +425,7 @@ function logFields(delivery: Delivery, force: boolean): Record<string, unknown> 
   }
 }
 
-/** `1/3` for the first of three match wakes, `silence` for a silence wake (SPEC §15). */
+/** `1/3` for the first of three match wakes, `silence` for a silence wake. */
 function wakeLogText(reason: WakeReason): string {
   return isSilenceReason(reason) ? "silence" : `${reason.ordinal}/${reason.limit}`
 }

@@ -3,7 +3,7 @@ import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
 
 /**
- * Wake on a matching line (SPEC §10). The injector asks this policy, at send time and with the
+ * Wake on a matching line. The injector asks this policy, at send time and with the
  * session's gates already open, whether a batch carrying a `wake_pattern` match wakes the session
  * now, waits, or goes as a plain observation. Matches that cannot wake yet stay in that waiting
  * batch, so they coalesce into the next wake.
@@ -21,7 +21,7 @@ export type MatchWakeOptions = {
 
 /**
  * Why an envelope wakes: the `wake:` header line. A match (the nth of `wake_limit`, at these seqs),
- * or a silence (`wake_on_silence_ms`, SPEC §15: no output for `silentMs`, last line `lastSeq`).
+ * or a silence (`wake_on_silence_ms`: no output for `silentMs`, last line `lastSeq`).
  */
 export type WakeReason = MatchReason | SilenceReason
 export type MatchReason = { ordinal: number; limit: number; seqs: number[] }

@@ -20,7 +20,7 @@ export type BatchOrigin = {
 }
 
 /**
- * Where every batch goes (SPEC §5, §10, §14): routed by the owning session's source, through the
+ * Where every batch goes: routed by the owning session's source, through the
  * observation budget, into the injector. The one path of a batch reads manager → router → budget
  * → injector, with nothing calling back up. The router owns the session sources, the match-wake
  * state it asks the injector for, and whether a monitor's exit notice is still owed. A further

@@ -24,7 +24,7 @@ export type Delivery = {
   /** When the unsure send was made: it may take this long to show in the history. */
   unsureSince: number
   lastError: string | undefined
-  // --- match wake (issue 18): a running batch routed with `wake` is a match-wake candidate ---
+  // --- match wake: a running batch routed with `wake` is a match-wake candidate ---
   /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
   wakeLimit: number
   /** Decided at send time: this running batch wakes the session, for this reason. */

@@ -116,7 +116,7 @@ export type Route = { sessionID: string; wake: boolean; subagentSessionID?: stri
  * observations only, never woken. Streaming batches go to the owning session whatever its source.
  * A match wake may still turn into an observation (MatchWakePolicy, past `wake_limit`). A person's
  * stop from the TUI is news for the agent that started the monitor, not a reason to wake anyone:
- * it goes to the owning session as an observation. A silence wake (SPEC §15) is routed like a
+ * it goes to the owning session as an observation. A silence wake is routed like a
  * match wake, except that where it may wake nobody it goes nowhere: it carries no new line.
  */
 export function routeBatch(

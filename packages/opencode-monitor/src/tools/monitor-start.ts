@@ -88,7 +88,7 @@ export function startedText(info: MonitorInfo, config: MonitorConfig, source: Se
   ].join("\n")
 }
 
-/** Where a monitor's exit notice goes (SPEC §5), said to the agent that starts it. */
+/** Where a monitor's exit notice goes, said to the agent that starts it. */
 function exitNote(source: SessionSource | undefined, subagentWake: MonitorConfig["subagent_wake"]): string {
   if (source?.kind === "subagent") {
     return subagentWake === "parent"

@@ -19,7 +19,7 @@ import {
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
 /**
- * The TUI part of opencode-monitor (SPEC §11): the session's monitors in the sidebar and a
+ * The TUI part of opencode-monitor: the session's monitors in the sidebar and a
  * "Monitors" palette command. It reads the state files the server part writes (only `src/state/`
  * and the codec are shared with the server part) and falls back to the session's messages when no
  * local server writes one (a TUI attached to a remote server). This file only renders: what it

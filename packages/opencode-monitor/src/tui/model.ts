@@ -159,7 +159,7 @@ export function detailDialog(monitor: MonitorView, local: boolean, now: number) 
   return { title: rows[0]?.text ?? monitor.id, options }
 }
 
-/** Asks the monitor's server to stop it (SPEC §11); the toast text says what happened. */
+/** Asks the monitor's server to stop it; the toast text says what happened. */
 export function requestStop(folder: string, sessionID: string, monitor: MonitorView) {
   try {
     writeStopRequest(folder, { serverPid: monitor.serverPid ?? 0, sessionID, monitorId: monitor.id })

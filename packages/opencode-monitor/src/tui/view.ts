@@ -19,7 +19,7 @@ export type MonitorView = {
   pidStartTime: string | undefined
   linesSeen: number
   lastLines: StateLine[]
-  /** When its deadline stops it (SPEC §15); undefined: no deadline. */
+  /** When its deadline stops it; undefined: no deadline. */
   deadlineAt?: number
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
