@@ -24,7 +24,8 @@ function counter() {
   }
 }
 
-// These tests order events; they assert no durations.
+// These tests order events; they assert no durations. A flood is read within the plugin's share of
+// a core (output_cpu_share), so the loop gets its turns; these check it gets them within the read too.
 describe("the server's event loop during a flood", () => {
   test("a timer scheduled during a flood runs before the flood ends", async () => {
     const collector = counter()
@@ -35,7 +36,7 @@ describe("the server's event loop during a flood", () => {
     const info = await startMonitor(manager, {
       sessionID: "s",
       directory: process.cwd(),
-      command: "yes | head -c 100000000",
+      command: "yes | head -c 10000000",
     })
     // Wait until the flood is under way: the first batch exists.
     while (collector.count(info.id) === 0) await new Promise((r) => setImmediate(r))
@@ -43,9 +44,8 @@ describe("the server's event loop during a flood", () => {
     setTimeout(() => events.push("timer"), 0)
     collector.whenEnded(info.id).then(() => events.push("flood ended"))
     await collector.whenEnded(info.id)
-    await new Promise((r) => setTimeout(r, 5))
     expect(events).toEqual(["timer", "flood ended"])
-    expect(info.counters.total).toBe(50_000_000)
+    expect(info.counters.total).toBe(5_000_000)
   }, 60_000)
 
   test("the batch interval timer fires while another monitor floods", async () => {
@@ -57,7 +57,7 @@ describe("the server's event loop during a flood", () => {
     const flood = await startMonitor(manager, {
       sessionID: "s",
       directory: process.cwd(),
-      command: "yes | head -c 100000000",
+      command: "yes | head -c 10000000",
     })
     // One line, then silence: only the interval timer can flush it.
     const quiet = await startMonitor(manager, {
