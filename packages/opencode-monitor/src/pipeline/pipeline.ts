@@ -62,7 +62,11 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const settle = new WakeSettle(scheduler, config.wake_settle_ms, () => batcher.flushNow())
   const intake = lineIntake(options, { ring, batcher, settle, read, cutFromEnvelope: drops.cutFromEnvelope })
   const splitter = (stream: MonitorStream) =>
-    new LineSplitter(config.line_max_bytes, (...line) => intake.accept(stream, ...line), drops.cut)
+    new LineSplitter(
+      config.line_max_bytes,
+      (block, start, end, truncated) => intake.accept(stream, block, start, end, truncated),
+      drops.cut,
+    )
   const splitters = { stdout: splitter("stdout"), stderr: splitter("stderr") }
   const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher, () => intake.seq)
   let finished = false
