@@ -91,7 +91,7 @@ export class LineSplitter {
       this.emit(chunk, from, newline, false)
       return
     }
-    const cut = characterBoundary(chunk.subarray(from, newline), this.maxBytes)
+    const cut = characterBoundary(chunk, from, from + this.maxBytes) - from
     this.countDropped(newline - from - cut)
     this.emit(chunk, from, from + cut, true)
   }
@@ -106,7 +106,7 @@ export class LineSplitter {
       this.partialLength = bytes.length
       return
     }
-    const cut = characterBoundary(bytes, this.maxBytes)
+    const cut = characterBoundary(bytes, 0, this.maxBytes)
     this.countDropped(bytes.length - cut)
     this.parts = []
     this.partialLength = 0
@@ -142,10 +142,10 @@ export function searchView(chunk: Uint8Array): Uint8Array {
   return Buffer.isBuffer(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length) : chunk
 }
 
-/** Largest cut point <= limit that does not split a UTF-8 sequence. */
-function characterBoundary(bytes: Uint8Array, limit: number): number {
-  let cut = Math.min(limit, bytes.length)
+/** The nearest cut at or before `at` that does not split a UTF-8 sequence (never before `start`). */
+export function characterBoundary(bytes: Uint8Array, start: number, at: number): number {
+  let cut = at
   // Back off while the byte at the cut is a continuation byte (10xxxxxx).
-  while (cut > 0 && cut < bytes.length && ((bytes[cut] as number) & 0xc0) === 0x80) cut--
+  while (cut > start && ((bytes[cut] as number) & 0xc0) === 0x80) cut--
   return cut
 }

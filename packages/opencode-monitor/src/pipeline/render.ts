@@ -1,6 +1,7 @@
 import { isUtf8 } from "node:buffer"
 import { neutralizeMarkers } from "../codec"
 import { lineText, type MonitorLine, type MonitorStream } from "./line"
+import { characterBoundary } from "./line-splitter"
 
 /** Visual rows one output line may yield; the rest is cut and counted in `dropped:`. */
 export const MAX_ROWS_PER_LINE = 16
@@ -81,13 +82,6 @@ export function fittedEnd(line: MonitorLine, maxBytes: number): number {
     const shorter = line.start + Math.floor(((end - line.start) * maxBytes) / size) - 1
     end = characterBoundary(line.block, line.start, Math.max(line.start, Math.min(end - 1, shorter)))
   }
-}
-
-/** The nearest cut at or before `at` in `bytes` that does not split a UTF-8 sequence (not before `start`). */
-export function characterBoundary(bytes: Uint8Array, start: number, at: number): number {
-  let cut = at
-  while (cut > start && ((bytes[cut] as number) & 0xc0) === 0x80) cut--
-  return cut
 }
 
 /** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */
