@@ -1,4 +1,4 @@
-// test-runner: slow, about 150 s (started first by scripts/test.ts)
+// test-runner: about 120 s (scripts/test.ts starts the longest first)
 /**
  * Scenario: the observation budget (SPEC §14) on a real opencode serve, idle session.
  * 1. A dev server logging 10 lines a second for 5 minutes injects no more than the documented
