@@ -117,7 +117,8 @@ async function main(): Promise<number> {
     console.error("no test files match")
     return 1
   }
-  console.log(`running ${queue.length} test jobs, ${JOBS} at a time`)
+  console.log(`running ${queue.length} test jobs, ${JOBS} at a time, longest first`)
+  const started = Date.now()
   const results: Result[] = []
   const worker = async () => {
     for (let job = queue.shift(); job; job = queue.shift()) {
@@ -136,6 +137,7 @@ async function main(): Promise<number> {
   }
   const pass = results.reduce((n, r) => n + r.pass, 0)
   const fail = results.reduce((n, r) => n + r.fail, 0)
+  console.log(`\nall jobs in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   console.log(`\n${pass} passed, ${fail} failed`)
   return fail === 0 && results.every((r) => r.code === 0) ? 0 : 1
 }
