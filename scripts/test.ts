@@ -1,12 +1,14 @@
 /**
- * `npm test`: the whole suite in about the time of its slowest live file. The plugin's unit tests run
- * in one `bun test`; each live file (a real opencode server of its own) runs in its own `bun test`
- * process, several at once, since a live scenario mostly waits on timers and the server. Files that
- * say `// test-runner: slow` start first. Output of each file is printed whole when it ends, so
- * parallel runs never interleave; the last line is the plain `N passed, N failed` count.
+ * `npm test`: the whole suite. The plugin's unit tests run in one `bun test`; each live file (a real
+ * opencode server of its own) runs in its own `bun test` process, several at once, since a live
+ * scenario mostly waits on timers and the server. The longest start first, so the suite takes about
+ * its total divided by the jobs, not that plus its longest file: a file that runs longer than
+ * SHORT_SECONDS says so in a line `// test-runner: about N s` (its time on 2 busy cores). Output of
+ * each file is printed whole when it ends, so parallel runs never interleave; the last line is the
+ * plain `N passed, N failed` count.
  *
  * The live files run on the newest tested opencode release, and the core subset below once more on
- * the oldest (SPEC §16; the releases are TESTED_OPENCODE in the plugin's src/host-check.ts, each a
+ * the oldest (the releases are TESTED_OPENCODE in the plugin's src/host-check.ts, each a
  * pinned devDependency). `OPENCODE_VERSION` tells the harness which binary to start.
  *
  *   npm test                          everything
@@ -20,7 +22,12 @@ import { TESTED_OPENCODE } from "../packages/opencode-monitor/src/host-check.ts"
 const ROOT = resolve(import.meta.dir, "..")
 const JOBS = Math.max(1, Number(process.env.TEST_JOBS ?? 4))
 
-type Job = { name: string; files: string[]; slow: boolean; opencode?: string }
+type Job = { name: string; files: string[]; seconds: number; opencode?: string }
+
+/** What a live file without a `// test-runner: about N s` line is taken to run. */
+const SHORT_SECONDS = 30
+/** The plugin's unit tests, one job (measured on 2 busy cores). */
+const UNIT_SECONDS = 130
 
 export const NEWEST_OPENCODE = TESTED_OPENCODE[TESTED_OPENCODE.length - 1] as string
 export const OLDEST_OPENCODE = TESTED_OPENCODE[0] as string
@@ -55,11 +62,10 @@ function jobs(filters: string[]): Job[] {
   const others = testFiles(join(ROOT, "packages"))
     .filter((f) => !f.startsWith(join(ROOT, "packages/opencode-monitor/")))
     .filter(wanted)
-  const slow = (file: string) => readFileSync(file, "utf8").includes("// test-runner: slow")
   const list: Job[] = others.map((file) => ({
     name: `${relative(ROOT, file)} @${NEWEST_OPENCODE}`,
     files: [file],
-    slow: slow(file),
+    seconds: expectedSeconds(file),
     opencode: NEWEST_OPENCODE,
   }))
   if (OLDEST_OPENCODE !== NEWEST_OPENCODE) {
@@ -67,13 +73,20 @@ function jobs(filters: string[]): Job[] {
       list.push({
         name: `${relative(ROOT, file)} @${OLDEST_OPENCODE}`,
         files: [file],
-        slow: slow(file),
+        seconds: expectedSeconds(file),
         opencode: OLDEST_OPENCODE,
       })
     }
   }
-  if (unit.length > 0) list.push({ name: "packages/opencode-monitor (unit)", files: unit, slow: true })
-  return list.sort((a, b) => Number(b.slow) - Number(a.slow))
+  if (unit.length > 0) list.push({ name: "packages/opencode-monitor (unit)", files: unit, seconds: UNIT_SECONDS })
+  // Longest first: the last jobs to start are short, so the workers finish close together.
+  return list.sort((a, b) => b.seconds - a.seconds)
+}
+
+/** A live file's `// test-runner: about N s`, else SHORT_SECONDS. */
+function expectedSeconds(file: string): number {
+  const said = readFileSync(file, "utf8").match(/^\/\/ test-runner: about (\d+) s\b/m)
+  return said ? Number(said[1]) : SHORT_SECONDS
 }
 
 async function run(job: Job): Promise<Result> {
@@ -104,7 +117,8 @@ async function main(): Promise<number> {
     console.error("no test files match")
     return 1
   }
-  console.log(`running ${queue.length} test jobs, ${JOBS} at a time`)
+  console.log(`running ${queue.length} test jobs, ${JOBS} at a time, longest first`)
+  const started = Date.now()
   const results: Result[] = []
   const worker = async () => {
     for (let job = queue.shift(); job; job = queue.shift()) {
@@ -123,6 +137,7 @@ async function main(): Promise<number> {
   }
   const pass = results.reduce((n, r) => n + r.pass, 0)
   const fail = results.reduce((n, r) => n + r.fail, 0)
+  console.log(`\nall jobs in ${((Date.now() - started) / 1000).toFixed(0)} s`)
   console.log(`\n${pass} passed, ${fail} failed`)
   return fail === 0 && results.every((r) => r.code === 0) ? 0 : 1
 }

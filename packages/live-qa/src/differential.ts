@@ -5,10 +5,10 @@
  * its tool part status and the `permission.asked` events carrying its callID.
  */
 import type { MonitorQA } from "./monitor-qa.ts"
-import { replyPermission } from "./scenario.ts"
+import { replyPermission, waitForSession } from "./scenario.ts"
 import { lastMessage, messageText, type Script } from "./scripted-model.ts"
 import type { PartView } from "./session-messages.ts"
-import { waitFor, waitForIdle } from "./timeline.ts"
+import { waitForIdle } from "./timeline.ts"
 
 const OPEN = "DIFF-COMMAND "
 const CLOSE = "\nEND-DIFF-COMMAND"
@@ -66,7 +66,9 @@ export function autoReplyOnce(qa: MonitorQA): () => void {
 export async function runDifferential(qa: MonitorQA, command: string, timeoutMs = 60_000): Promise<DiffRow> {
   const sessionID = await qa.newSession({ title: "differential" })
   await qa.prompt(sessionID, diffPrompt(command))
-  const parts = await waitFor(
+  const parts = await waitForSession(
+    qa,
+    sessionID,
     async () => {
       const all = (await qa.messages(sessionID)).flatMap((m) => m.parts)
       const bash = all.find((p) => p.type === "tool" && p.tool === "bash")
@@ -75,7 +77,6 @@ export async function runDifferential(qa: MonitorQA, command: string, timeoutMs 
       return done(bash) && done(monitor) ? { bash: bash as PartView, monitor: monitor as PartView } : undefined
     },
     timeoutMs,
-    100,
     `both tool calls of ${JSON.stringify(command)} to finish`,
   )
   await waitForIdle(qa.server.client, sessionID, timeoutMs, { busyGraceMs: 0 })

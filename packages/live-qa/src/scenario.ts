@@ -5,7 +5,7 @@
  */
 import type { Envelope, MonitorQA } from "./monitor-qa.ts"
 import { type PsEntry, psAll } from "./process-group.ts"
-import { renderMessages, type SessionMessage, textOf, waitFor, waitForIdle } from "./timeline.ts"
+import { renderMessages, type SessionMessage, sleep, textOf, waitFor, waitForIdle } from "./timeline.ts"
 
 /** A person's prompt for the scripted agent: a sentence, then STEP/SAY directives. */
 export function planPrompt(
@@ -31,6 +31,41 @@ export function stepWithTool(messages: SessionMessage[], tool: string): SessionM
   return messages.find((m) => isAssistant(m) && m.parts.some((p) => p.type === "tool" && p.tool === tool))
 }
 
+/** How long a session wait goes without reading when the bus reports nothing (a missed event). */
+const QUIET_READ_MS = 1_000
+
+/**
+ * Bounded wait until `read` (an HTTP read of the session) finds something. It reads again only once
+ * the bus reported a change in the session, or after QUIET_READ_MS of none: every read costs the
+ * server 5-15 ms of CPU, which a 100 ms poll spent for nothing while the whole suite shares 2 cores.
+ */
+export async function waitForSession<T>(
+  qa: MonitorQA,
+  sessionID: string,
+  read: () => Promise<T | undefined | null | false>,
+  timeoutMs: number,
+  what: string,
+): Promise<T> {
+  const deadline = Date.now() + timeoutMs
+  for (;;) {
+    const seen = qa.timeline.events.length
+    const value = await read()
+    if (value !== undefined && value !== null && value !== false) return value
+    if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
+    await sessionChanged(qa, sessionID, seen, Math.min(QUIET_READ_MS, deadline - Date.now()))
+  }
+}
+
+/** Resolves when an event of the session is recorded after the first `seen`, or after `ms`. */
+async function sessionChanged(qa: MonitorQA, sessionID: string, seen: number, ms: number): Promise<void> {
+  const until = Date.now() + ms
+  for (let from = seen; Date.now() < until; from = qa.timeline.events.length) {
+    const events = qa.timeline.events
+    for (let i = from; i < events.length; i++) if (events[i]?.sessionID === sessionID) return
+    await sleep(20)
+  }
+}
+
 /** Bounded wait for an envelope in a session. */
 export function waitForEnvelope(
   qa: MonitorQA,
@@ -39,7 +74,7 @@ export function waitForEnvelope(
   what: string,
   timeoutMs = 30_000,
 ): Promise<Envelope> {
-  return waitFor(async () => (await qa.envelopes(sessionID)).find(match), timeoutMs, 100, what)
+  return waitForSession(qa, sessionID, async () => (await qa.envelopes(sessionID)).find(match), timeoutMs, what)
 }
 
 /** Bounded wait for a completed assistant message after the message `afterID` whose text matches. */
@@ -51,13 +86,14 @@ export function waitForReply(
   what: string,
   timeoutMs = 30_000,
 ): Promise<SessionMessage> {
-  return waitFor(
+  return waitForSession(
+    qa,
+    sessionID,
     async () =>
       after(await qa.messages(sessionID), afterID).find(
         (m) => isAssistant(m) && typeof m.info.time.completed === "number" && match(textOf(m)),
       ),
     timeoutMs,
-    100,
     what,
   )
 }

@@ -62,7 +62,8 @@ export async function waitForIdle(
   timeoutMs = 30_000,
   options: WaitForIdleOptions = {},
 ): Promise<void> {
-  const pollMs = options.pollMs ?? 50
+  // Each status read costs the server a few ms of CPU: 5 reads a second is soon enough for a test.
+  const pollMs = options.pollMs ?? 200
   const grace = Math.min(options.busyGraceMs ?? 3000, timeoutMs)
   const started = Date.now()
   if (grace > 0) {

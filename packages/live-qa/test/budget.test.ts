@@ -1,11 +1,13 @@
-// test-runner: slow (started first by scripts/test.ts)
+// test-runner: about 120 s (scripts/test.ts starts the longest first)
 /**
  * Scenario: the observation budget (SPEC §14) on a real opencode serve, idle session.
  * 1. A dev server logging 10 lines a second for 5 minutes injects no more than the documented
  *    budget; the exit wake still comes with its last lines; monitor_output returns held-back lines.
- *    (~6 minutes: the length is the point.)
- * 2. One ERROR line among 3 000 ordinary lines printed at once reaches the session. (~40 s)
- * One server per file, default options: the budget under test is the documented default.
+ * 2. One ERROR line among 3 000 ordinary lines printed at once reaches the session.
+ * One server per file, on the documented defaults run on a clock four times as fast: the flush
+ * interval, the refill rate and the summary interval are scaled by 4 and the commands print 4
+ * times as fast, so every batch, envelope and byte count is that of the 5-minute run at the
+ * defaults (burst and session total unchanged), in 75 s. Figures are in the defaults' minutes.
  */
 import { afterAll, beforeAll, expect, test } from "bun:test"
 import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
@@ -16,21 +18,35 @@ import { textOf } from "../src/timeline.ts"
 const BYTES_PER_MINUTE = 4_096
 const BURST_BYTES = 16_384
 const SESSION_BYTES = 65_536
+const SUMMARY_INTERVAL_MS = 300_000
+const FLUSH_INTERVAL_MS = 1_000
+/** How much faster than the defaults' clock this file runs. */
+const SCALE = 4
 
 let qa: MonitorQA
 beforeAll(async () => {
-  qa = await startMonitorQA()
+  qa = await startMonitorQA({
+    pluginOptions: {
+      flush_interval_ms: FLUSH_INTERVAL_MS / SCALE,
+      observation_bytes_per_minute: BYTES_PER_MINUTE * SCALE,
+      observation_summary_interval_ms: SUMMARY_INTERVAL_MS / SCALE,
+    },
+  })
 }, 120_000)
 afterAll(async () => {
   await qa?.stop().catch(() => undefined)
 }, 60_000)
 
+/** A real duration in the defaults' minutes. */
+const defaultMinutes = (ms: number) => (ms * SCALE) / 60_000
+const PAUSE = 1 / SCALE
+
 const REQUEST_LINE = "127.0.0.1 - - 'GET /api/items/$i HTTP/1.1' 200 512 3ms"
-// 3 000 lines, 10 then a one-second sleep: 10 lines a second for 5 minutes.
-const CHATTY = `i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo "${REQUEST_LINE}"; if [ $((i % 10)) -eq 0 ]; then sleep 1; fi; done; echo chatty-last-line; exit 3`
-// 3 000 lines at once, one of them an error, then a quiet tail before the exit.
+// 3 000 lines, 10 then a pause: 10 lines a second of the defaults' clock for 5 of its minutes.
+const CHATTY = `i=0; while [ $i -lt 3000 ]; do i=$((i+1)); echo "${REQUEST_LINE}"; if [ $((i % 10)) -eq 0 ]; then sleep ${PAUSE}; fi; done; echo chatty-last-line; exit 3`
+// 3 000 lines at once, one of them an error, then a quiet tail (25 s of the defaults' clock) before the exit.
 const NEEDLE = "ERROR: lost connection to database (pool exhausted)"
-const HAYSTACK = `i=0; while [ $i -lt 3000 ]; do i=$((i+1)); if [ $i -eq 1500 ]; then echo "${NEEDLE}"; else echo "${REQUEST_LINE}"; fi; done; sleep 25; exit 0`
+const HAYSTACK = `i=0; while [ $i -lt 3000 ]; do i=$((i+1)); if [ $i -eq 1500 ]; then echo "${NEEDLE}"; else echo "${REQUEST_LINE}"; fi; done; sleep ${25 / SCALE}; exit 0`
 
 const bytesOf = (envelopes: Envelope[]) => envelopes.reduce((n, e) => n + Buffer.byteLength(e.text), 0)
 const seqsIn = (text: string) => [...text.matchAll(/^\[std(?:out|err) seq=(\d+)\]/gm)].map((m) => Number(m[1]))
@@ -42,8 +58,8 @@ test("a 10 lines/s monitor in an idle session stays within the budget for 5 minu
     planPrompt("Run the dev server.", [["monitor_start", { command: CHATTY, label: "chatty" }]], "Dev server started."),
   )
   await explained(qa, { chatty: sessionID }, async () => {
-    const wake = await waitForEnvelope(qa, sessionID, (e) => e.status !== "running", "the exit wake", 480_000)
-    const minutes = (wake.message.info.time.created - startedAt) / 60_000
+    const wake = await waitForEnvelope(qa, sessionID, (e) => e.status !== "running", "the exit wake", 240_000)
+    const minutes = defaultMinutes(wake.message.info.time.created - startedAt)
     const envelopes = await qa.envelopes(sessionID)
     const observations = envelopes.filter((e) => e.status === "running")
     const bytes = bytesOf(observations)
@@ -72,8 +88,8 @@ test("a 10 lines/s monitor in an idle session stays within the budget for 5 minu
     expect(observations.length).toBeLessThan(60)
     expect(observations.some((e) => /^budget: \d+ lines/m.test(e.text))).toBe(true)
 
-    // The exit wake is never held back and carries its own last lines. The last line comes a second
-    // after the line before it, as the flush timer does: when the timer takes it a moment before the
+    // The exit wake is never held back and carries its own last lines. The last line comes a flush
+    // interval after the line before it, as the flush timer does: when the timer takes it a moment before the
     // exit is seen, it goes out in that batch, which is the last observation if it fit the budget
     // (else the wake shows it as the latest held line). Either way it reaches the session once.
     expect(wake.status).toBe("exited (code=3)")
@@ -120,7 +136,7 @@ test("a 10 lines/s monitor in an idle session stays within the budget for 5 minu
     )
     expect(textOf(reply)).toBe("Here it is.")
   })
-}, 600_000)
+}, 360_000)
 
 test("one ERROR line among 3 000 ordinary lines printed at once reaches the session", async () => {
   const sessionID = await qa.newSession({ title: "budget needle" })

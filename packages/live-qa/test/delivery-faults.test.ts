@@ -1,4 +1,4 @@
-// test-runner: slow (started first by scripts/test.ts)
+// test-runner: about 160 s (scripts/test.ts starts the longest first)
 /**
  * Issue 12: delivery under faults, against a real opencode serve. The plugin runs through a
  * test-only entry (src/fault-plugin.ts) that injects faults into its real session API: refused

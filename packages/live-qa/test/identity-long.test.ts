@@ -1,15 +1,28 @@
-// test-runner: slow (started first by scripts/test.ts)
+// test-runner: about 55 s (scripts/test.ts starts the longest first)
 /**
  * Issue 12, identity: a `plan` session on mock/m2, then 200+ observations (far more than the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on
- * mock/m2: the identity of the person's message is kept however far back it is. About 2 minutes:
- * 230 lines 0.4 s apart, slow enough for each line to be its own observation on a loaded machine.
+ * mock/m2: the identity of the person's message is kept however far back it is. Each line is printed
+ * once the one before it was delivered, so each is its own observation on any machine, as fast as
+ * the session takes them.
  */
 import { afterEach, expect, test } from "bun:test"
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { join } from "node:path"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
-import { explained, isAssistant, isRealUser, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts"
+import {
+  deliveriesLogged,
+  explained,
+  isAssistant,
+  isRealUser,
+  planPrompt,
+  waitForEnvelope,
+  waitForReply,
+} from "../src/scenario.ts"
 import { textOf, waitForIdle } from "../src/timeline.ts"
+import { waitFor } from "../src/wait.ts"
 
 let qa: MonitorQA | undefined
 afterEach(async () => {
@@ -40,13 +53,20 @@ test("identity: after 200 observations the wake still runs as plan on the person
   })
   qa = live
   const sessionID = await live.newSession()
-  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; sleep 0.4; done; exit 4`
+  // Line i+1 comes once the test saw line i delivered and opened its gate.
+  const gate = mkdtempSync(join(tmpdir(), "omo-identity-"))
+  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; while [ ! -e ${gate}/$i ]; do sleep 0.02; done; done; exit 4`
   await live.prompt(
     sessionID,
     planPrompt("Plan while it runs.", [["monitor_start", { command, label: "long" }]], "Planning while it runs."),
     { agent: "plan", model: M2 },
   )
-  const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the exit notice", 180_000)
+  for (let line = 1; line <= LINES; line++) {
+    await waitFor(() => deliveriesLogged(live).size >= line, 60_000, 20, `observation ${line} delivered`)
+    writeFileSync(join(gate, String(line)), "")
+  }
+  const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the exit notice", 60_000)
+  rmSync(gate, { recursive: true, force: true })
   const reply = await waitForReply(
     live,
     sessionID,

@@ -1,4 +1,4 @@
-// test-runner: slow (started first by scripts/test.ts)
+// test-runner: about 110 s (scripts/test.ts starts the longest first)
 /**
  * Shell parity (issue 11): a command that works with opencode's bash tool works with
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model

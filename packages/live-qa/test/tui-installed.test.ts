@@ -1,4 +1,4 @@
-// test-runner: slow (started first by scripts/test.ts)
+// test-runner: about 125 s (scripts/test.ts starts the longest first)
 /**
  * The TUI part installed as users install it (issue 27): both parts listed in opencode.json and
  * tui.json by name from a local registry (verdaccio on 127.0.0.1), and as `opencode-monitor@file:<tgz>`.

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { execFileSync } from "node:child_process"
+import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Part, UserMessage } from "@opencode-ai/sdk"
@@ -17,9 +18,13 @@ afterEach(async () => {
   for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
 })
 
-function plugin(config: Partial<MonitorConfig> = {}) {
-  const api = new FakeSessionApi(() => Date.now())
-  const instance = createMonitorPlugin({ ...defaultMonitorConfig(), kill_grace_ms: 300, ...config }, { api })
+/** The plugin on a fake opencode; timers on `scheduler` when given, else on the real clock. */
+function plugin(config: Partial<MonitorConfig> = {}, scheduler?: FakeScheduler) {
+  const api = new FakeSessionApi(() => scheduler?.now() ?? Date.now())
+  const instance = createMonitorPlugin(
+    { ...defaultMonitorConfig(), kill_grace_ms: 300, ...config },
+    { api, ...(scheduler ? { scheduler } : {}) },
+  )
   instances.push(instance)
   const start = async (command: string, args: Record<string, unknown> = {}) => {
     const out = await instance.hooks.tool?.monitor_start?.execute({ command, ...args } as never, toolContext("ses_a"))
@@ -96,21 +101,42 @@ describe("the observation budget in the plugin", () => {
 
   test("past wake_limit a match is a plain line: a line matching every 20 ms gives 3 wakes, a few observations and the exit on time", async () => {
     // Before the fix every match past the limit was flushed as its own batch: 63 prompts, the exit 7 s late.
-    const { api, instance, start } = plugin({ wake_min_interval_ms: 1_000, max_match_wakes_per_minute: 60 })
-    await start("i=0; while [ $i -lt 400 ]; do echo READY $i; i=$((i+1)); sleep 0.02; done; sleep 1", {
-      wake_pattern: "READY",
-      wake_limit: 3,
-    })
-    expect(await waitFor(() => instance.manager.list("ses_a", true)[0]?.status.kind === "exited", 60_000)).toBe(true)
-    const exitedAt = Date.now()
-    expect(await waitFor(() => api.sent.some((p) => p.text.includes("Status: exited")), 10_000)).toBe(true)
+    // The shell prints each line the test writes into its FIFO, and the fake clock moves 20 ms a
+    // line: 400 lines over 8 s of fake time, however slowly a loaded machine runs the shell.
+    const scheduler = new FakeScheduler()
+    const { api, instance, start } = plugin({ wake_min_interval_ms: 1_000, max_match_wakes_per_minute: 60 }, scheduler)
+    const dir = mkdtempSync(join(tmpdir(), "omo-budget-"))
+    const fifo = join(dir, "lines")
+    execFileSync("mkfifo", [fifo])
+    // Read and write: opening a FIFO this way does not wait for the reader.
+    const writer = openSync(fifo, "r+")
+    await start(`while read -r line; do echo "$line"; done < ${fifo}; exit 0`, { wake_pattern: "READY", wake_limit: 3 })
+    const monitor = () => instance.manager.list("ses_a", true)[0]
+    const advance = async (ms: number) => {
+      for (let t = 0; t < ms; t += 20) {
+        scheduler.advance(20)
+        await settle()
+      }
+    }
+    for (let i = 1; i <= 400; i++) {
+      writeSync(writer, `READY ${i}\n`)
+      expect(await waitFor(() => (monitor()?.counters.lastSeq ?? 0) >= i, 10_000, 1)).toBe(true)
+      await advance(20)
+    }
+    // A quiet second, then the exit (the shell reads the end of its FIFO).
+    await advance(1_000)
+    closeSync(writer)
+    expect(await waitFor(() => monitor()?.status.kind === "exited", 10_000)).toBe(true)
+    const exitedAt = monitor()?.endedAt ?? 0
+    await drive(scheduler, undefined, { until: () => api.sent.some((p) => p.text.includes("Status: exited")) })
+    rmSync(dir, { recursive: true, force: true })
     const exit = api.sent.find((p) => p.text.includes("Status: exited"))
     const wakes = api.sent.filter((p) => !p.noReply).map((p) => p.text.match(/^wake: .*\((\d) of 3\)/m)?.[1] ?? "exit")
     expect(wakes).toEqual(["1", "2", "3", "exit"])
-    // 400 lines over 8 s or more: past the limit they come at flush_interval_ms, one batch a second.
-    expect(api.sent.length).toBeLessThanOrEqual(4 + 15)
+    // 9 s of output: past the limit its lines go out at flush_interval_ms, at most one batch a second.
+    expect(api.sent.length).toBeLessThanOrEqual(4 + 10)
     expect((exit?.at ?? Number.POSITIVE_INFINITY) - exitedAt).toBeLessThan(4_000)
-  }, 90_000)
+  }, 60_000)
 
   test("a match wake is counted in the session's budget, with the bytes it sent", async () => {
     const { api, instance, start } = plugin({ observation_bytes_per_minute: 0 })
@@ -122,18 +148,21 @@ describe("the observation budget in the plugin", () => {
   }, 30_000)
 
   test("a person's message that chat.message sees while the gates read the session holds delivery back", async () => {
-    const { api, start, chat } = plugin()
-    let chatAt = 0
+    const scheduler = new FakeScheduler()
+    const { api, start, chat } = plugin({}, scheduler)
+    let chatAt: number | undefined
     api.afterHistoryRead = () => {
       api.afterHistoryRead = undefined
-      chatAt = Date.now()
+      chatAt = scheduler.now()
       void chat(false)
     }
     await start("echo one; sleep 30")
-    expect(await waitFor(() => api.sent.length > 0, 10_000)).toBe(true)
-    expect(chatAt).toBeGreaterThan(0)
+    await drive(scheduler, undefined, { until: () => api.sent.length > 0 })
+    expect(chatAt).toBeDefined()
     // Nothing went into the turn the person started: not before user_message_window_ms (2 s) had passed.
-    expect((api.sent[0]?.at ?? 0) - chatAt).toBeGreaterThanOrEqual(defaultMonitorConfig().user_message_window_ms)
+    expect((api.sent[0]?.at ?? 0) - (chatAt ?? Number.POSITIVE_INFINITY)).toBeGreaterThanOrEqual(
+      defaultMonitorConfig().user_message_window_ms,
+    )
   }, 30_000)
 
   test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {

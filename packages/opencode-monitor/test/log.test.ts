@@ -4,8 +4,9 @@ import { defaultMonitorConfig } from "../src/config"
 import { createSessionApi } from "../src/delivery/session-api"
 import { namedLogger } from "../src/log"
 import { createMonitorPlugin } from "../src/plugin"
+import { drive } from "./support/drive"
 import { FakeScheduler } from "./support/fake-scheduler"
-import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { FakeSessionApi } from "./support/fake-session-api"
 import { toolContext } from "./support/tool-context"
 
 describe("named loggers", () => {
@@ -31,11 +32,7 @@ describe("named loggers", () => {
     const api = new FakeSessionApi(() => scheduler.now())
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler })
     await instance.hooks.tool?.monitor_start?.execute({ command: "exit 3" } as never, toolContext("ses_a"))
-    for (let i = 0; i < 100 && !api.logs.some((l) => l.message === "sent monitor output"); i++) {
-      scheduler.advance(100)
-      await new Promise((resolve) => setTimeout(resolve, 5))
-      await settle()
-    }
+    await drive(scheduler, undefined, { until: () => api.logs.some((l) => l.message === "sent monitor output") })
     const serviceOf = (message: string) => api.logs.find((l) => l.message === message)?.service
     expect(serviceOf("monitor ended")).toBe("opencode-monitor.plugin")
     expect(serviceOf("sent monitor output")).toBe("opencode-monitor.injector")

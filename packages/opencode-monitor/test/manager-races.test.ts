@@ -1,4 +1,3 @@
-import { spawnSync } from "node:child_process"
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
@@ -6,14 +5,11 @@ import { type MonitorInfo, MonitorManager } from "../src/manager"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { type ProcessTable, processTable } from "../src/process/process-table"
 import { startMonitor } from "./support/start"
+import { drive } from "./support/drive"
+import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { toolContext } from "./support/tool-context"
-
-function processRows(marker: string): string[] {
-  const ps = spawnSync("ps", ["-eo", "pid=,stat=,args="], { encoding: "utf8" })
-  return ps.stdout.split("\n").filter((row) => row.includes(marker) && !row.includes("ps -eo"))
-}
 
 // Issue 12, finding 4: races around start, stop and supervision, with real processes.
 const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
@@ -78,15 +74,19 @@ describe("MonitorManager under concurrency", () => {
 
   test("a stop racing a natural exit reports the exit, not a stop", async () => {
     const marker = uniqueMarker("stop_race")
-    const { m } = manager()
-    // The leader exits after 0.3 s; a background child keeps the pipes open, so the monitor is
-    // still draining (status running, for 0.5 s) when the stop arrives.
-    const info = await start(m, `sleep 3 & sleep 0.3; exit 3 # ${marker}`)
-    expect(await waitFor(() => processRows(marker).length > 0, 5_000)).toBe(true)
-    expect(await waitFor(() => processRows(marker).length === 0, 5_000)).toBe(true)
-    // A zombie shows as "[sh] <defunct>": give the server a moment to reap it.
-    await Bun.sleep(100)
-    const stopped = await m.stop("ses_r", info.id, "agent")
+    const scheduler = new FakeScheduler()
+    const { m } = manager({ scheduler })
+    // The leader exits at once; a background child keeps the pipes open, so the monitor is still
+    // draining (status running: the drain wait is on the fake clock) when the stop arrives.
+    const info = await start(m, `sleep 3 & exit 3 # ${marker}`)
+    const run = () => m.list("ses_r", true)[0]
+    expect(await waitFor(() => run()?.ending?.reason === "exit", 5_000)).toBe(true)
+    expect(run()?.status.kind).toBe("running")
+    let stopped: MonitorInfo | undefined
+    await drive(
+      scheduler,
+      m.stop("ses_r", info.id, "agent").then((s) => (stopped = s)),
+    )
     // The background `sleep 3` it left behind was stopped by the monitor, and is named.
     const { leftBehind, ...status } = (stopped?.info.status ?? {}) as { leftBehind?: { name: string }[] }
     expect(status).toEqual({ kind: "exited", code: 3 })
@@ -168,7 +168,8 @@ describe("MonitorManager under concurrency", () => {
         ["mon_good0000", { kind: "exited", code: 2 }],
       ])
       expect(errors).toContain("mon_bad00000")
-      await Bun.sleep(0)
+      // A rejection nobody handled is reported once the event loop turns.
+      await new Promise((resolve) => setImmediate(resolve))
       expect(rejections).toEqual([])
     } finally {
       process.off("unhandledRejection", onRejection)

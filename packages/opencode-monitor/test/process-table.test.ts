@@ -67,7 +67,8 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
   })
 
   test("a child started later has a start time of its own, not older than this process's", async () => {
-    await Bun.sleep(1_100) // ps tells start times apart by the second
+    // ps tells start times apart by the second: this process must be older than that.
+    expect(await waitFor(() => process.uptime() > 1.1, 5_000, 50)).toBe(true)
     const child = detached("sleep", ["30"])
     const pid = child.pid as number
     const start = processStartTime(pid, table) as string

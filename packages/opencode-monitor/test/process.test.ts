@@ -9,6 +9,8 @@ import { MonitorManager } from "../src/manager"
 import { formatStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
+import { drive } from "./support/drive"
+import { FakeScheduler } from "./support/fake-scheduler"
 import { createProcessTable, type ProcessTable } from "../src/process/process-table"
 import { killWithChildren, liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
@@ -513,11 +515,18 @@ describe("ended monitors kept for monitor_list and monitor_output", () => {
   }
 
   test("one is forgotten retained_max_age_ms (1000, the least allowed) after it ended", async () => {
-    const { m, collector } = manager({ retained_max_age_ms: 1_000 })
-    const info = await run(m, collector)
+    const scheduler = new FakeScheduler()
+    const collector = new BatchCollector()
+    const m = new MonitorManager(
+      { ...defaultMonitorConfig(), retained_max_age_ms: 1_000 },
+      { onBatch: collector.onBatch, onEnded: collector.onEnded, scheduler },
+    )
+    const info = await start(m, "exit 0")
+    await drive(scheduler, collector.whenEnded(info.id), { stepMs: 0 })
+    scheduler.advance(999)
     expect(ids(m, "s1")).toEqual([info.id])
-    expect(await waitFor(() => ids(m, "s1").length === 0, 3_000)).toBe(true)
-    expect(Date.now() - (info.endedAt as number)).toBeGreaterThanOrEqual(1_000)
+    scheduler.advance(1)
+    expect(ids(m, "s1")).toEqual([])
     expect(m.output("s1", info.id, { limit: 10 })).toBeUndefined()
   })
 

@@ -284,18 +284,25 @@ describe("a FIFO named like a state file (repro fifo)", () => {
     const load = `
       const { createMonitorPlugin } = await import("./src/plugin")
       const { defaultMonitorConfig } = await import("./src/config")
-      const { FakeSessionApi } = await import("./test/support/fake-session-api")
-      const api = new FakeSessionApi(Date.now)
-      const instance = createMonitorPlugin(defaultMonitorConfig(), { api, directory: process.env.PROJECT, env: process.env })
+      const { FakeSessionApi, settle } = await import("./test/support/fake-session-api")
+      const { FakeScheduler } = await import("./test/support/fake-scheduler")
+      const scheduler = new FakeScheduler()
+      const api = new FakeSessionApi(() => scheduler.now())
+      const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: process.env.PROJECT, env: process.env })
       console.log("loaded")
-      await new Promise((r) => setTimeout(r, 300))
+      // Ten seconds of the plugin's timers (the stop-request poll, the state writer) run on the FIFO's folder.
+      for (let i = 0; i < 100; i++) {
+        scheduler.advance(100)
+        await settle()
+      }
       await instance.hooks.dispose()
+      console.log("disposed")
       process.exit(0)`
     const tui = `
       const { readLocalState } = await import("./src/tui/local-state")
       const snap = readLocalState(process.env.DIR)
       console.log("read " + snap.monitors.length)`
-    expect(await runs(load, env)).toBe("loaded")
+    expect(await runs(load, env)).toBe("loaded\ndisposed")
     expect(await runs(tui, env)).toBe("read 0")
   }, 30_000)
 })

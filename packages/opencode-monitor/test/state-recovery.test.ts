@@ -33,6 +33,7 @@ import { proveLeader } from "../src/state/recovery-proof"
 import { formatStatus } from "../src/codec"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { waitFor } from "./support/processes"
 import { recorded, stateEntry } from "./support/state-entry"
 import { BACK_ENDS } from "./support/tables"
 
@@ -437,8 +438,7 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
     // A process with the right token that does not lead its group (a member, not the leader).
     const pidFile = join(mkdtempSync(join(tmpdir(), "omo-member-")), "pid")
     const group = await sleeper(`sleep 30 & echo $! > ${pidFile}; wait`, "feedface", 2)
-    for (let i = 0; i < 100 && !existsSync(pidFile); i++) await Bun.sleep(10)
-    await Bun.sleep(20)
+    expect(await waitFor(() => existsSync(pidFile) && readFileSync(pidFile, "utf8").endsWith("\n"), 5_000)).toBe(true)
     const member = { pid: Number(readFileSync(pidFile, "utf8")), tokenHash: group.tokenHash }
     put(
       "server-500-5.json",
@@ -455,8 +455,8 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
       ]),
     )
     const { facts: _fake, ...withRealChecks } = deps()
+    // Recovery waits for a group it signalled to be gone: had it signalled one, it would be dead now.
     await recoverLostMonitors({ ...withRealChecks, table })
-    await Bun.sleep(400) // longer than killGraceMs: a SIGTERM sent would have ended them
     expect([alive(victim.pid), alive(other.pid), alive(member.pid), alive(group.pid)]).toEqual([true, true, true, true])
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       `lost (the opencode server stopped while it ran; its record names process ${victim.pid} as still running, unverified: it carries no monitor token, so it was not signalled)`,

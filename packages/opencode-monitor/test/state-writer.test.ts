@@ -35,6 +35,7 @@ import type { MonitorStatus } from "../src/codec"
 import { startMonitor } from "./support/start"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
+import { waitFor } from "./support/processes"
 
 const roots: string[] = []
 afterEach(() => {
@@ -431,11 +432,11 @@ test("an exit while its session is busy is recorded as owed (wakePending) until 
 }, 15_000)
 
 async function waitForValue<T>(get: () => T | undefined, timeoutMs: number): Promise<T> {
-  const deadline = Date.now() + timeoutMs
-  for (;;) {
-    const value = get()
-    if (value !== undefined) return value
-    if (Date.now() > deadline) throw new Error("timed out waiting for the state file")
-    await new Promise((resolve) => setTimeout(resolve, 20))
+  let value: T | undefined
+  const found = () => {
+    value = get()
+    return value !== undefined
   }
+  if (!(await waitFor(found, timeoutMs))) throw new Error("timed out waiting for the state file")
+  return value as T
 }

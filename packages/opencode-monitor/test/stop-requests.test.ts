@@ -26,7 +26,6 @@ import {
   writeStopRequest,
 } from "../src/state/stop-requests"
 import { SkipLog } from "../src/state/safe-file"
-import { realScheduler } from "../src/scheduler"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { drive } from "./support/drive"
 import { startMonitor } from "./support/start"
@@ -271,11 +270,13 @@ describe("stop requests between the TUI part and the server part", () => {
 
   test("the watcher finds a request made after it started, even when the folder did not exist yet", async () => {
     const dir = tempDir()
-    const seven = recorder(7, ["mon_a"], () => Date.now())
-    const stop = watchStopRequests(dir, { ...seven.handler, scheduler: realScheduler }, 100)
+    const scheduler = new FakeScheduler()
+    const seven = recorder(7, ["mon_a"], () => scheduler.now())
+    const stop = watchStopRequests(dir, { ...seven.handler, scheduler }, 100)
     try {
       writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_a" })
-      expect(await waitFor(() => seven.calls.length === 1, 5_000)).toBe(true)
+      scheduler.advance(100)
+      expect(seven.calls).toEqual(["ses_1/mon_a"])
     } finally {
       stop()
     }

@@ -15,11 +15,12 @@ import { BACK_ENDS } from "./support/tables"
 const FREEZER = "/sys/fs/cgroup/freezer"
 let cgroup: string | undefined
 
-afterEach(() => {
+afterEach(async () => {
   if (!cgroup) return
   // Thaw, so the frozen process takes its pending SIGKILL and the folder can go.
   writeFileSync(join(cgroup, "freezer.state"), "THAWED")
-  for (let i = 0; i < 100 && readFileSync(join(cgroup, "tasks"), "utf8").trim() !== ""; i++) Bun.sleepSync(20)
+  const group = cgroup
+  await waitFor(() => readFileSync(join(group, "tasks"), "utf8").trim() === "", 2_000)
   rmdirSync(cgroup)
   cgroup = undefined
 })

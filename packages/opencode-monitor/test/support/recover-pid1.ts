@@ -6,6 +6,7 @@ import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { projectStateDir, STATE_FORMAT } from "../../src/state/format"
 import { recoverLostMonitors } from "../../src/state/recovery"
+import { waitFor } from "./processes"
 
 const startOf = (pid: number) => {
   const stat = readFileSync(`/proc/${pid}/stat`, "latin1")
@@ -23,7 +24,9 @@ const env = { XDG_STATE_HOME: stateHome }
 const dir = projectStateDir(directory, env)
 mkdirSync(dir, { recursive: true, mode: 0o700 })
 const victim = spawn("sleep", ["30"], { stdio: "ignore", detached: true })
-await new Promise((resolve) => setTimeout(resolve, 100))
+// The victim is `sleep` itself (past its exec) before the forged record is read.
+const execed = () => readFileSync(`/proc/${victim.pid}/cmdline`, "latin1").startsWith("sleep\0")
+if (!(await waitFor(execed, 5_000))) throw new Error("the victim did not start")
 const entry = {
   id: "mon_deadbeef",
   sessionID: "ses_1",

@@ -18,7 +18,18 @@ const config = {
   retained_max_monitors: retainedMaxMonitors,
 }
 const ended = new Set<string>()
-const manager = new MonitorManager(config, { onBatch: () => {}, onEnded: (m) => ended.add(m.id) })
+let onEnd = () => {}
+const manager = new MonitorManager(config, {
+  onBatch: () => {},
+  onEnded: (m) => {
+    ended.add(m.id)
+    onEnd()
+  },
+})
+/** Resolves once every monitor of `ids` has ended. */
+const allEnded = async (ids: string[]) => {
+  while (!ids.every((id) => ended.has(id))) await new Promise<void>((resolve) => (onEnd = resolve))
+}
 // One full ring of 8,191-byte lines (plus the newline: 8 KB each).
 const command = `yes "$(head -c 8191 /dev/zero | tr '\\0' x)" | head -n ${ringLines}`
 const rss = () => {
@@ -27,8 +38,7 @@ const rss = () => {
 }
 
 const warm = await startMonitor(manager, { sessionID: "warm", directory: process.cwd(), command: "echo warm" })
-while (!ended.has(warm.id)) await Bun.sleep(10)
-await Bun.sleep(100)
+await allEnded([warm.id])
 const baseline = rss()
 let peakRetainedBytes = 0
 let peakRetainedCount = 0
@@ -40,7 +50,7 @@ for (let round = 0; round < perSession; round++) {
     for (let k = s; k < Math.min(sessions, s + 10); k++) {
       ids.push((await startMonitor(manager, { sessionID: `ses_${k}`, directory: process.cwd(), command })).id)
     }
-    while (!ids.every((id) => ended.has(id))) await Bun.sleep(10)
+    await allEnded(ids)
     peakRetainedBytes = Math.max(peakRetainedBytes, manager.retained.bytes)
     peakRetainedCount = Math.max(peakRetainedCount, manager.retained.count)
   }
