@@ -48,22 +48,15 @@ export type InjectorDeps = {
 
 const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
 
-/**
- * True only when a ceiling is configured, the delivery is a wake (a terminal batch, or a match
- * wake), and it has been queued, counting from its first queue time (for a match wake told to
- * wait for wake_min_interval_ms, from the end of that wait), for at least the ceiling.
- */
+/** A wake queued for at least the ceiling (a match wake told to wait counts from the end of that wait). */
 function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
 
 /**
- * Delivers batches into sessions through prompt_async: streaming batches as no-reply
- * observations, a terminal batch as the one prompt that wakes the session. One queue per target
- * session (`SessionQueue`); every send is decided from that session's own state at send time;
- * sending, checking and retrying is the `DeliveryPolicy`; waiting output is bounded by
- * `coalesceWaiting`.
+ * Delivers batches into sessions: observations as no-reply prompts, wakes as prompts that start a
+ * turn. One queue per session; every send is decided from that session's own state at send time.
  */
 export class MonitorOutputInjector {
   private readonly queues = new Map<string, SessionQueue>()
@@ -124,18 +117,9 @@ export class MonitorOutputInjector {
     void queue.pump()
   }
 
-  /**
-   * A batch of this monitor carrying a `wake_pattern` match may still become a match wake: it has
-   * match wakes left (`wake_limit`) and match wakes are on. The budget passes such a batch through.
-   */
+  /** Match wakes are on and the monitor has some left (`wake_limit`): the budget passes its match through. */
   matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
     return this.matchWakes !== undefined && !this.matchWakes.exhausted(monitorId, wakeLimit)
-  }
-
-  // --- match wake: thin hooks; the logic is in match-wake.ts ---------------------
-  /** The first delivery that may go now (a match wake told to wait is skipped), undecided yet. */
-  private nextDue(queue: SessionQueue, now: number): Delivery | undefined {
-    return queue.deliveries.find((d) => d.notBefore <= now)
   }
 
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
@@ -158,16 +142,7 @@ export class MonitorOutputInjector {
     return outcome === "wake" || outcome === "observe" ? outcome : "skip"
   }
 
-  /** Time until the earliest waiting match wake may go. */
-  private untilNotBefore(queue: SessionQueue, now: number): number {
-    return Math.min(...queue.deliveries.map((d) => d.notBefore - now))
-  }
-  // --- end match wake -----------------------------------------------------------------------
-
-  /**
-   * A person's message reached the session (the `chat.message` hook, before the history shows
-   * it): nothing is sent into it, wake or observation, for user_message_window_ms.
-   */
+  /** A person wrote (`chat.message`, before the history shows it): nothing goes in for user_message_window_ms. */
   onPersonMessage(sessionID: string): void {
     this.personWroteAt.set(sessionID, this.deps.scheduler.now())
   }
@@ -182,10 +157,7 @@ export class MonitorOutputInjector {
     void this.queues.get(sessionID)?.pump()
   }
 
-  /**
-   * Drops everything pending for a monitor and stops its retries, including a send in flight.
-   * The manager emits nothing for a monitor once a stop was asked for, so nothing is kept here.
-   */
+  /** Drops everything pending for a monitor and stops its retries, including a send in flight. */
   forgetMonitor(monitorId: string): void {
     this.matchWakes?.forgetMonitor(monitorId)
     this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
@@ -237,8 +209,9 @@ export class MonitorOutputInjector {
     if (this.disposed || queue.deliveries.length === 0) return
     const now = this.deps.scheduler.now()
     const forced = this.nextForced(queue, now)
-    const next = forced ?? this.nextDue(queue, now)
-    if (!next) return queue.schedule(this.untilNotBefore(queue, now))
+    // A match wake told to wait is passed over until its notBefore.
+    const next = forced ?? queue.deliveries.find((d) => d.notBefore <= now)
+    if (!next) return queue.schedule(Math.min(...queue.deliveries.map((d) => d.notBefore - now)))
     if (next.retryAt > now) return queue.schedule(next.retryAt - now)
     if (!forced && now < queue.holdUntil) return queue.schedule(queue.holdUntil - now)
 
@@ -257,8 +230,7 @@ export class MonitorOutputInjector {
       recent = await this.gatesOpen(queue)
       if (!recent) return queue.schedule(this.options.pendingRetryMs)
       if (!this.stillQueued(queue, next)) return queue.schedule(0)
-      // A match-wake candidate is decided now, with the gates open; one told to wait (or dropped)
-      // leaves its place to the next delivery, which gets its own step.
+      // A match-wake candidate is decided now, with the gates open; one that waits leaves its place.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
     }
     let identity: Identity
@@ -270,8 +242,7 @@ export class MonitorOutputInjector {
       return this.retryLater(queue, next)
     }
     if (!this.stillQueued(queue, next)) return
-    // The history read above can miss a person's message by the length of the reads: sent into
-    // that turn, an observation becomes the message the turn answers. chat.message tells at once.
+    // A person's message the history read missed: an observation sent now would be what that turn answers.
     if (!forced && this.personJustWrote(queue.sessionID)) {
       this.defer(queue, "user message within user_message_window_ms")
       return queue.schedule(this.options.pendingRetryMs)
@@ -346,10 +317,7 @@ export class MonitorOutputInjector {
     this.forgetMonitorKeys(delivery)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
-      this.log.error("monitor exit notice could not be delivered; giving up", {
-        ...fields,
-        label: delivery.label,
-      })
+      this.log.error("monitor exit notice could not be delivered; giving up", fields)
       this.deps.onGiveUp?.(delivery)
     } else {
       this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)
