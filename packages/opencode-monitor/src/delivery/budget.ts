@@ -1,10 +1,10 @@
 import { addDrops, type BudgetNote, isTerminalBatch, NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
-import { lineByteLength, type MonitorLine } from "../pipeline/line"
+import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { chooseLines, ENVELOPE_OVERHEAD_BYTES, estimate, isPriority } from "./budget-choice"
 import { ContextLedger } from "./context-ledger"
 import { formatMonitorBatch } from "./envelope"
-import { HeldLines } from "./held-lines"
+import { countHeld, HeldLines } from "./held-lines"
 import type { Route } from "./session-source"
 import { TokenBucket } from "./token-bucket"
 
@@ -15,10 +15,7 @@ export type BudgetOptions = {
   burstBytes: number
   /** Observations into one session between two real user turns, all monitors together. */
   sessionBytes: number
-  /**
-   * Past a monitor's bucket, at most one summary envelope per monitor this often, only while output
-   * flows; past the session's total, one per monitor until a person writes again.
-   */
+  /** Past a monitor's bucket, at most one summary envelope per monitor this often, while output flows. */
   summaryIntervalMs: number
 }
 
@@ -68,13 +65,8 @@ type Stream = {
 }
 
 /**
- * The observation budget: between the pipeline and the injector, decides how much of a monitor's
- * streaming output reaches a session. Each monitor has a token bucket of bytes, each session a total
- * between two real user turns. When a batch does not fit, its most informative lines go first
- * (`chooseLines`); the rest is held (`HeldLines`), counted in `dropped:`, and the envelope says how to
- * read it with `monitor_output`. Past its bucket a monitor gets at most one short summary envelope per
- * interval, and only while it prints. Wakes are never held back, but a silence wake goes only while
- * the session's total has room for it: a job that keeps falling silent cannot fill the context.
+ * How much of a monitor's streaming output reaches a session: a byte bucket per monitor, a total per
+ * session between two real user turns. What does not fit is held and counted; wakes are never held.
  */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
@@ -93,8 +85,7 @@ export class ObservationBudget {
     // A silence wake is not counted against wake_limit: it may wake whatever matches did.
     const wakeLeft = batch.silence !== undefined || source.matchWakeLeft
     const wake = isTerminalBatch(batch) || (routed.wake && wakeLeft)
-    // A match past wake_limit is an observation; a subagent's root session gets none of it (the
-    // child has its own route for those lines).
+    // A match past wake_limit is an observation; a subagent's root gets none of it (the child has those lines).
     if (routed.wake && !wake && routed.subagentSessionID !== undefined) return
     const route = routed.wake && !wake ? { ...routed, wake: false } : routed
     const stream = this.stream(batch.monitorId, route, source)
@@ -104,18 +95,15 @@ export class ObservationBudget {
       return
     }
     if (batch.silence && estimate(batch.silence.lines) > this.sessionLeft(stream.sessionID)) return
-    // Never held back, and never without a line: when the latest output was held (it may have
-    // been flushed just before the exit), the wake shows it. The injector charges a wake as sent.
+    // Never held back, and never without a line: a wake after held output shows the latest held line.
+    // The injector charges a wake as sent.
     const held = stream.held.latest
     const lines = held && batch.lines.length === 0 && !batch.silence ? [held] : batch.lines
     this.send(stream, this.compose(stream, batch, lines), { charge: false, route })
     if (isTerminalBatch(batch)) this.forgetStream(stream)
   }
 
-  /**
-   * The whole batch (with held priority lines) when it fits; else the priority lines that fit, with
-   * the latest line; else nothing yet, and its priority lines wait for room.
-   */
+  /** The whole batch (with held priority lines) when it fits; else the priority lines that fit, and the latest. */
   private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
     const smallest = Math.min(...batch.lines.map((line) => line.size))
@@ -224,25 +212,20 @@ export class ObservationBudget {
 
   /**
    * The envelope's batch for `shown` (lines of `batch`, or held earlier), counting everything held
-   * back since the last envelope in `dropped:`, with a note saying how to read it. Changes nothing.
+   * since the last envelope in `dropped:`, with a note saying how to read it. Changes nothing.
    */
   private compose(stream: Stream, batch: OutputBatch, shown: MonitorLine[], summary = false): OutputBatch {
     const { held } = stream
-    let { lines, bytes, firstSeq } = held
     const visible = new Set(shown)
-    for (const line of batch.lines) {
-      if (visible.has(line)) continue
-      if (lines === 0 || line.seq < firstSeq) firstSeq = line.seq
-      lines++
-      bytes += lineByteLength(line)
-    }
-    // Shown lines held earlier were counted then.
     const fresh = new Set(batch.lines)
-    for (const line of shown) {
-      if (fresh.has(line)) continue
-      lines--
-      bytes -= lineByteLength(line)
-    }
+    const count = { lines: held.lines, bytes: held.bytes, firstSeq: held.firstSeq }
+    countHeld(
+      count,
+      batch.lines.filter((line) => !visible.has(line)),
+      // Shown lines held earlier were counted then.
+      shown.filter((line) => !fresh.has(line)),
+    )
+    const { lines, bytes, firstSeq } = count
     // A summary always says so: its line is cut by the envelope even when it is the only one held.
     const note: BudgetNote | undefined =
       lines > 0 || summary
@@ -281,12 +264,9 @@ export class ObservationBudget {
   }
 
   /**
-   * One timer per holding stream, at the earliest of: the bucket having room for the oldest held
-   * priority line (so an error printed just before a silence still arrives), and the summary being
-   * due (never again once its summary past the session's total went). Never armed for a silent
-   * stream: only holding a batch arms it. Held lines not looked at yet wait until the bucket has
-   * room for the smallest envelope; a timer for then looks at them and arms again, so a flood is
-   * looked at once per refill, not per batch.
+   * One timer per holding stream, at the earliest of: room for the oldest held priority line (an
+   * error printed just before a silence still arrives), and the summary being due. Unlooked held
+   * lines are looked at once the bucket has room for the smallest envelope: once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()
@@ -316,7 +296,7 @@ export class ObservationBudget {
     if (!held.lastBatch || held.lines === 0) return
     const available = this.room(stream)
     const chosen = chooseLines(held.priorityLines(this.priority(stream)), held.latest, available)
-    // An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key.
+    // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
     if (chosen) {
       this.send(stream, this.compose(stream, base, chosen), { charge: true })
