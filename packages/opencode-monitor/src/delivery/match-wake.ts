@@ -1,13 +1,7 @@
-import { addDrops, carriesMatch, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { addDrops, carriesMatch, type DropCounts, isTerminalBatch, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
 
-/**
- * Wake on a matching line. The injector asks this policy, at send time and with the
- * session's gates already open, whether a batch carrying a `wake_pattern` match wakes the session
- * now, waits, or goes as a plain observation. Matches that cannot wake yet stay in that waiting
- * batch, so they coalesce into the next wake.
- */
 export type MatchWakeOptions = {
   /** Shortest gap between two match wakes of one monitor (`wake_min_interval_ms`). */
   minIntervalMs: number
@@ -19,10 +13,7 @@ export type MatchWakeOptions = {
   maxBytes: number
 }
 
-/**
- * Why an envelope wakes: the `wake:` header line. A match (the nth of `wake_limit`, at these seqs),
- * or a silence (`wake_on_silence_ms`: no output for `silentMs`, last line `lastSeq`).
- */
+/** Why an envelope wakes (its `wake:` line): the nth match of `wake_limit`, or a silence. */
 export type WakeReason = MatchReason | SilenceReason
 export type MatchReason = { ordinal: number; limit: number; seqs: number[] }
 export type SilenceReason = { silentMs: number; lastSeq: number }
@@ -36,6 +27,10 @@ export type MatchWakeDecision =
 
 const MINUTE_MS = 60_000
 
+/**
+ * Asked by the injector at send time, with the session's gates open, whether a batch carrying a
+ * match (or a silence) wakes the session now, waits, or goes as a plain observation.
+ */
 export class MatchWakePolicy {
   private readonly monitors = new Map<string, { count: number; lastAt: number; sessionID: string }>()
   private readonly sessions = new Map<string, number[]>()
@@ -51,10 +46,8 @@ export class MatchWakePolicy {
   }
 
   /**
-   * Decides for a batch whose session may be woken right now. A "wake" is recorded at once (the
-   * delivery keeps it across send retries), so two batches can never both take the same slot.
-   * A silence wake shares the interval and the session's cap with match wakes, but not
-   * `wake_limit`: one silence wakes once, however many matches woke before.
+   * A "wake" is recorded at once (the delivery keeps it across retries): two batches never take one
+   * slot. A silence wake shares the interval and the session's cap with match wakes, not `wake_limit`.
    */
   decide(sessionID: string, batch: OutputBatch, limit: number): MatchWakeDecision {
     const monitorId = batch.monitorId
@@ -119,13 +112,10 @@ export type MatchWakeDelivery = PendingBatch & {
 const isCandidate = (d: MatchWakeDelivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
- * Queues a delivery that takes part in a match wake and returns the session's new queue;
- * undefined when it is an ordinary delivery. A candidate, or any running batch of a monitor that
- * has a candidate waiting, absorbs that monitor's waiting running batches, so matches coalesce
- * into the next wake with every line in order. A terminal batch absorbs a waiting candidate: the
- * exit wake carries its lines. Past `wake_limit` a match is a plain observation, and a subagent's
- * root session gets none of it. The ceiling counts from the wake's own queue time: the oldest wake
- * absorbed, never an observation that waited longer.
+ * Queues a delivery that takes part in a match wake and returns the session's new queue (undefined
+ * for an ordinary one). A candidate absorbs its monitor's waiting running batches, so matches
+ * coalesce into the next wake in order; a terminal batch absorbs a waiting candidate. The ceiling
+ * counts from the oldest wake absorbed, never from an observation that waited longer.
  */
 export function queueMatchWake<D extends MatchWakeDelivery>(
   queue: readonly D[],
@@ -163,10 +153,8 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
 }
 
 /**
- * Decides, with the session's gates open (or its ceiling reached), what a delivery is: a wake, an
- * observation, one that must wait (its notBefore is set; `why` names the option), or one to drop
- * (a subagent's match past the limit, meant for the root session). Anything but an undecided
- * candidate keeps what it is.
+ * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
+ * observation, one that waits (notBefore set), or a subagent's match past the limit, dropped.
  */
 export function settleMatchWake(
   d: MatchWakeDelivery,
@@ -187,10 +175,9 @@ export function settleMatchWake(
 }
 
 /**
- * Two waiting batches of one monitor become one: the newer batch (its key and number) carries
- * the older lines first. Over the bounds, lines give way oldest first among those that did not
- * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
- * Bytes are the envelope's (rows, prefixes), as `batch_max_bytes` counts them. What gives way is counted in `dropped:` and stays readable with `monitor_output`.
+ * Two waiting batches of one monitor become one, under the newer one's key. Over the bounds, lines
+ * give way oldest first among those that did not match `wake_pattern`, then the latest wake lines:
+ * the first match is what the agent asked for. What gives way is counted in `dropped:`.
  */
 function mergePending(
   older: PendingBatch,
@@ -198,9 +185,7 @@ function mergePending(
   bounds: { maxLines: number; maxBytes: number },
 ): PendingBatch {
   const all = [...older.batch.lines, ...newer.batch.lines]
-  const sizes = all.map((line) => line.size)
-  let bytes = 0
-  for (const size of sizes) bytes += size
+  let bytes = sizeOf(all)
   const dropped = addDrops(older.dropped, newer.dropped)
   const keep = new Array<boolean>(all.length).fill(true)
   let kept = all.length
@@ -208,7 +193,7 @@ function mergePending(
     const line = all[index] as MonitorLine
     keep[index] = false
     kept--
-    bytes -= sizes[index] as number
+    bytes -= line.size
     dropped.matched++
     dropped.bytes += lineByteLength(line)
   }
