@@ -50,10 +50,7 @@ export function formatMonitorBatch({ batch, label, subagentSessionID, wake }: En
   return out.join("\n")
 }
 
-/**
- * The lines of a batch in seq order; a silence wake adds the last retained lines it carries (a
- * waiting batch it absorbed may hold some of them already: each line is shown once).
- */
+/** The lines of a batch in seq order, with a silence wake's last retained lines, each once. */
 function shownLines(batch: OutputBatch): readonly MonitorLine[] {
   if (!batch.silence) return batch.lines
   const bySeq = new Map<number, MonitorLine>()

@@ -1,7 +1,4 @@
-/**
- * A bucket of bytes: holds at most `capacity`, refills at `perMinute`. One per monitor and session
- * for the observation budget.
- */
+/** A bucket of bytes: holds at most `capacity`, refills at `perMinute`. */
 export class TokenBucket {
   private tokens: number
   private refilledAt: number
