@@ -22,7 +22,7 @@ import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows 
  * The TUI part: the session's monitors in the sidebar and a "Monitors" command, from the state files
  * (or the session's messages). It only renders (`model.ts` decides) and never throws onto the screen.
  * No JSX: opencode compiles it only outside node_modules, so an installed `.tsx` entry fails to load
- * (`Cannot find module '@opentui/solid/jsx-dev-runtime'`); props that change are getters, as Solid's compiler writes them.
+ * (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). Props that change are getters, as Solid writes them.
  */
 const ID = "opencode-monitor"
 const REFRESH_MS = 250
