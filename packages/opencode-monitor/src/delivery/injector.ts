@@ -46,8 +46,6 @@ export type InjectorDeps = {
   ledger?: ContextLedger
 }
 
-const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
-
 /** A wake queued for at least the ceiling (a match wake told to wait counts from the end of that wait). */
 function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
@@ -84,7 +82,7 @@ export class MonitorOutputInjector {
   enqueue(batch: OutputBatch, route: Route, label: string, wakeLimit = 0): void {
     if (this.disposed) return
     const queue = this.queue(route.sessionID)
-    const key = deliveryKey(batch)
+    const key = `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
     if (this.sent.has(`${route.sessionID}|${key}`) || queue.deliveries.some((d) => d.key === key)) return
     const delivery: Delivery = {
       key,

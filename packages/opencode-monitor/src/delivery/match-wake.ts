@@ -70,7 +70,8 @@ export class MatchWakePolicy {
     }
     const count = (monitor?.count ?? 0) + 1
     this.monitors.set(monitorId, { count, lastAt: now, sessionID })
-    return { kind: "wake", reason: { ordinal: count, limit, seqs: wakeSeqs(batch.lines) } }
+    const seqs = batch.lines.filter((line) => line.wake).map((line) => line.seq)
+    return { kind: "wake", reason: { ordinal: count, limit, seqs } }
   }
 
   /** The monitor ended or was stopped: nothing of it is kept. */
@@ -88,10 +89,6 @@ export class MatchWakePolicy {
 
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
-
-function wakeSeqs(lines: readonly MonitorLine[]): number[] {
-  return lines.filter((line) => line.wake).map((line) => line.seq)
-}
 
 /** A batch and the drops counted against it so far (the injector's delivery holds both). */
 type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
