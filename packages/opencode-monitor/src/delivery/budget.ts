@@ -27,16 +27,18 @@ export type BudgetDeps = {
   forward: (batch: OutputBatch, route: Route, label: string, wakeLimit: number) => void
 }
 
-/** The monitor a batch is from, as the budget needs it. */
-export type BatchSource = {
+/** The monitor a batch comes from, as delivery needs it. */
+export type BatchOrigin = {
+  sessionID: string
   label: string
   /** It has a `match_pattern`: its matching lines are priority lines. */
   hasPattern: boolean
   /** Its `wake_limit` (0 without a `wake_pattern`), passed on to the injector. */
   wakeLimit: number
-  /** It may still cause a match wake (`wake_limit` not used up; the router asks the injector). */
-  matchWakeLeft: boolean
 }
+
+/** …as the budget needs it: whether it may still cause a match wake (the router asks the injector). */
+export type BatchSource = Omit<BatchOrigin, "sessionID"> & { matchWakeLeft: boolean }
 
 /** The smallest envelope worth a look at held lines: the envelope's own text and one short line. */
 const SMALLEST_ENVELOPE_BYTES = ENVELOPE_OVERHEAD_BYTES + 32

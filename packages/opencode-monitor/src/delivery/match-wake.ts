@@ -1,6 +1,7 @@
-import { addDrops, carriesMatch, type DropCounts, isTerminalBatch, type OutputBatch, sizeOf } from "../pipeline/batcher"
+import { addDrops, carriesMatch, isTerminalBatch, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
+import type { Delivery } from "./session-queue"
 
 export type MatchWakeOptions = {
   /** Shortest gap between two match wakes of one monitor (`wake_min_interval_ms`). */
@@ -90,23 +91,10 @@ export class MatchWakePolicy {
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
 
-/** A batch and the drops counted against it so far (the injector's delivery holds both). */
-type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
+/** A batch and the drops counted against it so far. */
+type PendingBatch = Pick<Delivery, "batch" | "dropped">
 
-/** The fields of the injector's Delivery that match wakes read and write. */
-export type MatchWakeDelivery = PendingBatch & {
-  sessionID: string
-  /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
-  wake: boolean
-  subagentSessionID: string | undefined
-  attempts: number
-  firstQueuedAt: number
-  wakeLimit: number
-  matchWake: WakeReason | undefined
-  notBefore: number
-}
-
-const isCandidate = (d: MatchWakeDelivery) => d.wake && !isTerminalBatch(d.batch)
+const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
  * Queues a delivery that takes part in a match wake and returns the session's new queue (undefined
@@ -114,12 +102,12 @@ const isCandidate = (d: MatchWakeDelivery) => d.wake && !isTerminalBatch(d.batch
  * coalesce into the next wake in order; a terminal batch absorbs a waiting candidate. The ceiling
  * counts from the oldest wake absorbed, never from an observation that waited longer.
  */
-export function queueMatchWake<D extends MatchWakeDelivery>(
-  queue: readonly D[],
-  delivery: D,
+export function queueMatchWake(
+  queue: readonly Delivery[],
+  delivery: Delivery,
   policy: MatchWakePolicy | undefined,
   bounds: { maxLines: number; maxBytes: number },
-): D[] | undefined {
+): Delivery[] | undefined {
   const { batch } = delivery
   const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
   if (isCandidate(delivery) && exhausted) {
@@ -154,7 +142,7 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
  * observation, one that waits (notBefore set), or a subagent's match past the limit, dropped.
  */
 export function settleMatchWake(
-  d: MatchWakeDelivery,
+  d: Delivery,
   policy: MatchWakePolicy | undefined,
 ): { outcome: "wake" | "observe" | "wait" | "drop"; why?: string } {
   if (!isCandidate(d) || d.matchWake || d.attempts > 0) return { outcome: d.wake ? "wake" : "observe" }

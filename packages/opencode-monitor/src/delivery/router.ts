@@ -2,22 +2,12 @@ import type { MonitorConfig } from "../config"
 import { namedLogger } from "../log"
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
-import { isRealUserTurn, ObservationBudget } from "./budget"
+import { type BatchOrigin, isRealUserTurn, ObservationBudget } from "./budget"
 import { ContextLedger } from "./context-ledger"
 import type { Identity } from "./gates"
 import { MonitorOutputInjector } from "./injector"
 import type { SessionApi } from "./session-api"
 import { routeBatch, type SessionSource, SessionSources } from "./session-source"
-
-/** The monitor a batch comes from, as delivery needs it. */
-export type BatchOrigin = {
-  sessionID: string
-  label: string
-  /** Has a `match_pattern`: its matching lines are priority lines for the budget. */
-  hasPattern: boolean
-  /** `wake_limit` (0 without a `wake_pattern`). */
-  wakeLimit: number
-}
 
 /**
  * Where every batch goes: routed by its session's source, through the observation budget, into the

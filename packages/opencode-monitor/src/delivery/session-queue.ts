@@ -8,6 +8,7 @@ export type Delivery = {
   sessionID: string
   batch: OutputBatch
   label: string
+  /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
   wake: boolean
   subagentSessionID: string | undefined
   /** The batch's own drops plus those of streaming batches coalesced into this one. */
