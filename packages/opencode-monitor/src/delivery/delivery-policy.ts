@@ -1,4 +1,5 @@
 import { type EnvelopeNote, NOTE_KEY } from "../codec"
+import { errorText } from "../errors"
 import { formatMonitorBatch, formatWakeLine } from "./envelope"
 import type { Identity } from "./gates"
 import { readBack } from "./history"
@@ -128,8 +129,4 @@ export class DeliveryPolicy {
   private settleMs(): number {
     return Math.max(this.options.pendingRetryMs, this.options.acceptedMessageSkewMs)
   }
-}
-
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

@@ -1,8 +1,8 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { errorText } from "../errors"
 import { namedLogger } from "../log"
 import type { Scheduler } from "../scheduler"
 import { carriesWake } from "./match-wake"
-import { errorText } from "./delivery-policy"
 import type { SessionApi } from "./session-api"
 
 /** Who owns a session: a person (primary), a subagent (a child session), or automation. */
