@@ -60,9 +60,8 @@ type Stream = {
   summarizedPastBudget: boolean
   /** Where held-back observations go: never a wake route. */
   route: Route
-  label: string
-  hasPattern: boolean
-  wakeLimit: number
+  /** The monitor, as its latest batch described it. */
+  source: BatchSource
   timer: { handle: TimerHandle; at: number } | undefined
 }
 
@@ -168,17 +167,15 @@ export class ObservationBudget {
       recent?.monitorId === monitorId && recent.sessionID === route.sessionID
         ? recent
         : this.streams.get(`${route.sessionID}|${monitorId}`)
-    const stream = found ?? this.newStream(monitorId, route)
+    const stream = found ?? this.newStream(monitorId, route, source)
     this.recent = stream
     // A match wake's route is never kept: what the stream sends later is an observation.
     stream.route = route.wake ? { ...route, wake: false } : route
-    stream.label = source.label
-    stream.hasPattern = source.hasPattern
-    stream.wakeLimit = source.wakeLimit
+    stream.source = source
     return stream
   }
 
-  private newStream(monitorId: string, route: Route): Stream {
+  private newStream(monitorId: string, route: Route, source: BatchSource): Stream {
     const now = this.deps.scheduler.now()
     const key = `${route.sessionID}|${monitorId}`
     const stream: Stream = {
@@ -190,9 +187,7 @@ export class ObservationBudget {
       lastEnvelopeAt: now,
       summarizedPastBudget: false,
       route,
-      label: "",
-      hasPattern: false,
-      wakeLimit: 0,
+      source,
       timer: undefined,
     }
     this.streams.set(key, stream)
@@ -200,7 +195,7 @@ export class ObservationBudget {
   }
 
   private priority(stream: Stream): (line: MonitorLine) => boolean {
-    return (line) => isPriority(line, stream.hasPattern)
+    return (line) => isPriority(line, stream.source.hasPattern)
   }
 
   /** Bytes this stream may send now: its refilled bucket, within what its session has left. */
@@ -244,7 +239,7 @@ export class ObservationBudget {
 
   /** The size of the envelope's text, what is charged. */
   private cost(stream: Stream, out: OutputBatch): number {
-    return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.label }))
+    return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.source.label }))
   }
 
   /** Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now. */
@@ -257,7 +252,7 @@ export class ObservationBudget {
     stream.held = new HeldLines()
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
-    this.deps.forward(out, how.route ?? stream.route, stream.label, stream.wakeLimit)
+    this.deps.forward(out, how.route ?? stream.route, stream.source.label, stream.source.wakeLimit)
   }
 
   private hold(stream: Stream, batch: OutputBatch): void {
