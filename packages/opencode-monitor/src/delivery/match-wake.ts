@@ -65,12 +65,10 @@ export class MatchWakePolicy {
       return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
     }
     recent.push(now)
-    if (!match && batch.silence) {
-      this.monitors.set(monitorId, { count: monitor?.count ?? 0, lastAt: now, sessionID })
-      return { kind: "wake", reason: { silentMs: batch.silence.silentMs, lastSeq: batch.silence.lastSeq } }
-    }
-    const count = (monitor?.count ?? 0) + 1
+    const count = (monitor?.count ?? 0) + (match ? 1 : 0)
     this.monitors.set(monitorId, { count, lastAt: now, sessionID })
+    const { silence } = batch
+    if (!match && silence) return { kind: "wake", reason: { silentMs: silence.silentMs, lastSeq: silence.lastSeq } }
     const seqs = batch.lines.filter((line) => line.wake).map((line) => line.seq)
     return { kind: "wake", reason: { ordinal: count, limit, seqs } }
   }
@@ -109,6 +107,7 @@ export function queueMatchWake(
   bounds: { maxLines: number; maxBytes: number },
 ): Delivery[] | undefined {
   const { batch } = delivery
+  const terminal = isTerminalBatch(batch)
   const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
   if (isCandidate(delivery) && exhausted) {
     if (delivery.subagentSessionID !== undefined) return [...queue]
@@ -117,11 +116,8 @@ export function queueMatchWake(
   const waiting = queue.filter(
     (d) => d.batch.monitorId === batch.monitorId && !isTerminalBatch(d.batch) && d.attempts === 0,
   )
-  const absorbed = !isTerminalBatch(batch)
-    ? isCandidate(delivery) || waiting.some(isCandidate)
-      ? waiting
-      : []
-    : waiting.filter(isCandidate)
+  const wakeWaits = isCandidate(delivery) || waiting.some(isCandidate)
+  const absorbed = terminal ? waiting.filter(isCandidate) : wakeWaits ? waiting : []
   if (absorbed.length === 0 && !isCandidate(delivery)) return undefined
   for (const older of [...absorbed].reverse()) {
     const merged = mergePending(older, delivery, bounds)
@@ -129,10 +125,10 @@ export function queueMatchWake(
     delivery.dropped = merged.dropped
     if (older.wake) delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
-    if (!isTerminalBatch(batch)) delivery.wake ||= older.wake
+    if (!terminal) delivery.wake ||= older.wake
   }
   // A running batch takes the place of the oldest one it absorbed; a terminal batch goes last.
-  const at = !isTerminalBatch(batch) && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
+  const at = !terminal && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
   const rest = queue.filter((d) => !absorbed.includes(d))
   return [...rest.slice(0, at), delivery, ...rest.slice(at)]
 }
