@@ -183,10 +183,7 @@ export class MonitorOutputInjector {
 
   dispose(): void {
     this.disposed = true
-    for (const queue of [...this.queues.values()]) {
-      queue.deliveries = []
-      this.dropIfEmpty(queue)
-    }
+    for (const sessionID of [...this.queues.keys()]) this.forgetSession(sessionID)
   }
 
   private queue(sessionID: string): SessionQueue {
@@ -275,20 +272,10 @@ export class MonitorOutputInjector {
   /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
   private async gatesOpen(queue: SessionQueue): Promise<SessionMessage[] | undefined> {
     const { api, scheduler } = this.deps
-    let decision: ReturnType<typeof evaluateGates>
+    let busy: Record<string, string>
     let messages: SessionMessage[]
     try {
-      let busy: Record<string, string>
       ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
-      this.identities.noteHistory(queue.sessionID, messages)
-      decision = evaluateGates({
-        sessionID: queue.sessionID,
-        busy,
-        messages,
-        now: scheduler.now(),
-        userMessageWindowMs: this.options.userMessageWindowMs,
-        staleTurnsBefore: this.options.staleTurnsBefore,
-      })
     } catch (error) {
       if (error instanceof DeliveryError && error.kind === "gone") {
         const head = queue.deliveries[0]
@@ -298,6 +285,15 @@ export class MonitorOutputInjector {
       this.defer(queue, `session state unavailable: ${errorText(error)}`)
       return undefined
     }
+    this.identities.noteHistory(queue.sessionID, messages)
+    const decision = evaluateGates({
+      sessionID: queue.sessionID,
+      busy,
+      messages,
+      now: scheduler.now(),
+      userMessageWindowMs: this.options.userMessageWindowMs,
+      staleTurnsBefore: this.options.staleTurnsBefore,
+    })
     if (!decision.open) {
       this.defer(queue, decision.reason)
       return undefined
