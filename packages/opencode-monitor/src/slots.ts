@@ -47,10 +47,7 @@ export class MonitorSlots {
     }
     if (!restart?.running) this.checkCap(sessionID)
     const slot: Reservation = { id: this.freshId(), sessionID, restarts: restart?.of, cancelledBy: undefined }
-    let release = () => {}
-    const released = new Promise<void>((resolve) => {
-      release = resolve
-    })
+    const { promise: released, resolve: release } = Promise.withResolvers<void>()
     this.held.set(slot.id, { slot, released, release })
     return slot
   }
@@ -95,7 +92,6 @@ export function cancelReason(by: StartCancel): string {
   return by === "session" ? "its session was deleted" : "the plugin is shutting down (opencode disposed it)"
 }
 
-/** The error of a start that must not go on. */
 export function cancelledStart(by: StartCancel): MonitorError {
   return new MonitorError("cancelled", `The monitor did not start: ${cancelReason(by)}. Nothing runs.`)
 }
