@@ -133,16 +133,11 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
   line(`${screenLine(monitor.label) || "command"} (${screenLine(monitor.id)})`, "title")
   line(`Status: ${screenLine(monitor.status) || monitor.statusKind}`, toneOf(monitor))
   if (monitor.stoppedBy) line(`Stopped by: ${screenLine(monitor.stoppedBy)}`, "muted")
-  const ended = monitor.endedAt ?? now
-  line(
-    `Started: ${new Date(monitor.startedAt).toISOString()} (${formatElapsed(ended - monitor.startedAt)} run)`,
-    "muted",
-  )
-  if (monitor.statusKind === "running")
-    line(
-      `Deadline: ${monitor.deadlineAt === undefined ? "none (runs until it exits or is stopped)" : new Date(monitor.deadlineAt).toISOString()}`,
-      "muted",
-    )
+  const run = formatElapsed((monitor.endedAt ?? now) - monitor.startedAt)
+  line(`Started: ${new Date(monitor.startedAt).toISOString()} (${run} run)`, "muted")
+  const none = "none (runs until it exits or is stopped)"
+  const deadline = monitor.deadlineAt === undefined ? none : new Date(monitor.deadlineAt).toISOString()
+  if (monitor.statusKind === "running") line(`Deadline: ${deadline}`, "muted")
   line(`Lines seen: ${monitor.linesSeen}`, "text")
   line("", "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")
