@@ -127,7 +127,6 @@ function hostReady(host: unknown, required: readonly Requirement[], part: "serve
   return false
 }
 
-/** The server part's load check, over the plugin input. */
 export function serverHostReady(input: unknown): boolean {
   const voice = {
     log: ["client", "app", "log"],
@@ -137,7 +136,6 @@ export function serverHostReady(input: unknown): boolean {
   return hostReady(input, SERVER_API, "server", voice)
 }
 
-/** The TUI part's load check, over opencode's TUI plugin API. */
 export function tuiHostReady(api: unknown): boolean {
   return hostReady(api, TUI_API, "TUI", {
     log: ["client", "app", "log"],

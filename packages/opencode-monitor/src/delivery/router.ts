@@ -71,7 +71,6 @@ export class DeliveryRouter {
     )
   }
 
-  /** Routes one batch by its session's source, through the observation budget. */
   route(batch: OutputBatch, origin: BatchOrigin): void {
     const known = this.sources.cached(origin.sessionID)
     // Only the exit notice waits for a classification that failed at start.
@@ -110,7 +109,6 @@ export class DeliveryRouter {
     )
   }
 
-  /** A `session.idle` of this session: its queue is looked at again. */
   onSessionIdle(sessionID: string): void {
     this.injector.onSessionIdle(sessionID)
   }

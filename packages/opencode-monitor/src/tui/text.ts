@@ -48,7 +48,6 @@ function isWide(c: number): boolean {
   return false
 }
 
-/** Terminal cells a string takes. */
 export function displayWidth(text: string): number {
   let width = 0
   for (const char of text) width += cellWidth(char.codePointAt(0) ?? 0)
