@@ -16,7 +16,7 @@ export type MatchWakeOptions = {
 
 /** Why an envelope wakes (its `wake:` line): the nth match of `wake_limit`, or a silence. */
 export type WakeReason = MatchReason | SilenceReason
-export type MatchReason = { ordinal: number; limit: number; seqs: number[] }
+type MatchReason = { ordinal: number; limit: number; seqs: number[] }
 export type SilenceReason = { silentMs: number; lastSeq: number }
 
 export const isSilenceReason = (reason: WakeReason): reason is SilenceReason => "silentMs" in reason
