@@ -1,8 +1,8 @@
 import { z } from "zod"
 
-// The one source of truth for every option, its default and its bounds (README table is checked
-// against this schema by a test).
-const int = (min: number, max?: number) => {
+// The one source of truth for every option, its default and its bounds (a test holds the README table to it).
+/** An integer from `min` (to `max`), for the options and the tools' arguments. */
+export const int = (min: number, max?: number) => {
   const base = z.number().int().min(min)
   return max === undefined ? base : base.max(max)
 }

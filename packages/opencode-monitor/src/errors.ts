@@ -24,6 +24,11 @@ export type MonitorFields = {
   stderrTail?: string[]
 }
 
+/** What went wrong, as one line of text. */
+export function errorText(error: unknown): string {
+  return error instanceof Error ? error.message : String(error)
+}
+
 /** An error the agent can act on; `code` is stable, the message says what to do next. */
 export class MonitorError extends Error {
   override name = "MonitorError"

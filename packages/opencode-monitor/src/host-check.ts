@@ -1,8 +1,7 @@
 /**
- * The opencode releases this package is tested on, and the check that the running opencode has the
- * API the plugin relies on. `engines.opencode`, the README's "tested on" line, the
- * repo's pinned opencode devDependencies and `npm test`'s matrix are all held to `TESTED_OPENCODE`
- * by test/versions.test.ts. No imports: the TUI part (loaded as source by opencode) uses it too.
+ * The opencode releases this package is tested on (test/versions.test.ts holds the rest of the repo
+ * to them), and the check that the running opencode has the API the plugin relies on. No imports:
+ * the TUI part uses it too.
  */
 
 /** Oldest first. `npm test` runs the live suite on the newest and a core subset on the oldest. */
@@ -18,8 +17,7 @@ type Requirement = { api: string; path: readonly string[]; kind: "function" | "o
 
 /**
  * What the server part reads from opencode's plugin input at load. `noReply` and `ctx.ask` cannot be
- * seen before a prompt or a tool call: the prompt call itself must be there (the live suite checks
- * what opencode does with `noReply`), and `ctx.ask` is checked where it is called (`askReturned`).
+ * seen before a prompt or a tool call: `ctx.ask` is checked where it is called (`askReturned`).
  */
 export const SERVER_API: readonly Requirement[] = [
   {
@@ -91,14 +89,13 @@ export function askReturned(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function"
 }
 
-type Say = (message: string) => unknown
 type Call = (argument: unknown) => unknown
 
-/** Calls `say` with `message`, never throwing or rejecting: reporting must not fail the load. */
-function quietly(say: Say | undefined, message: string): boolean {
-  if (!say) return false
+/** Calls `call` with `argument`, never throwing or rejecting: reporting must not fail the load. */
+function quietly(call: Call | undefined, argument: unknown): boolean {
+  if (!call) return false
   try {
-    const result = say(message)
+    const result = call(argument)
     if (askReturned(result)) Promise.resolve(result).catch(() => {})
     return true
   } catch {
@@ -112,44 +109,37 @@ function bound(host: unknown, path: readonly string[]): Call | undefined {
   return typeof fn === "function" ? (fn as Call).bind(owner) : undefined
 }
 
+/** Where a part says it is disabled, and how its calls wrap their fields. */
+type Voice = { log: readonly string[]; toast: readonly string[]; wrap: (fields: object) => unknown }
+
 /**
- * The server part's load check: true when `input` has every API of `SERVER_API`. Otherwise it says
- * once, in the server log (stderr when even `client.app.log` is missing) and as a toast, what is
- * missing, and the caller registers nothing.
+ * True when `host` has every API of `required`. Otherwise it says once, in the server log and as a
+ * toast, what is missing, and the caller registers nothing. The server part falls back to stderr
+ * when it cannot log; the TUI part never writes there (it would garble the screen).
  */
-export function serverHostReady(input: unknown): boolean {
-  const missing = missingApi(input, SERVER_API)
+function hostReady(host: unknown, required: readonly Requirement[], part: "server" | "TUI", voice: Voice): boolean {
+  const missing = missingApi(host, required)
   if (missing.length === 0) return true
-  const message = missingApiMessage("server", missing)
-  const log = bound(input, ["client", "app", "log"])
-  const logged = quietly(
-    log &&
-      ((text) => log({ body: { service: "opencode-monitor", level: "error", message: text, extra: { missing } } })),
-    message,
-  )
-  if (!logged) console.error(message)
-  const toast = bound(input, ["client", "tui", "showToast"])
-  quietly(
-    toast && ((text) => toast({ body: { title: "opencode-monitor disabled", message: text, variant: "error" } })),
-    message,
-  )
+  const message = missingApiMessage(part, missing)
+  const line = { service: "opencode-monitor", level: "error", message, extra: { missing } }
+  if (!quietly(bound(host, voice.log), voice.wrap(line)) && part === "server") console.error(message)
+  quietly(bound(host, voice.toast), voice.wrap({ title: "opencode-monitor disabled", message, variant: "error" }))
   return false
 }
 
-/**
- * The TUI part's load check, over opencode's TUI plugin API: false (and one toast and one server-log
- * line naming what is missing) when something of `TUI_API` is not there.
- */
+export function serverHostReady(input: unknown): boolean {
+  const voice = {
+    log: ["client", "app", "log"],
+    toast: ["client", "tui", "showToast"],
+    wrap: (body: object) => ({ body }),
+  }
+  return hostReady(input, SERVER_API, "server", voice)
+}
+
 export function tuiHostReady(api: unknown): boolean {
-  const missing = missingApi(api, TUI_API)
-  if (missing.length === 0) return true
-  const message = missingApiMessage("TUI", missing)
-  const log = bound(api, ["client", "app", "log"])
-  quietly(
-    log && ((text) => log({ service: "opencode-monitor", level: "error", message: text, extra: { missing } })),
-    message,
-  )
-  const toast = bound(api, ["ui", "toast"])
-  quietly(toast && ((text) => toast({ variant: "error", title: "opencode-monitor disabled", message: text })), message)
-  return false
+  return hostReady(api, TUI_API, "TUI", {
+    log: ["client", "app", "log"],
+    toast: ["ui", "toast"],
+    wrap: (fields) => fields,
+  })
 }

@@ -94,10 +94,11 @@ export async function compileFilters(request: StartRequest, config: MonitorConfi
 export async function spawnRequest(request: StartRequest, deps: LaunchDeps): Promise<MonitoredProcess> {
   const env = deps.env ?? process.env
   const shell = deps.shell?.() ?? "sh"
-  const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
   const fields = { label: request.label, cwd: request.directory }
-  if (missing)
-    throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${missing}.`, fields)
+  const failed = (why: string) =>
+    new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${why}.`, fields)
+  const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
+  if (missing) throw failed(missing)
   try {
     return await spawnInGroup({
       command: request.command,
@@ -109,8 +110,6 @@ export async function spawnRequest(request: StartRequest, deps: LaunchDeps): Pro
       unbufferedRuntimes: deps.config.unbuffered_runtimes,
     })
   } catch (error) {
-    if (error instanceof SpawnError)
-      throw new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${error.message}.`, fields)
-    throw error
+    throw error instanceof SpawnError ? failed(error.message) : error
   }
 }

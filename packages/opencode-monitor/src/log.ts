@@ -1,8 +1,4 @@
-/**
- * Named loggers, as opencode names its own (`service`): every line says which part of the plugin
- * wrote it, e.g. `opencode-monitor.injector`. The lines go to opencode's log through the session
- * API (`app.log`).
- */
+/** Named loggers, as opencode names its own: every line says which part wrote it (`opencode-monitor.injector`). */
 export type LogLevel = "debug" | "info" | "warn" | "error"
 type LogExtra = Record<string, unknown>
 

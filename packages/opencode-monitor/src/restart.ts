@@ -17,11 +17,8 @@ export type RestartSteps = {
 }
 
 /**
- * monitor_restart: stops the old monitor and waits until its group and tracked escapees are gone
- * (so the port or lock they held is free), then starts its request again as a new monitor. A
- * running monitor hands its own slot over, once: a second restart of it meanwhile is refused. An
- * ended one needs a free slot like any start. When the session is deleted or the plugin shuts down
- * while it waits, the new monitor is not started.
+ * monitor_restart: stops the old monitor, waits until its processes are gone (so the port they held
+ * is free), then starts its request again. A running monitor hands its own slot over, once.
  */
 export async function restartMonitor({ old, slots, stop, launch }: RestartSteps): Promise<RestartResult> {
   const slot = slots.take(old.info.sessionID, { of: old.info.id, running: old.info.status.kind === "running" })

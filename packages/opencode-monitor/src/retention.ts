@@ -12,9 +12,8 @@ export type RetentionLimits = {
 type Entry = { id: string; bytes: number; endedAt: number }
 
 /**
- * The one server-wide budget for exited monitors (kept for monitor_list/monitor_output): by
- * count, by estimated bytes and by age. The oldest-ended go first; `evict` forgets one. Running
- * monitors are not counted here (each is bounded by its own ring).
+ * The server-wide budget for exited monitors (kept for monitor_list/monitor_output): by count, bytes
+ * and age, the oldest-ended going first. A running monitor is bounded by its own ring.
  */
 export class ExitedRetention {
   // Insertion order is end order, so the first entry is always the oldest.

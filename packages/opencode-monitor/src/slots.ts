@@ -26,9 +26,8 @@ export type SlotDeps = {
 type Held = { slot: Reservation; released: Promise<void>; release: () => void }
 
 /**
- * The monitors a session may still start: `max_monitors_per_session`, fresh ids, and the starts
- * under way, which a deleted session or a shutdown cancels. A slot is taken before a start's first
- * await, so concurrent starts in one step cannot all pass the cap or share an id.
+ * The monitors a session may still start (`max_monitors_per_session`), fresh ids, and the starts
+ * under way. A slot is taken before a start's first await: concurrent starts cannot all pass the cap.
  */
 export class MonitorSlots {
   private readonly held = new Map<string, Held>()
@@ -36,10 +35,7 @@ export class MonitorSlots {
 
   constructor(private readonly deps: SlotDeps) {}
 
-  /**
-   * A slot for a new monitor of this session. `restart`: the monitor started again, and whether it
-   * still runs: a running one hands its own slot over (so the cap is not checked), and only once.
-   */
+  /** `restart`: the monitor started again; a running one hands its own slot over (no cap check), once. */
   take(sessionID: string, restart?: { of: string; running: boolean }): Reservation {
     if (this.shutDown) throw cancelledStart("shutdown")
     if (restart && [...this.held.values()].some((h) => h.slot.restarts === restart.of)) {
@@ -51,10 +47,7 @@ export class MonitorSlots {
     }
     if (!restart?.running) this.checkCap(sessionID)
     const slot: Reservation = { id: this.freshId(), sessionID, restarts: restart?.of, cancelledBy: undefined }
-    let release = () => {}
-    const released = new Promise<void>((resolve) => {
-      release = resolve
-    })
+    const { promise: released, resolve: release } = Promise.withResolvers<void>()
     this.held.set(slot.id, { slot, released, release })
     return slot
   }
@@ -64,10 +57,7 @@ export class MonitorSlots {
     this.held.delete(slot.id)
   }
 
-  /**
-   * Cancels the starts under way of a session (or every one, and every later one, on shutdown);
-   * resolves once each has given its slot back, having stopped whatever it had already started.
-   */
+  /** Cancels a session's starts (all, and every later one, on shutdown); resolves once each gave its slot back. */
   async cancel(by: StartCancel, sessionID?: string): Promise<void> {
     if (by === "shutdown") this.shutDown = true
     const starts = [...this.held.values()].filter((h) => sessionID === undefined || h.slot.sessionID === sessionID)
@@ -102,7 +92,6 @@ export function cancelReason(by: StartCancel): string {
   return by === "session" ? "its session was deleted" : "the plugin is shutting down (opencode disposed it)"
 }
 
-/** The error of a start that must not go on. */
 export function cancelledStart(by: StartCancel): MonitorError {
   return new MonitorError("cancelled", `The monitor did not start: ${cancelReason(by)}. Nothing runs.`)
 }

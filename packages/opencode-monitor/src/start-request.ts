@@ -1,17 +1,13 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 import { z } from "zod"
-import { MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
+import { int, MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
 import { sanitizeLabel } from "./delivery/envelope"
 import { MonitorError } from "./errors"
 import { parseSimpleCommands, type SimpleCommand } from "./permission/bash-parser"
 import { programName, programWord } from "./process/program-word"
 
-/**
- * One `monitor_start` call, parsed once: its arguments against the one schema that
- * holds every default and bound, and its command into simple commands, program word and default
- * label. The permission check, the manager and the envelope label all read this one result.
- * A new argument is added here: to the schema, to StartRequest and to parseStartRequest.
- */
+// One `monitor_start` call, parsed once: the permission check, the manager and the envelopes read the
+// result. A new argument is added here: to the schema, to StartRequest and to parseStartRequest.
 
 /** The most match wakes one monitor may ask for (`wake_limit`), and what it gets without asking. */
 const WAKE_LIMIT_MAX = 20
@@ -40,29 +36,17 @@ export function startArgs(config: MonitorConfig, shell: string) {
       .describe(
         "RE2 regular expression; a matching line wakes you while the command runs, e.g. 'ready on|listening on' or 'FAIL|Error'. Independent of match_pattern",
       ),
-    wake_limit: z
-      .number()
-      .int()
-      .min(1)
-      .max(WAKE_LIMIT_MAX)
+    wake_limit: int(1, WAKE_LIMIT_MAX)
       .optional()
       .describe(
         `How many times matches may wake you (default ${WAKE_LIMIT_DEFAULT}: tell me once; max ${WAKE_LIMIT_MAX}); later matches arrive as observations`,
       ),
-    wake_on_silence_ms: z
-      .number()
-      .int()
-      .min(SILENCE_MS_MIN)
-      .max(SILENCE_MS_MAX)
+    wake_on_silence_ms: int(SILENCE_MS_MIN, SILENCE_MS_MAX)
       .optional()
       .describe(
         `Wake me once when the command prints nothing (stdout and stderr) for this many ms while it runs, e.g. 60000 for a test run that may hang (${SILENCE_MS_MIN}-${SILENCE_MS_MAX}); again only after it printed something since`,
       ),
-    timeout_ms: z
-      .number()
-      .int()
-      .min(1)
-      .max(max)
+    timeout_ms: int(1, max)
       .optional()
       .describe(
         cap > 0

@@ -5,22 +5,12 @@ import { dirname, join, resolve } from "node:path"
 import { sessionWentIdle } from "./hooks"
 
 /**
- * opencode 1.18 installs a TUI plugin listed in tui.json as `opencode-monitor@file:<tgz>`, but the
- * module it installs there never loads: opencode does not give files under that install folder its
- * own `@opentui/solid` and `solid-js` (the same package loads by name), and says nothing on screen.
- * The server part looks for such an entry as it loads and tells the person what to write instead.
+ * opencode 1.18 installs a TUI plugin listed as `opencode-monitor@file:<tgz>` but never loads it (no
+ * `@opentui/solid` for files there) and says nothing, so the server part tells the person instead.
  */
 const FILE_TUI_SPEC = "opencode-monitor@file:"
 
 const MAX_CONFIG_BYTES = 1_000_000
-
-function fileSpecTuiMessage(files: readonly string[]): string {
-  return (
-    `opencode-monitor: ${files.join(", ")} lists "${FILE_TUI_SPEC}…" as a TUI plugin, which opencode 1.18 installs ` +
-    "but cannot load, so the sidebar shows no monitors. Unpack the tarball (tar xzf opencode-monitor-<version>.tgz) " +
-    'and list its entry by path instead: "plugin": ["/absolute/path/package/src/tui/index.ts"].'
-  )
-}
 
 /** The tui.json files opencode 1.18 reads for a project in `directory` (up to `worktree`). */
 export function tuiConfigFiles(directory: string, worktree: string, env: NodeJS.ProcessEnv = process.env): string[] {
@@ -55,15 +45,15 @@ type Say = {
 
 /**
  * At load: a warning in the server log when tui.json names the `file:` route, and the same text as a
- * toast once, when a session's turn first ends. A toast sent while the plugin loads, or on a
- * session's first event, can reach opencode before the TUI listens (seen live: the TUI waiting on
- * its own installs, and `opencode --prompt` creating its session as it starts); by the end of a turn
- * it listens. Returns `hooks` with that `event` wrapper, or `hooks` as they are.
+ * toast when a session's turn first ends: an earlier toast can reach opencode before the TUI listens.
  */
 export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; worktree?: string }, say: Say): Hooks {
   const files = filesWithFileTuiSpec(tuiConfigFiles(place.directory, place.worktree || place.directory))
   if (files.length === 0) return hooks
-  const message = fileSpecTuiMessage(files)
+  const message =
+    `opencode-monitor: ${files.join(", ")} lists "${FILE_TUI_SPEC}…" as a TUI plugin, which opencode 1.18 installs ` +
+    "but cannot load, so the sidebar shows no monitors. Unpack the tarball (tar xzf opencode-monitor-<version>.tgz) " +
+    'and list its entry by path instead: "plugin": ["/absolute/path/package/src/tui/index.ts"].'
   say.log("warn", message, { files })
   let shown = false
   const event = hooks.event

@@ -1,13 +1,13 @@
 import { lineText, type MonitorLine } from "../pipeline/line"
 
 /** Lines with a seq up to this are "the first lines after start" (startup errors live there). */
-export const STARTUP_LINES = 20
+const STARTUP_LINES = 20
 /** The fixed, documented list of words that make a line error-looking (case-insensitive). */
 const ERROR_LOOKING = /error|fail|panic|exception|traceback/i
 /** An envelope's text besides its lines (header, status, dropped and budget lines), at most. */
 export const ENVELOPE_OVERHEAD_BYTES = 480
 
-export const isErrorLooking = (line: MonitorLine): boolean => ERROR_LOOKING.test(lineText(line))
+const isErrorLooking = (line: MonitorLine): boolean => ERROR_LOOKING.test(lineText(line))
 
 /** A line worth sending past the bucket: one of the first after start, a match_pattern match, an error-looking one. */
 export const isPriority = (line: MonitorLine, hasPattern: boolean): boolean =>

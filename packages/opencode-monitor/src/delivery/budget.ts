@@ -1,10 +1,10 @@
 import { addDrops, type BudgetNote, isTerminalBatch, NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
-import { lineByteLength, type MonitorLine } from "../pipeline/line"
+import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { chooseLines, ENVELOPE_OVERHEAD_BYTES, estimate, isPriority } from "./budget-choice"
 import { ContextLedger } from "./context-ledger"
 import { formatMonitorBatch } from "./envelope"
-import { HeldLines } from "./held-lines"
+import { countHeld, HeldLines } from "./held-lines"
 import type { Route } from "./session-source"
 import { TokenBucket } from "./token-bucket"
 
@@ -15,10 +15,7 @@ export type BudgetOptions = {
   burstBytes: number
   /** Observations into one session between two real user turns, all monitors together. */
   sessionBytes: number
-  /**
-   * Past a monitor's bucket, at most one summary envelope per monitor this often, only while output
-   * flows; past the session's total, one per monitor until a person writes again.
-   */
+  /** Past a monitor's bucket, at most one summary envelope per monitor this often, while output flows. */
   summaryIntervalMs: number
 }
 
@@ -30,16 +27,18 @@ export type BudgetDeps = {
   forward: (batch: OutputBatch, route: Route, label: string, wakeLimit: number) => void
 }
 
-/** The monitor a batch is from, as the budget needs it. */
-export type BatchSource = {
+/** The monitor a batch comes from, as delivery needs it. */
+export type BatchOrigin = {
+  sessionID: string
   label: string
   /** It has a `match_pattern`: its matching lines are priority lines. */
   hasPattern: boolean
   /** Its `wake_limit` (0 without a `wake_pattern`), passed on to the injector. */
   wakeLimit: number
-  /** It may still cause a match wake (`wake_limit` not used up; the router asks the injector). */
-  matchWakeLeft: boolean
 }
+
+/** …as the budget needs it: whether it may still cause a match wake (the router asks the injector). */
+export type BatchSource = Omit<BatchOrigin, "sessionID"> & { matchWakeLeft: boolean }
 
 /** The smallest envelope worth a look at held lines: the envelope's own text and one short line. */
 const SMALLEST_ENVELOPE_BYTES = ENVELOPE_OVERHEAD_BYTES + 32
@@ -61,20 +60,14 @@ type Stream = {
   summarizedPastBudget: boolean
   /** Where held-back observations go: never a wake route. */
   route: Route
-  label: string
-  hasPattern: boolean
-  wakeLimit: number
+  /** The monitor, as its latest batch described it. */
+  source: BatchSource
   timer: { handle: TimerHandle; at: number } | undefined
 }
 
 /**
- * The observation budget: between the pipeline and the injector, decides how much of a monitor's
- * streaming output reaches a session. Each monitor has a token bucket of bytes, each session a total
- * between two real user turns. When a batch does not fit, its most informative lines go first
- * (`chooseLines`); the rest is held (`HeldLines`), counted in `dropped:`, and the envelope says how to
- * read it with `monitor_output`. Past its bucket a monitor gets at most one short summary envelope per
- * interval, and only while it prints. Wakes are never held back, but a silence wake goes only while
- * the session's total has room for it: a job that keeps falling silent cannot fill the context.
+ * How much of a monitor's streaming output reaches a session: a byte bucket per monitor, a total per
+ * session between two real user turns. What does not fit is held and counted; wakes are never held.
  */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
@@ -93,8 +86,7 @@ export class ObservationBudget {
     // A silence wake is not counted against wake_limit: it may wake whatever matches did.
     const wakeLeft = batch.silence !== undefined || source.matchWakeLeft
     const wake = isTerminalBatch(batch) || (routed.wake && wakeLeft)
-    // A match past wake_limit is an observation; a subagent's root session gets none of it (the
-    // child has its own route for those lines).
+    // A match past wake_limit is an observation; a subagent's root gets none of it (the child has those lines).
     if (routed.wake && !wake && routed.subagentSessionID !== undefined) return
     const route = routed.wake && !wake ? { ...routed, wake: false } : routed
     const stream = this.stream(batch.monitorId, route, source)
@@ -104,18 +96,15 @@ export class ObservationBudget {
       return
     }
     if (batch.silence && estimate(batch.silence.lines) > this.sessionLeft(stream.sessionID)) return
-    // Never held back, and never without a line: when the latest output was held (it may have
-    // been flushed just before the exit), the wake shows it. The injector charges a wake as sent.
+    // Never held back, and never without a line: a wake after held output shows the latest held line.
+    // The injector charges a wake as sent.
     const held = stream.held.latest
     const lines = held && batch.lines.length === 0 && !batch.silence ? [held] : batch.lines
     this.send(stream, this.compose(stream, batch, lines), { charge: false, route })
     if (isTerminalBatch(batch)) this.forgetStream(stream)
   }
 
-  /**
-   * The whole batch (with held priority lines) when it fits; else the priority lines that fit, with
-   * the latest line; else nothing yet, and its priority lines wait for room.
-   */
+  /** The whole batch (with held priority lines) when it fits; else the priority lines that fit, and the latest. */
   private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
     const smallest = Math.min(...batch.lines.map((line) => line.size))
@@ -178,17 +167,15 @@ export class ObservationBudget {
       recent?.monitorId === monitorId && recent.sessionID === route.sessionID
         ? recent
         : this.streams.get(`${route.sessionID}|${monitorId}`)
-    const stream = found ?? this.newStream(monitorId, route)
+    const stream = found ?? this.newStream(monitorId, route, source)
     this.recent = stream
     // A match wake's route is never kept: what the stream sends later is an observation.
     stream.route = route.wake ? { ...route, wake: false } : route
-    stream.label = source.label
-    stream.hasPattern = source.hasPattern
-    stream.wakeLimit = source.wakeLimit
+    stream.source = source
     return stream
   }
 
-  private newStream(monitorId: string, route: Route): Stream {
+  private newStream(monitorId: string, route: Route, source: BatchSource): Stream {
     const now = this.deps.scheduler.now()
     const key = `${route.sessionID}|${monitorId}`
     const stream: Stream = {
@@ -200,9 +187,7 @@ export class ObservationBudget {
       lastEnvelopeAt: now,
       summarizedPastBudget: false,
       route,
-      label: "",
-      hasPattern: false,
-      wakeLimit: 0,
+      source,
       timer: undefined,
     }
     this.streams.set(key, stream)
@@ -210,7 +195,7 @@ export class ObservationBudget {
   }
 
   private priority(stream: Stream): (line: MonitorLine) => boolean {
-    return (line) => isPriority(line, stream.hasPattern)
+    return (line) => isPriority(line, stream.source.hasPattern)
   }
 
   /** Bytes this stream may send now: its refilled bucket, within what its session has left. */
@@ -224,25 +209,20 @@ export class ObservationBudget {
 
   /**
    * The envelope's batch for `shown` (lines of `batch`, or held earlier), counting everything held
-   * back since the last envelope in `dropped:`, with a note saying how to read it. Changes nothing.
+   * since the last envelope in `dropped:`, with a note saying how to read it. Changes nothing.
    */
   private compose(stream: Stream, batch: OutputBatch, shown: MonitorLine[], summary = false): OutputBatch {
     const { held } = stream
-    let { lines, bytes, firstSeq } = held
     const visible = new Set(shown)
-    for (const line of batch.lines) {
-      if (visible.has(line)) continue
-      if (lines === 0 || line.seq < firstSeq) firstSeq = line.seq
-      lines++
-      bytes += lineByteLength(line)
-    }
-    // Shown lines held earlier were counted then.
     const fresh = new Set(batch.lines)
-    for (const line of shown) {
-      if (fresh.has(line)) continue
-      lines--
-      bytes -= lineByteLength(line)
-    }
+    const count = { lines: held.lines, bytes: held.bytes, firstSeq: held.firstSeq }
+    countHeld(
+      count,
+      batch.lines.filter((line) => !visible.has(line)),
+      // Shown lines held earlier were counted then.
+      shown.filter((line) => !fresh.has(line)),
+    )
+    const { lines, bytes, firstSeq } = count
     // A summary always says so: its line is cut by the envelope even when it is the only one held.
     const note: BudgetNote | undefined =
       lines > 0 || summary
@@ -259,7 +239,7 @@ export class ObservationBudget {
 
   /** The size of the envelope's text, what is charged. */
   private cost(stream: Stream, out: OutputBatch): number {
-    return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.label }))
+    return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.source.label }))
   }
 
   /** Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now. */
@@ -272,7 +252,7 @@ export class ObservationBudget {
     stream.held = new HeldLines()
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
-    this.deps.forward(out, how.route ?? stream.route, stream.label, stream.wakeLimit)
+    this.deps.forward(out, how.route ?? stream.route, stream.source.label, stream.source.wakeLimit)
   }
 
   private hold(stream: Stream, batch: OutputBatch): void {
@@ -281,12 +261,9 @@ export class ObservationBudget {
   }
 
   /**
-   * One timer per holding stream, at the earliest of: the bucket having room for the oldest held
-   * priority line (so an error printed just before a silence still arrives), and the summary being
-   * due (never again once its summary past the session's total went). Never armed for a silent
-   * stream: only holding a batch arms it. Held lines not looked at yet wait until the bucket has
-   * room for the smallest envelope; a timer for then looks at them and arms again, so a flood is
-   * looked at once per refill, not per batch.
+   * One timer per holding stream, at the earliest of: room for the oldest held priority line (an
+   * error printed just before a silence still arrives), and the summary being due. Unlooked held
+   * lines are looked at once the bucket has room for the smallest envelope: once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()
@@ -316,7 +293,7 @@ export class ObservationBudget {
     if (!held.lastBatch || held.lines === 0) return
     const available = this.room(stream)
     const chosen = chooseLines(held.priorityLines(this.priority(stream)), held.latest, available)
-    // An envelope of lines held earlier. The held batch was never forwarded, so its seq is free for the dedupe key.
+    // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
     if (chosen) {
       this.send(stream, this.compose(stream, base, chosen), { charge: true })

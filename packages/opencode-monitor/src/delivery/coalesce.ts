@@ -5,10 +5,8 @@ import type { Delivery } from "./session-queue"
 export type CoalesceBounds = { maxLines: number; maxBytes: number }
 
 /**
- * Keeps a monitor's waiting streaming output within the bound: the oldest waiting batches give
- * way, and what they held is counted in the `dropped:` line of the next batch of that monitor.
- * A terminal batch is never dropped, nor a batch already attempted (it may have landed).
- * Returns the deliveries that remain, in order.
+ * Keeps a monitor's waiting output within the bound: the oldest batches give way, counted in the
+ * next one's `dropped:`. Never a terminal batch, nor one already attempted (it may have landed).
  */
 export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: CoalesceBounds): Delivery[] {
   const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && !isTerminalBatch(d.batch))

@@ -1,8 +1,6 @@
 /**
- * Bytes put into each session's context since its last real user turn: the observation
- * budget charges what it forwards and reads what is left; the injector charges the match wakes it
- * sends, with their exact text, since only it knows what a wake assembled from several batches
- * became. One instance per plugin, shared by the two, so neither calls the other.
+ * Bytes put into each session's context since its last real user turn, shared by the budget (what it
+ * forwards) and the injector (the match wakes it sends, as sent), so neither calls the other.
  */
 export class ContextLedger {
   private readonly spentBySession = new Map<string, number>()

@@ -1,4 +1,5 @@
 import { type EnvelopeNote, NOTE_KEY } from "../codec"
+import { errorText } from "../errors"
 import { formatMonitorBatch, formatWakeLine } from "./envelope"
 import type { Identity } from "./gates"
 import { readBack } from "./history"
@@ -34,7 +35,7 @@ export function envelopeText(delivery: Delivery): string {
 }
 
 /** What the delivery's envelope says, as data (the text part's metadata). */
-export function envelopeNote(delivery: Delivery): EnvelopeNote {
+function envelopeNote(delivery: Delivery): EnvelopeNote {
   const { batch, matchWake } = delivery
   return {
     key: delivery.key,
@@ -48,9 +49,8 @@ export function envelopeNote(delivery: Delivery): EnvelopeNote {
 }
 
 /**
- * How one delivery is sent, checked and retried: send once; after an ambiguous failure check the
- * history before anything else and never send blind; back off on failures, never faster than
- * `pending_retry_ms`; give up only on the documented bounds.
+ * How one delivery is sent, checked and retried: after an ambiguous failure the history is checked
+ * before anything else, never a blind resend; back off, never faster than `pending_retry_ms`.
  */
 export class DeliveryPolicy {
   constructor(
@@ -114,11 +114,10 @@ export class DeliveryPolicy {
     const now = this.now()
     delivery.failures++
     delivery.firstFailureAt ??= now
-    if (
-      delivery.wake ? now - delivery.firstFailureAt >= WAKE_GIVE_UP_MS : delivery.attempts >= OBSERVATION_MAX_ATTEMPTS
-    ) {
-      return { giveUp: true }
-    }
+    const spent = delivery.wake
+      ? now - delivery.firstFailureAt >= WAKE_GIVE_UP_MS
+      : delivery.attempts >= OBSERVATION_MAX_ATTEMPTS
+    if (spent) return { giveUp: true }
     let delay = Math.min(MAX_RETRY_DELAY_MS, this.options.pendingRetryMs * 2 ** (delivery.failures - 1))
     delay = Math.max(delay, this.options.pendingRetryMs)
     // An unsure send is checked once it had time to show in the history.
@@ -130,8 +129,4 @@ export class DeliveryPolicy {
   private settleMs(): number {
     return Math.max(this.options.pendingRetryMs, this.options.acceptedMessageSkewMs)
   }
-}
-
-export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
 }

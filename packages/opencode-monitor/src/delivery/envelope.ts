@@ -3,7 +3,7 @@ import type { BudgetNote, OutputBatch } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import { sanitizeLineText } from "../pipeline/line"
 import { renderLine } from "../pipeline/render"
-import { isSilenceReason, type MatchReason, type WakeReason } from "./match-wake"
+import { isSilenceReason, type WakeReason } from "./match-wake"
 
 const LABEL_MAX_LENGTH = 64
 /** A summary's one line is cut to this many UTF-8 bytes: a summary stays a few hundred bytes. */
@@ -50,10 +50,7 @@ export function formatMonitorBatch({ batch, label, subagentSessionID, wake }: En
   return out.join("\n")
 }
 
-/**
- * The lines of a batch in seq order; a silence wake adds the last retained lines it carries (a
- * waiting batch it absorbed may hold some of them already: each line is shown once).
- */
+/** The lines of a batch in seq order, with a silence wake's last retained lines, each once. */
 function shownLines(batch: OutputBatch): readonly MonitorLine[] {
   if (!batch.silence) return batch.lines
   const bySeq = new Map<number, MonitorLine>()
@@ -67,10 +64,7 @@ function shownLines(batch: OutputBatch): readonly MonitorLine[] {
  */
 export function formatWakeLine(reason: WakeReason): string {
   if (isSilenceReason(reason)) return `wake: no output for ${reason.silentMs} ms (last output at seq=${reason.lastSeq})`
-  return formatMatchLine(reason)
-}
-
-function formatMatchLine({ ordinal, limit, seqs }: MatchReason): string {
+  const { ordinal, limit, seqs } = reason
   const shown = seqs.slice(0, WAKE_SEQS_SHOWN).join(", ")
   const more = seqs.length > WAKE_SEQS_SHOWN ? ` and ${seqs.length - WAKE_SEQS_SHOWN} more` : ""
   const where = seqs.length > 0 ? ` at seq=${shown}${more}` : ""

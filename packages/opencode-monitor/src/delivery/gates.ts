@@ -6,10 +6,7 @@ export type GateInput = {
   messages: SessionMessage[]
   now: number
   userMessageWindowMs: number
-  /**
-   * A turn that started before this server process loaded the plugin cannot be running in it: an
-   * unfinished assistant message that old was cut off by a crash and never completes.
-   */
+  /** An unfinished assistant message older than this was cut off by a crash: it never completes. */
   staleTurnsBefore?: number
 }
 
@@ -25,9 +22,8 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
 }
 
 /**
- * Decides from the target session's own state whether output may be injected now:
- * idle, latest assistant turn finished, no real user message within the window. Only this
- * session's own status counts: another session being busy (a subagent, say) never closes it.
+ * Whether output may go into the session now: idle, its latest assistant turn finished, no real user
+ * message within the window. Another session being busy (a subagent, say) never closes it.
  */
 export function evaluateGates(input: GateInput): GateDecision {
   const { messages } = input

@@ -3,10 +3,7 @@ import { lineByteLength, type MonitorLine } from "../pipeline/line"
 
 /** Held-back priority lines kept to retry in a later envelope; older ones are only counted. */
 const PRIORITY_MAX = 20
-/**
- * Held lines kept to be looked at for priority lines, newest first; older ones are only counted. A
- * look finds the newest PRIORITY_MAX, which a flood's error lines are among when they are this recent.
- */
+/** Held lines kept to be looked at for priority lines, newest first; older ones are only counted. */
 const UNLOOKED_MAX = 2_000
 
 /**
@@ -26,26 +23,12 @@ export class HeldLines {
 
   /** Holds a batch back: counted, its lines to be looked at later. */
   hold(batch: OutputBatch): void {
-    this.count(batch.lines)
+    countHeld(this, batch.lines)
     if (batch.dropped !== NO_DROPS) this.dropped = addDrops(this.dropped, batch.dropped)
     this.latest = batch.lines.at(-1) ?? this.latest
     this.lastBatch = batch
     for (const line of batch.lines) this.unlooked.push(line)
     if (this.unlooked.length > 2 * UNLOOKED_MAX) this.unlooked = this.unlooked.slice(-UNLOOKED_MAX)
-  }
-
-  /** Counts lines as held (those shown in an envelope are not). */
-  count(lines: readonly MonitorLine[]): void {
-    for (const line of lines) {
-      if (this.lines === 0 || line.seq < this.firstSeq) this.firstSeq = line.seq
-      this.lines++
-      this.bytes += lineByteLength(line)
-    }
-  }
-
-  uncount(line: MonitorLine): void {
-    this.lines--
-    this.bytes -= lineByteLength(line)
   }
 
   /** Whether held lines wait to be looked at. */
@@ -71,5 +54,22 @@ export class HeldLines {
     this.priority = older > 0 ? [...this.priority.slice(-older), ...found] : found
     this.unlooked = []
     return this.priority
+  }
+}
+
+/** Adds `held` lines to a count of held lines and takes `shown` ones out of it (`firstSeq`: the oldest). */
+export function countHeld(
+  count: { lines: number; bytes: number; firstSeq: number },
+  held: readonly MonitorLine[],
+  shown: readonly MonitorLine[] = [],
+): void {
+  for (const line of held) {
+    if (count.lines === 0 || line.seq < count.firstSeq) count.firstSeq = line.seq
+    count.lines++
+    count.bytes += lineByteLength(line)
+  }
+  for (const line of shown) {
+    count.lines--
+    count.bytes -= lineByteLength(line)
   }
 }

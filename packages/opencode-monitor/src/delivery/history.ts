@@ -7,9 +7,8 @@ const PAGE_GROWTH = 10
 const MAX_HISTORY_MESSAGES = 60_000
 
 /**
- * Reads a session's history from the newest message back until `enough` holds for what was read,
- * the whole history was read, or the bound is reached. `GET …/message?limit=N` returns the newest
- * N, so each page re-reads the newer ones: cheap next to a wake in the wrong agent.
+ * Reads a session's history back from the newest message until `enough` holds, all of it was read or
+ * the bound is reached. Each page re-reads the newer ones (`?limit=N` is the newest N).
  */
 export async function readBack(
   api: Pick<SessionApi, "recentMessages">,

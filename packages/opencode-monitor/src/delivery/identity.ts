@@ -3,9 +3,8 @@ import { RECENT_MESSAGES, readBack } from "./history"
 import type { SessionApi, SessionMessage } from "./session-api"
 
 /**
- * The agent and model each session's person last chose, kept per session (not per queue, so an
- * idle queue loses nothing): from the `chat.message` hook for real user messages, from every
- * history read, and, when neither has seen one, by reading the history back until one is found.
+ * The agent and model each session's person last chose: from `chat.message`, from every history
+ * read, or else by reading the history back until one is found. Per session, not per queue.
  */
 export class SessionIdentities {
   private readonly known = new Map<string, Identity>()
@@ -23,10 +22,7 @@ export class SessionIdentities {
     if (identity) this.remember(sessionID, identity)
   }
 
-  /**
-   * The session's identity, reading back through the history when none is known. Throws when
-   * the history cannot be read: a prompt without an agent would switch the session's agent.
-   */
+  /** Throws when the history cannot be read: a prompt without an agent would switch the session's agent. */
   async resolve(sessionID: string, alreadyRead?: readonly SessionMessage[]): Promise<Identity> {
     const known = this.known.get(sessionID)
     if (known) return known

@@ -1,9 +1,10 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
+import { errorText } from "../errors"
 import { namedLogger } from "../log"
 import { coalesceWaiting } from "./coalesce"
 import type { ContextLedger } from "./context-ledger"
-import { DeliveryPolicy, envelopeText, errorText } from "./delivery-policy"
+import { DeliveryPolicy, envelopeText } from "./delivery-policy"
 import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
@@ -46,24 +47,15 @@ export type InjectorDeps = {
   ledger?: ContextLedger
 }
 
-const deliveryKey = (batch: OutputBatch): string => `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
-
-/**
- * True only when a ceiling is configured, the delivery is a wake (a terminal batch, or a match
- * wake), and it has been queued, counting from its first queue time (for a match wake told to
- * wait for wake_min_interval_ms, from the end of that wait), for at least the ceiling.
- */
+/** A wake queued for at least the ceiling (a match wake told to wait counts from the end of that wait). */
 function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
   if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
 
 /**
- * Delivers batches into sessions through prompt_async: streaming batches as no-reply
- * observations, a terminal batch as the one prompt that wakes the session. One queue per target
- * session (`SessionQueue`); every send is decided from that session's own state at send time;
- * sending, checking and retrying is the `DeliveryPolicy`; waiting output is bounded by
- * `coalesceWaiting`.
+ * Delivers batches into sessions: observations as no-reply prompts, wakes as prompts that start a
+ * turn. One queue per session; every send is decided from that session's own state at send time.
  */
 export class MonitorOutputInjector {
   private readonly queues = new Map<string, SessionQueue>()
@@ -91,7 +83,7 @@ export class MonitorOutputInjector {
   enqueue(batch: OutputBatch, route: Route, label: string, wakeLimit = 0): void {
     if (this.disposed) return
     const queue = this.queue(route.sessionID)
-    const key = deliveryKey(batch)
+    const key = `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
     if (this.sent.has(`${route.sessionID}|${key}`) || queue.deliveries.some((d) => d.key === key)) return
     const delivery: Delivery = {
       key,
@@ -124,18 +116,9 @@ export class MonitorOutputInjector {
     void queue.pump()
   }
 
-  /**
-   * A batch of this monitor carrying a `wake_pattern` match may still become a match wake: it has
-   * match wakes left (`wake_limit`) and match wakes are on. The budget passes such a batch through.
-   */
+  /** Match wakes are on and the monitor has some left (`wake_limit`): the budget passes its match through. */
   matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
     return this.matchWakes !== undefined && !this.matchWakes.exhausted(monitorId, wakeLimit)
-  }
-
-  // --- match wake: thin hooks; the logic is in match-wake.ts ---------------------
-  /** The first delivery that may go now (a match wake told to wait is skipped), undecided yet. */
-  private nextDue(queue: SessionQueue, now: number): Delivery | undefined {
-    return queue.deliveries.find((d) => d.notBefore <= now)
   }
 
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
@@ -158,16 +141,7 @@ export class MonitorOutputInjector {
     return outcome === "wake" || outcome === "observe" ? outcome : "skip"
   }
 
-  /** Time until the earliest waiting match wake may go. */
-  private untilNotBefore(queue: SessionQueue, now: number): number {
-    return Math.min(...queue.deliveries.map((d) => d.notBefore - now))
-  }
-  // --- end match wake -----------------------------------------------------------------------
-
-  /**
-   * A person's message reached the session (the `chat.message` hook, before the history shows
-   * it): nothing is sent into it, wake or observation, for user_message_window_ms.
-   */
+  /** A person wrote (`chat.message`, before the history shows it): nothing goes in for user_message_window_ms. */
   onPersonMessage(sessionID: string): void {
     this.personWroteAt.set(sessionID, this.deps.scheduler.now())
   }
@@ -182,10 +156,7 @@ export class MonitorOutputInjector {
     void this.queues.get(sessionID)?.pump()
   }
 
-  /**
-   * Drops everything pending for a monitor and stops its retries, including a send in flight.
-   * The manager emits nothing for a monitor once a stop was asked for, so nothing is kept here.
-   */
+  /** Drops everything pending for a monitor and stops its retries, including a send in flight. */
   forgetMonitor(monitorId: string): void {
     this.matchWakes?.forgetMonitor(monitorId)
     this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
@@ -212,10 +183,7 @@ export class MonitorOutputInjector {
 
   dispose(): void {
     this.disposed = true
-    for (const queue of [...this.queues.values()]) {
-      queue.deliveries = []
-      this.dropIfEmpty(queue)
-    }
+    for (const sessionID of [...this.queues.keys()]) this.forgetSession(sessionID)
   }
 
   private queue(sessionID: string): SessionQueue {
@@ -237,8 +205,9 @@ export class MonitorOutputInjector {
     if (this.disposed || queue.deliveries.length === 0) return
     const now = this.deps.scheduler.now()
     const forced = this.nextForced(queue, now)
-    const next = forced ?? this.nextDue(queue, now)
-    if (!next) return queue.schedule(this.untilNotBefore(queue, now))
+    // A match wake told to wait is passed over until its notBefore.
+    const next = forced ?? queue.deliveries.find((d) => d.notBefore <= now)
+    if (!next) return queue.schedule(Math.min(...queue.deliveries.map((d) => d.notBefore - now)))
     if (next.retryAt > now) return queue.schedule(next.retryAt - now)
     if (!forced && now < queue.holdUntil) return queue.schedule(queue.holdUntil - now)
 
@@ -257,8 +226,7 @@ export class MonitorOutputInjector {
       recent = await this.gatesOpen(queue)
       if (!recent) return queue.schedule(this.options.pendingRetryMs)
       if (!this.stillQueued(queue, next)) return queue.schedule(0)
-      // A match-wake candidate is decided now, with the gates open; one told to wait (or dropped)
-      // leaves its place to the next delivery, which gets its own step.
+      // A match-wake candidate is decided now, with the gates open; one that waits leaves its place.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
     }
     let identity: Identity
@@ -270,8 +238,7 @@ export class MonitorOutputInjector {
       return this.retryLater(queue, next)
     }
     if (!this.stillQueued(queue, next)) return
-    // The history read above can miss a person's message by the length of the reads: sent into
-    // that turn, an observation becomes the message the turn answers. chat.message tells at once.
+    // A person's message the history read missed: an observation sent now would be what that turn answers.
     if (!forced && this.personJustWrote(queue.sessionID)) {
       this.defer(queue, "user message within user_message_window_ms")
       return queue.schedule(this.options.pendingRetryMs)
@@ -305,20 +272,10 @@ export class MonitorOutputInjector {
   /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
   private async gatesOpen(queue: SessionQueue): Promise<SessionMessage[] | undefined> {
     const { api, scheduler } = this.deps
-    let decision: ReturnType<typeof evaluateGates>
+    let busy: Record<string, string>
     let messages: SessionMessage[]
     try {
-      let busy: Record<string, string>
       ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
-      this.identities.noteHistory(queue.sessionID, messages)
-      decision = evaluateGates({
-        sessionID: queue.sessionID,
-        busy,
-        messages,
-        now: scheduler.now(),
-        userMessageWindowMs: this.options.userMessageWindowMs,
-        staleTurnsBefore: this.options.staleTurnsBefore,
-      })
     } catch (error) {
       if (error instanceof DeliveryError && error.kind === "gone") {
         const head = queue.deliveries[0]
@@ -328,6 +285,15 @@ export class MonitorOutputInjector {
       this.defer(queue, `session state unavailable: ${errorText(error)}`)
       return undefined
     }
+    this.identities.noteHistory(queue.sessionID, messages)
+    const decision = evaluateGates({
+      sessionID: queue.sessionID,
+      busy,
+      messages,
+      now: scheduler.now(),
+      userMessageWindowMs: this.options.userMessageWindowMs,
+      staleTurnsBefore: this.options.staleTurnsBefore,
+    })
     if (!decision.open) {
       this.defer(queue, decision.reason)
       return undefined
@@ -346,10 +312,7 @@ export class MonitorOutputInjector {
     this.forgetMonitorKeys(delivery)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
-      this.log.error("monitor exit notice could not be delivered; giving up", {
-        ...fields,
-        label: delivery.label,
-      })
+      this.log.error("monitor exit notice could not be delivered; giving up", fields)
       this.deps.onGiveUp?.(delivery)
     } else {
       this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)

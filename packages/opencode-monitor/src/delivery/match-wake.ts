@@ -1,13 +1,8 @@
-import { addDrops, carriesMatch, type DropCounts, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { addDrops, carriesMatch, isTerminalBatch, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
+import type { Delivery } from "./session-queue"
 
-/**
- * Wake on a matching line. The injector asks this policy, at send time and with the
- * session's gates already open, whether a batch carrying a `wake_pattern` match wakes the session
- * now, waits, or goes as a plain observation. Matches that cannot wake yet stay in that waiting
- * batch, so they coalesce into the next wake.
- */
 export type MatchWakeOptions = {
   /** Shortest gap between two match wakes of one monitor (`wake_min_interval_ms`). */
   minIntervalMs: number
@@ -19,12 +14,9 @@ export type MatchWakeOptions = {
   maxBytes: number
 }
 
-/**
- * Why an envelope wakes: the `wake:` header line. A match (the nth of `wake_limit`, at these seqs),
- * or a silence (`wake_on_silence_ms`: no output for `silentMs`, last line `lastSeq`).
- */
+/** Why an envelope wakes (its `wake:` line): the nth match of `wake_limit`, or a silence. */
 export type WakeReason = MatchReason | SilenceReason
-export type MatchReason = { ordinal: number; limit: number; seqs: number[] }
+type MatchReason = { ordinal: number; limit: number; seqs: number[] }
 export type SilenceReason = { silentMs: number; lastSeq: number }
 
 export const isSilenceReason = (reason: WakeReason): reason is SilenceReason => "silentMs" in reason
@@ -36,6 +28,10 @@ export type MatchWakeDecision =
 
 const MINUTE_MS = 60_000
 
+/**
+ * Asked by the injector at send time, with the session's gates open, whether a batch carrying a
+ * match (or a silence) wakes the session now, waits, or goes as a plain observation.
+ */
 export class MatchWakePolicy {
   private readonly monitors = new Map<string, { count: number; lastAt: number; sessionID: string }>()
   private readonly sessions = new Map<string, number[]>()
@@ -51,10 +47,8 @@ export class MatchWakePolicy {
   }
 
   /**
-   * Decides for a batch whose session may be woken right now. A "wake" is recorded at once (the
-   * delivery keeps it across send retries), so two batches can never both take the same slot.
-   * A silence wake shares the interval and the session's cap with match wakes, but not
-   * `wake_limit`: one silence wakes once, however many matches woke before.
+   * A "wake" is recorded at once (the delivery keeps it across retries): two batches never take one
+   * slot. A silence wake shares the interval and the session's cap with match wakes, not `wake_limit`.
    */
   decide(sessionID: string, batch: OutputBatch, limit: number): MatchWakeDecision {
     const monitorId = batch.monitorId
@@ -71,13 +65,12 @@ export class MatchWakePolicy {
       return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
     }
     recent.push(now)
-    if (!match && batch.silence) {
-      this.monitors.set(monitorId, { count: monitor?.count ?? 0, lastAt: now, sessionID })
-      return { kind: "wake", reason: { silentMs: batch.silence.silentMs, lastSeq: batch.silence.lastSeq } }
-    }
-    const count = (monitor?.count ?? 0) + 1
+    const count = (monitor?.count ?? 0) + (match ? 1 : 0)
     this.monitors.set(monitorId, { count, lastAt: now, sessionID })
-    return { kind: "wake", reason: { ordinal: count, limit, seqs: wakeSeqs(batch.lines) } }
+    const { silence } = batch
+    if (!match && silence) return { kind: "wake", reason: { silentMs: silence.silentMs, lastSeq: silence.lastSeq } }
+    const seqs = batch.lines.filter((line) => line.wake).map((line) => line.seq)
+    return { kind: "wake", reason: { ordinal: count, limit, seqs } }
   }
 
   /** The monitor ended or was stopped: nothing of it is kept. */
@@ -96,44 +89,25 @@ export class MatchWakePolicy {
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
 
-function wakeSeqs(lines: readonly MonitorLine[]): number[] {
-  return lines.filter((line) => line.wake).map((line) => line.seq)
-}
+/** A batch and the drops counted against it so far. */
+type PendingBatch = Pick<Delivery, "batch" | "dropped">
 
-/** A batch and the drops counted against it so far (the injector's delivery holds both). */
-type PendingBatch = { batch: OutputBatch; dropped: DropCounts }
-
-/** The fields of the injector's Delivery that match wakes read and write. */
-export type MatchWakeDelivery = PendingBatch & {
-  sessionID: string
-  /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
-  wake: boolean
-  subagentSessionID: string | undefined
-  attempts: number
-  firstQueuedAt: number
-  wakeLimit: number
-  matchWake: WakeReason | undefined
-  notBefore: number
-}
-
-const isCandidate = (d: MatchWakeDelivery) => d.wake && !isTerminalBatch(d.batch)
+const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
- * Queues a delivery that takes part in a match wake and returns the session's new queue;
- * undefined when it is an ordinary delivery. A candidate, or any running batch of a monitor that
- * has a candidate waiting, absorbs that monitor's waiting running batches, so matches coalesce
- * into the next wake with every line in order. A terminal batch absorbs a waiting candidate: the
- * exit wake carries its lines. Past `wake_limit` a match is a plain observation, and a subagent's
- * root session gets none of it. The ceiling counts from the wake's own queue time: the oldest wake
- * absorbed, never an observation that waited longer.
+ * Queues a delivery that takes part in a match wake and returns the session's new queue (undefined
+ * for an ordinary one). A candidate absorbs its monitor's waiting running batches, so matches
+ * coalesce into the next wake in order; a terminal batch absorbs a waiting candidate. The ceiling
+ * counts from the oldest wake absorbed, never from an observation that waited longer.
  */
-export function queueMatchWake<D extends MatchWakeDelivery>(
-  queue: readonly D[],
-  delivery: D,
+export function queueMatchWake(
+  queue: readonly Delivery[],
+  delivery: Delivery,
   policy: MatchWakePolicy | undefined,
   bounds: { maxLines: number; maxBytes: number },
-): D[] | undefined {
+): Delivery[] | undefined {
   const { batch } = delivery
+  const terminal = isTerminalBatch(batch)
   const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
   if (isCandidate(delivery) && exhausted) {
     if (delivery.subagentSessionID !== undefined) return [...queue]
@@ -142,11 +116,8 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
   const waiting = queue.filter(
     (d) => d.batch.monitorId === batch.monitorId && !isTerminalBatch(d.batch) && d.attempts === 0,
   )
-  const absorbed = !isTerminalBatch(batch)
-    ? isCandidate(delivery) || waiting.some(isCandidate)
-      ? waiting
-      : []
-    : waiting.filter(isCandidate)
+  const wakeWaits = isCandidate(delivery) || waiting.some(isCandidate)
+  const absorbed = terminal ? waiting.filter(isCandidate) : wakeWaits ? waiting : []
   if (absorbed.length === 0 && !isCandidate(delivery)) return undefined
   for (const older of [...absorbed].reverse()) {
     const merged = mergePending(older, delivery, bounds)
@@ -154,22 +125,20 @@ export function queueMatchWake<D extends MatchWakeDelivery>(
     delivery.dropped = merged.dropped
     if (older.wake) delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
-    if (!isTerminalBatch(batch)) delivery.wake ||= older.wake
+    if (!terminal) delivery.wake ||= older.wake
   }
   // A running batch takes the place of the oldest one it absorbed; a terminal batch goes last.
-  const at = !isTerminalBatch(batch) && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
+  const at = !terminal && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
   const rest = queue.filter((d) => !absorbed.includes(d))
   return [...rest.slice(0, at), delivery, ...rest.slice(at)]
 }
 
 /**
- * Decides, with the session's gates open (or its ceiling reached), what a delivery is: a wake, an
- * observation, one that must wait (its notBefore is set; `why` names the option), or one to drop
- * (a subagent's match past the limit, meant for the root session). Anything but an undecided
- * candidate keeps what it is.
+ * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
+ * observation, one that waits (notBefore set), or a subagent's match past the limit, dropped.
  */
 export function settleMatchWake(
-  d: MatchWakeDelivery,
+  d: Delivery,
   policy: MatchWakePolicy | undefined,
 ): { outcome: "wake" | "observe" | "wait" | "drop"; why?: string } {
   if (!isCandidate(d) || d.matchWake || d.attempts > 0) return { outcome: d.wake ? "wake" : "observe" }
@@ -187,10 +156,9 @@ export function settleMatchWake(
 }
 
 /**
- * Two waiting batches of one monitor become one: the newer batch (its key and number) carries
- * the older lines first. Over the bounds, lines give way oldest first among those that did not
- * match `wake_pattern`, then the latest wake lines — the first match is what the agent asked for.
- * Bytes are the envelope's (rows, prefixes), as `batch_max_bytes` counts them. What gives way is counted in `dropped:` and stays readable with `monitor_output`.
+ * Two waiting batches of one monitor become one, under the newer one's key. Over the bounds, lines
+ * give way oldest first among those that did not match `wake_pattern`, then the latest wake lines:
+ * the first match is what the agent asked for. What gives way is counted in `dropped:`.
  */
 function mergePending(
   older: PendingBatch,
@@ -198,9 +166,7 @@ function mergePending(
   bounds: { maxLines: number; maxBytes: number },
 ): PendingBatch {
   const all = [...older.batch.lines, ...newer.batch.lines]
-  const sizes = all.map((line) => line.size)
-  let bytes = 0
-  for (const size of sizes) bytes += size
+  let bytes = sizeOf(all)
   const dropped = addDrops(older.dropped, newer.dropped)
   const keep = new Array<boolean>(all.length).fill(true)
   let kept = all.length
@@ -208,7 +174,7 @@ function mergePending(
     const line = all[index] as MonitorLine
     keep[index] = false
     kept--
-    bytes -= sizes[index] as number
+    bytes -= line.size
     dropped.matched++
     dropped.bytes += lineByteLength(line)
   }

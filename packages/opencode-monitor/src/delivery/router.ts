@@ -2,29 +2,16 @@ import type { MonitorConfig } from "../config"
 import { namedLogger } from "../log"
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
-import { isRealUserTurn, ObservationBudget } from "./budget"
+import { type BatchOrigin, isRealUserTurn, ObservationBudget } from "./budget"
 import { ContextLedger } from "./context-ledger"
 import type { Identity } from "./gates"
 import { MonitorOutputInjector } from "./injector"
 import type { SessionApi } from "./session-api"
 import { routeBatch, type SessionSource, SessionSources } from "./session-source"
 
-/** The monitor a batch comes from, as delivery needs it. */
-export type BatchOrigin = {
-  sessionID: string
-  label: string
-  /** Has a `match_pattern`: its matching lines are priority lines for the budget. */
-  hasPattern: boolean
-  /** `wake_limit` (0 without a `wake_pattern`). */
-  wakeLimit: number
-}
-
 /**
- * Where every batch goes: routed by the owning session's source, through the
- * observation budget, into the injector. The one path of a batch reads manager → router → budget
- * → injector, with nothing calling back up. The router owns the session sources, the match-wake
- * state it asks the injector for, and whether a monitor's exit notice is still owed. A further
- * kind of wake (a silence wake, say) is one more route decided here, next to the match wake.
+ * Where every batch goes: routed by its session's source, through the observation budget, into the
+ * injector (manager → router → budget → injector, nothing calling back up).
  */
 export class DeliveryRouter {
   readonly sources: SessionSources
@@ -36,7 +23,6 @@ export class DeliveryRouter {
     private readonly deps: { api: SessionApi; scheduler: Scheduler },
   ) {
     const { api, scheduler } = deps
-    // Each session's context bytes since its last real user turn: the budget and the injector both charge it.
     const ledger = new ContextLedger()
     this.sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
     this.injector = new MonitorOutputInjector(
@@ -85,11 +71,9 @@ export class DeliveryRouter {
     )
   }
 
-  /** Routes one batch by its session's source, through the observation budget. */
   route(batch: OutputBatch, origin: BatchOrigin): void {
     const known = this.sources.cached(origin.sessionID)
-    // Streaming batches go to the owning session whatever its source; only the exit notice
-    // waits for a classification that failed at start.
+    // Only the exit notice waits for a classification that failed at start.
     if (known || !isTerminalBatch(batch)) {
       this.deliver(batch, origin, known ?? { kind: "primary" })
       return
@@ -125,15 +109,13 @@ export class DeliveryRouter {
     )
   }
 
-  /** A `session.idle` of this session: its queue is looked at again. */
   onSessionIdle(sessionID: string): void {
     this.injector.onSessionIdle(sessionID)
   }
 
   /**
-   * A message of a session (the `chat.message` hook). A person's resets the session's observation
-   * budget and holds deliveries back for user_message_window_ms; its agent and model are kept for
-   * every wake. Injected (synthetic) prompts, ours included, do none of that.
+   * `chat.message`: a person's message resets the session's budget, holds deliveries back and gives
+   * the agent and model for every wake. Injected (synthetic) prompts, ours included, do none of that.
    */
   onChatMessage(sessionID: string, parts: readonly { type: string; synthetic?: boolean }[], identity: Identity): void {
     if (isRealUserTurn(parts)) {

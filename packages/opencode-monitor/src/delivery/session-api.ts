@@ -1,6 +1,7 @@
 import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
 import { type EnvelopeNote, noteOf } from "../codec"
+import { errorText } from "../errors"
 import { type LogLevel, LOG_SERVICE } from "../log"
 
 type OpencodeClient = PluginInput["client"]
@@ -84,9 +85,8 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
       return result.data.map(({ info, parts }) => toSessionMessage(info, parts))
     },
     async prompt(sessionID, request) {
-      let result: Awaited<ReturnType<typeof client.session.promptAsync>>
-      try {
-        result = await client.session.promptAsync({
+      const result = await client.session
+        .promptAsync({
           path: { id: sessionID },
           body: {
             noReply: request.noReply,
@@ -95,9 +95,9 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
             parts: [{ type: "text", text: request.text, synthetic: true, metadata: request.metadata }],
           },
         })
-      } catch (error) {
-        throw new DeliveryError("ambiguous", error instanceof Error ? error.message : String(error))
-      }
+        .catch((error) => {
+          throw new DeliveryError("ambiguous", errorText(error))
+        })
       const failure = "error" in result ? result.error : undefined
       if (!failure) return
       const status = "response" in result ? result.response?.status : undefined
@@ -159,13 +159,11 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
 
 /** Ids from this plugin's own `monitor_start` results: tool metadata, which no output text can forge. */
 function startedMonitors(parts: Part[]): string[] {
-  const ids: string[] = []
-  for (const part of parts) {
-    if (part.type !== "tool" || part.tool !== "monitor_start" || part.state.status !== "completed") continue
+  return parts.flatMap((part) => {
+    if (part.type !== "tool" || part.tool !== "monitor_start" || part.state.status !== "completed") return []
     const id = (part.state.metadata as { monitorId?: unknown } | undefined)?.monitorId
-    if (typeof id === "string") ids.push(id)
-  }
-  return ids
+    return typeof id === "string" ? [id] : []
+  })
 }
 
 /** A failed read: `gone` when the session does not exist (404), a plain error otherwise. */

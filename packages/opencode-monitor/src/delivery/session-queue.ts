@@ -8,6 +8,7 @@ export type Delivery = {
   sessionID: string
   batch: OutputBatch
   label: string
+  /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
   wake: boolean
   subagentSessionID: string | undefined
   /** The batch's own drops plus those of streaming batches coalesced into this one. */
@@ -24,7 +25,6 @@ export type Delivery = {
   /** When the unsure send was made: it may take this long to show in the history. */
   unsureSince: number
   lastError: string | undefined
-  // --- match wake: a running batch routed with `wake` is a match-wake candidate ---
   /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
   wakeLimit: number
   /** Decided at send time: this running batch wakes the session, for this reason. */
@@ -33,10 +33,7 @@ export type Delivery = {
   notBefore: number
 }
 
-/**
- * The queue of one target session and its timer. Runs one step at a time (`pump`): a step that
- * is asked for while another runs is run again right after it, never alongside it.
- */
+/** The queue of one session and its timer. One step at a time: one asked for meanwhile runs right after. */
 export class SessionQueue {
   deliveries: Delivery[] = []
   holdUntil = 0

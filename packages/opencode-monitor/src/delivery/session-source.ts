@@ -1,14 +1,11 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { errorText } from "../errors"
 import { namedLogger } from "../log"
 import type { Scheduler } from "../scheduler"
 import { carriesWake } from "./match-wake"
 import type { SessionApi } from "./session-api"
 
-/**
- * Who owns a session (seed 000): a person's primary session, a subagent's child session, or
- * automation. A completion means nothing until it is attributed, so this is decided before any
- * delivery decision.
- */
+/** Who owns a session: a person (primary), a subagent (a child session), or automation. */
 export type SessionSource =
   | { kind: "primary" }
   | { kind: "subagent"; parentID: string; rootID: string }
@@ -18,9 +15,8 @@ export type SessionSource =
 const MAX_PARENT_DEPTH = 16
 
 /**
- * The one classification function. Automation wins over everything (an orchestrator's internal
- * run is never the user's turn); then a parentID makes a subagent, whose root is found by walking
- * up nested subagents. Throws when a lookup fails: the caller decides (SessionSources).
+ * Automation wins over everything (an orchestrator's run is never the user's turn); then a parentID
+ * makes a subagent, whose root is found by walking up. Throws when a lookup fails.
  */
 export async function classifySession(
   api: Pick<SessionApi, "parentOf">,
@@ -44,10 +40,8 @@ export async function classifySession(
 const CLASSIFY_ATTEMPTS = 3
 
 /**
- * The classification of each session that started a monitor. Only a successful lookup is kept;
- * a failed one is retried at the next need. When the source still cannot be determined, the
- * session counts as primary for that batch: a monitor blind to its exit is worse than an extra
- * wake.
+ * The classification of each session that started a monitor; only a successful lookup is kept. One
+ * that keeps failing counts as primary: a monitor blind to its exit is worse than an extra wake.
  */
 export class SessionSources {
   private readonly known = new Map<string, SessionSource>()
@@ -82,7 +76,7 @@ export class SessionSources {
             "session source unknown; treating it as primary for this batch",
             {
               sessionID,
-              error: error instanceof Error ? error.message : String(error),
+              error: errorText(error),
             },
           )
           return { kind: "primary" }
@@ -108,16 +102,9 @@ export class SessionSources {
 export type Route = { sessionID: string; wake: boolean; subagentSessionID?: string }
 
 /**
- * Primary: observations and the wakes (the terminal batch, a batch carrying a `wake_pattern`
- * match), in its own session. Subagent: observations in the child, never a wake there; with
- * `subagent_wake: "parent"` (the default) the exit notice wakes the root primary session instead,
- * naming the child, and a batch carrying a match goes to the child as an observation and to the
- * root as a match wake; with `"off"` both stay in the child as observations. Automation:
- * observations only, never woken. Streaming batches go to the owning session whatever its source.
- * A match wake may still turn into an observation (MatchWakePolicy, past `wake_limit`). A person's
- * stop from the TUI is news for the agent that started the monitor, not a reason to wake anyone:
- * it goes to the owning session as an observation. A silence wake is routed like a
- * match wake, except that where it may wake nobody it goes nowhere: it carries no new line.
+ * Where a batch goes (docs/delivery-and-waking.md, "Subagents and automation"): a primary session
+ * gets its wakes; a subagent's go to its root with `subagent_wake: "parent"`; automation is never
+ * woken. A person's stop from the TUI is news for the agent, not a reason to wake anyone.
  */
 export function routeBatch(
   source: SessionSource,

@@ -1,18 +1,13 @@
-/**
- * A bucket of bytes: holds at most `capacity`, refills at `perMinute`. One per monitor and session
- * for the observation budget.
- */
+/** A bucket of bytes: holds at most `capacity`, refills at `perMinute`. */
 export class TokenBucket {
   private tokens: number
-  private refilledAt: number
 
   constructor(
     private readonly capacity: number,
     private readonly perMinute: number,
-    now: number,
+    private refilledAt: number,
   ) {
     this.tokens = capacity
-    this.refilledAt = now
   }
 
   /** Bytes that may go at `now`. */

@@ -1,7 +1,4 @@
-import type { ToolContext } from "@opencode-ai/plugin"
 import { formatStatus } from "../codec"
-import type { MonitorConfig } from "../config"
-import type { MonitorManager, RestartResult } from "../manager"
 import { authorizeCommand } from "../permission/authorize"
 import { z } from "zod"
 import { tool } from "../tool-definition"
@@ -24,7 +21,15 @@ export function monitorRestart(deps: RestartToolDeps) {
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },
     async execute(args, ctx) {
-      const restarted = await authorizedRestart(deps, ctx, args.monitor_id)
+      const request = deps.manager.requestOf(ctx.sessionID, args.monitor_id)
+      const old = deps.manager.get(ctx.sessionID, args.monitor_id)
+      if (!request || !old) throw notFound(args.monitor_id)
+      // Judged again exactly as monitor_start judges it: a refusal throws and leaves the old monitor running.
+      await authorizeCommand(request, ctx, deps.config)
+      await deps.beforeStart(ctx)
+      // A running monitor's end is a stop the agent asked for; an ended one's exit notice still goes.
+      if (old.status.kind === "running") deps.afterStop(args.monitor_id)
+      const restarted = await deps.manager.restart(ctx.sessionID, args.monitor_id)
       if (!restarted) throw notFound(args.monitor_id)
       const { started } = restarted
       const previous = restarted.previous.info
@@ -38,25 +43,4 @@ export function monitorRestart(deps: RestartToolDeps) {
       }
     },
   })
-}
-
-/**
- * The restart: the command is judged again under the user's rules exactly as
- * monitor_start judges it (an `ask` rule asks again; a refusal throws and leaves the old monitor
- * running), then the manager stops the old one, waits until its processes are gone and starts
- * the same request. Undefined when the id is not this session's.
- */
-async function authorizedRestart(
-  deps: { config: MonitorConfig; manager: MonitorManager } & Pick<RestartToolDeps, "beforeStart" | "afterStop">,
-  ctx: ToolContext,
-  monitorId: string,
-): Promise<RestartResult | undefined> {
-  const request = deps.manager.requestOf(ctx.sessionID, monitorId)
-  const old = deps.manager.get(ctx.sessionID, monitorId)
-  if (!request || !old) return undefined
-  await authorizeCommand(request, ctx, deps.config)
-  await deps.beforeStart(ctx)
-  // A running monitor's end is a stop the agent asked for; an ended one's exit notice still goes.
-  if (old.status.kind === "running") deps.afterStop(monitorId)
-  return deps.manager.restart(ctx.sessionID, monitorId)
 }

@@ -2,14 +2,9 @@ import { formatStatus, noteOf } from "../codec"
 import { STATE_LAST_LINES, type StateLine } from "../state/format"
 import type { MonitorView } from "./view"
 
-/**
- * The fallback when no local state file describes the session (the TUI is attached to a server on
- * another machine, or the server part is too old to write one): what the session's messages
- * show — monitor_start results and the envelopes delivered so far. Stop is not possible from here.
- */
+/** A message part as the TUI's state gives it, with its message's creation time. */
 export type MessagePart = {
   type: string
-  /** When the message holding the part was created (ms). */
   at?: number
   text?: string
   /** A text part's metadata: an envelope's note says what it is, as data. */
@@ -23,6 +18,10 @@ const LINE = /^\[(stdout|stderr) seq=(\d+)\] (.*)$/
 /** The tools whose results start a monitor: their metadata names it. */
 const START_TOOLS = new Set(["monitor_start", "monitor_restart"])
 
+/**
+ * The fallback when no local state file describes the session (a remote server): its monitor_start
+ * results and the envelopes delivered so far. Stop is not possible from here.
+ */
 export function monitorsFromMessages(sessionID: string, parts: readonly MessagePart[], now: number): MonitorView[] {
   const byId = new Map<string, MonitorView>()
   const entry = (id: string, label: string, at: number): MonitorView => {

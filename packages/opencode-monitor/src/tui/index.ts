@@ -19,16 +19,10 @@ import {
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
 /**
- * The TUI part of opencode-monitor: the session's monitors in the sidebar and a
- * "Monitors" palette command. It reads the state files the server part writes (only `src/state/`
- * and the codec are shared with the server part) and falls back to the session's messages when no
- * local server writes one (a TUI attached to a remote server). This file only renders: what it
- * shows is decided in `model.ts`. Nothing here may throw onto the screen.
- *
- * No JSX: opencode compiles a TUI plugin's JSX only outside node_modules, so a `.tsx` entry fails to
- * load once installed as a package (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). The
- * views are built with @opentui/solid's element calls, which opencode maps to its own runtime in
- * any plugin file that imports them; props that change are getters, as Solid's compiler writes them.
+ * The TUI part: the session's monitors in the sidebar and a "Monitors" command, from the state files
+ * (or the session's messages). It only renders (`model.ts` decides) and never throws onto the screen.
+ * No JSX: opencode compiles it only outside node_modules, so an installed `.tsx` entry fails to load
+ * (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). Props that change are getters, as Solid writes them.
  */
 const ID = "opencode-monitor"
 const REFRESH_MS = 250
@@ -49,8 +43,7 @@ const tui: TuiPlugin = async (api) => {
   const folder = stateFolderOf(api.state.path.directory)
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>({ monitors: [], notes: [], liveServers: [] })
   const [now, setNow] = createSignal(Date.now())
-  // The poll keeps the elapsed times ticking and finds the folder once it exists; the watch makes
-  // a new record show at once (the server writes at most ~4 times a second).
+  // The poll ticks the elapsed times and finds the folder once it exists; the watch shows a new record at once.
   const local = new LocalStateWatch(folder, setSnapshot)
   local.refresh()
   const timer = setInterval(() => {

@@ -2,7 +2,6 @@ import type { StatusKind } from "../codec"
 import type { StateLine } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
-/** A monitor as the TUI shows it; `serverPid` is set when it came from a local state file (stop works). */
 /** One monitor as the TUI shows it, from a state record or from the session's messages. */
 export type MonitorView = {
   id: string
@@ -40,10 +39,10 @@ export type SidebarOptions = {
   note?: string
 }
 
-/** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
 /** Shown under monitors read from the session's messages (no local state file: a remote server). */
 export const REMOTE_NOTE = "(from messages; stop unavailable)"
 
+/** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
 export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 60_000, maxEnded: 3 }
 
 /** The short status: `running 12s`, `exited (code=3)`, `timed out`, `stopped`, `lost`. */
@@ -90,10 +89,6 @@ export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
   return [...running, ...ended]
 }
 
-function lastLineOf(monitor: MonitorView): StateLine | undefined {
-  return monitor.lastLines[monitor.lastLines.length - 1]
-}
-
 /** The sidebar block for one session; empty when the session has no monitors. */
 export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOptions): Row[] {
   if (monitors.length === 0) return []
@@ -104,19 +99,15 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
     .filter((m) => m.statusKind !== "running" && options.now - (m.endedAt ?? m.startedAt) <= options.keepEndedMs)
     .slice(0, options.maxEnded)
   const folded = all.length - running.length - recent.length
-  const rows: Row[] = [
-    {
-      text: truncateToWidth(`Monitors${running.length > 0 ? ` (${running.length} running)` : ""}`, width),
-      tone: "title",
-    },
-  ]
+  const title = `Monitors${running.length > 0 ? ` (${running.length} running)` : ""}`
+  const rows: Row[] = [{ text: truncateToWidth(title, width), tone: "title" }]
   for (const monitor of [...running, ...recent]) {
     const status = shortStatus(monitor, options.now)
     const room = width - displayWidth(status) - 3
     const label = truncateToWidth(screenLine(monitor.label) || "command", Math.max(1, room))
     const gap = " ".repeat(Math.max(1, width - 2 - displayWidth(label) - displayWidth(status)))
     rows.push({ text: truncateToWidth(`• ${label}${gap}${status}`, width), tone: toneOf(monitor) })
-    const last = lastLineOf(monitor)
+    const last = monitor.lastLines.at(-1)
     const count = `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
     const detail = last ? `  ${count} › ${screenLine(last.text)}` : `  ${count}`
     rows.push({ text: truncateToWidth(detail, width), tone: "muted" })
@@ -142,16 +133,11 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
   line(`${screenLine(monitor.label) || "command"} (${screenLine(monitor.id)})`, "title")
   line(`Status: ${screenLine(monitor.status) || monitor.statusKind}`, toneOf(monitor))
   if (monitor.stoppedBy) line(`Stopped by: ${screenLine(monitor.stoppedBy)}`, "muted")
-  const ended = monitor.endedAt ?? now
-  line(
-    `Started: ${new Date(monitor.startedAt).toISOString()} (${formatElapsed(ended - monitor.startedAt)} run)`,
-    "muted",
-  )
-  if (monitor.statusKind === "running")
-    line(
-      `Deadline: ${monitor.deadlineAt === undefined ? "none (runs until it exits or is stopped)" : new Date(monitor.deadlineAt).toISOString()}`,
-      "muted",
-    )
+  const run = formatElapsed((monitor.endedAt ?? now) - monitor.startedAt)
+  line(`Started: ${new Date(monitor.startedAt).toISOString()} (${run} run)`, "muted")
+  const none = "none (runs until it exits or is stopped)"
+  const deadline = monitor.deadlineAt === undefined ? none : new Date(monitor.deadlineAt).toISOString()
+  if (monitor.statusKind === "running") line(`Deadline: ${deadline}`, "muted")
   line(`Lines seen: ${monitor.linesSeen}`, "text")
   line("", "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")
