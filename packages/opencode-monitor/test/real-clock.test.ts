@@ -31,7 +31,6 @@ const ALLOWED: Record<string, { count: number; why: string }> = {
       "the descendant tracker ticks every 200 ms on the real clock (src/process/tracker.ts) and nothing tells " +
       "when it has seen a child; remove these once it can be awaited",
   },
-  "flood.test.ts": { count: 1, why: "being rewritten with the pipeline by the lead engineer; clean it then" },
 }
 
 const TEST_DIR = import.meta.dir
