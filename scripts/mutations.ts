@@ -560,11 +560,37 @@ export const MUTATIONS: Mutation[] = [
     id: "permission-parser-on-caller-heap",
     what: "web-tree-sitter's runtime (its 32 MB wasm memory) is loaded on the plugin's thread too",
     file: "src/permission/bash-parser.ts",
-    find: "  return (await loadBashParser()).parse(command)",
+    find: "  const turn = queue.then(async () => (await loadBashParser()).parse(command, limits))",
     replace:
-      '  const { Parser } = await import("web-tree-sitter")\n' +
-      '  await Parser.init({ locateFile: () => fileURLToPath(import.meta.resolve("web-tree-sitter/tree-sitter.wasm")) })\n' +
-      "  return (await loadBashParser()).parse(command)",
+      "  const turn = queue.then(async () => {\n" +
+      '    const { Parser } = await import("web-tree-sitter")\n' +
+      '    await Parser.init({ locateFile: () => fileURLToPath(import.meta.resolve("web-tree-sitter/tree-sitter.wasm")) })\n' +
+      "    return (await loadBashParser()).parse(command, limits)\n" +
+      "  })",
+    tests: ["permission.test.ts"],
+  },
+  {
+    id: "permission-parser-answer-unbounded",
+    what: "the parser's worker answers whatever its simple commands come to (nesting repeats their text per level)",
+    file: "src/permission/bash-parser-worker.ts",
+    find: "      if (chars > maxChars) return undefined",
+    replace: "      // mutant: no bound",
+    tests: PERMISSION,
+  },
+  {
+    id: "permission-parser-time-unbounded",
+    what: "a parse may take the worker any time: the server waits for it",
+    file: "src/permission/bash-parser.ts",
+    find: "        limits.timeMs,",
+    replace: "        2 ** 30,",
+    tests: ["permission.test.ts"],
+  },
+  {
+    id: "permission-parser-command-unbounded",
+    what: "a command of any length is parsed",
+    file: "src/permission/bash-parser.ts",
+    find: "  if (bytes > limits.commandBytes) {",
+    replace: "  if (false) {",
     tests: ["permission.test.ts"],
   },
   {
