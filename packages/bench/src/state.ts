@@ -86,7 +86,6 @@ function timeFlushes(root: string, snapshot: MonitorSnapshot[]): { us: number; b
     log: () => {},
     env: { XDG_STATE_HOME: root },
     server: { pid: 1, pidStartTime: "1" },
-    startTimeOf: () => "1",
   })
   writer.changed()
   flush()

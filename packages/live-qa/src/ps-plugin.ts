@@ -7,16 +7,18 @@ import type { Plugin, PluginModule } from "@opencode-ai/plugin"
 import { parseMonitorConfig } from "../../opencode-monitor/src/config.ts"
 import { createSessionApi } from "../../opencode-monitor/src/delivery/session-api.ts"
 import { createMonitorPlugin } from "../../opencode-monitor/src/plugin.ts"
-import { createProcessTable } from "../../opencode-monitor/src/process/process-table.ts"
+import { createProcessTable, serverIdentity } from "../../opencode-monitor/src/process/process-table.ts"
 
 const server: Plugin = async (input, options) => {
   const parsed = parseMonitorConfig(options)
   if (!parsed.ok) throw new Error(parsed.errors.join("; "))
   const api = createSessionApi(input.client)
+  const processTable = createProcessTable("ps")
   return createMonitorPlugin(parsed.config, {
     api,
     directory: input.directory,
-    processTable: createProcessTable("ps"),
+    processTable,
+    server: await serverIdentity(processTable),
   }).hooks
 }
 

@@ -12,6 +12,8 @@ export type Leftovers = {
   survivors?: number[]
   /** The output pipes stayed open after the leader exited, held by a process that could not be found. */
   pipesHeld?: boolean
+  /** Processes whose environment the token search could not read whole (ps cuts long rows): any may be the monitor's. */
+  unsearched?: number[]
   /** Not observed by this server: what a previous server's state record says (restart recovery). */
   recorded?: true
 }
@@ -73,6 +75,7 @@ const SURVIVORS = "; still running after SIGKILL: pid "
 const LEFT_BEHIND = "; stopped what it left running: "
 const RECORDED = ", as the previous opencode server recorded it (not observed by this server)"
 const UNVERIFIED = "; its record names process "
+const UNSEARCHED = "; the search for its processes could not read the whole environment of pid "
 const PIPES_HELD =
   "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
 
@@ -87,6 +90,8 @@ export function formatStatus(status: MonitorStatus): string {
   if (status.survivors?.length) {
     text += `${SURVIVORS}${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
   }
+  if (status.unsearched?.length)
+    text += `${UNSEARCHED}${status.unsearched.join(", ")} (any of them may be one still running)`
   if (status.pipesHeld) text += PIPES_HELD
   return text
 }
@@ -126,11 +131,13 @@ export function parseStatus(text: string): MonitorStatus | undefined {
       /pid (\d+) \(([^)]*)\)/g,
     ),
   ].map((m) => ({ pid: Number(m[1]), name: m[2] as string }))
+  const unsearched = (/the whole environment of pid ([\d, ]+)/.exec(text)?.[1] ?? "").split(", ").filter(Boolean)
   return {
     ...end,
     ...(leftBehind.length > 0 ? { leftBehind } : {}),
     ...(text.includes(RECORDED) ? { recorded: true as const } : {}),
     ...(survivors.length > 0 ? { survivors } : {}),
+    ...(unsearched.length > 0 ? { unsearched: unsearched.map(Number) } : {}),
     ...(text.endsWith(PIPES_HELD) ? { pipesHeld: true } : {}),
   }
 }

@@ -3,6 +3,7 @@ import { parseMonitorConfig } from "./config"
 import { createSessionApi } from "./delivery/session-api"
 import { serverHostReady } from "./host-check"
 import { createMonitorPlugin } from "./plugin"
+import { serverIdentity } from "./process/process-table"
 import { withFileTuiSpecNotice } from "./tui-route"
 
 /** opencode plugin entry: validates the options, then registers the monitor tools and hooks. */
@@ -19,7 +20,7 @@ const server: Plugin = async (input, options) => {
     return {}
   }
   return withFileTuiSpecNotice(
-    createMonitorPlugin(parsed.config, { api, directory: input.directory }).hooks,
+    createMonitorPlugin(parsed.config, { api, directory: input.directory, server: await serverIdentity() }).hooks,
     input,
     api,
   )

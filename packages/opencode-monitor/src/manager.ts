@@ -21,6 +21,8 @@ export type MonitorSnapshot = {
   info: MonitorInfo
   /** The process group leader. */
   pid: number
+  /** The leader's start time, read as it started (the proof of its identity later). */
+  pidStartTime?: string
   /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
   tokenHash?: string
   /** The last retained lines, oldest first. */
@@ -208,6 +210,7 @@ export class MonitorManager {
     return [...this.monitors.values()].map(({ info, run }) => ({
       info,
       pid: run.process.pid,
+      pidStartTime: run.process.startTime,
       tokenHash: run.process.tokenHash,
       lastLines: run.pipeline.ring
         .latest(lastLines)

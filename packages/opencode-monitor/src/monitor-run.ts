@@ -151,9 +151,11 @@ export class MonitorRun {
     }
     // Whatever failed above, the run ends with a status and (unless a stop asked for quiet) its terminal batch.
     const survivors = child.survivors()
+    const unsearched = child.unsearched()
     info.status = statusOf(info, exit, exit.signal ?? sentSignal, {
       ...(leftBehind.length > 0 ? { leftBehind } : {}),
       ...(survivors.length > 0 ? { survivors } : {}),
+      ...(unsearched.length > 0 ? { unsearched } : {}),
       ...(pipesHeld ? { pipesHeld: true } : {}),
     })
     info.endedAt = deps.scheduler.now()

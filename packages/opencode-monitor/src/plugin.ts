@@ -8,7 +8,7 @@ import { monitorHooks, type MonitorHooks } from "./hooks"
 import { namedLogger } from "./log"
 import { MonitorManager } from "./manager"
 import { notifyEnded } from "./notify"
-import { type ProcessTable, processStartTime } from "./process/process-table"
+import { type ProcessIdentity, type ProcessTable, processTable } from "./process/process-table"
 import { resolveShell } from "./process/shell"
 import { stopGroupsOnShutdownSignal } from "./process/shutdown"
 import { realScheduler, type Scheduler } from "./scheduler"
@@ -29,6 +29,11 @@ export type PluginDeps = {
   directory?: string
   /** The process table (process/process-table.ts); this server's (/proc, else ps) when not given. */
   processTable?: ProcessTable
+  /**
+   * This server process, as the entry read it while loading (`serverIdentity`). Without it the
+   * start time is read where that is cheap (/proc) and is otherwise unknown.
+   */
+  server?: ProcessIdentity
 }
 
 export type MonitorPluginInstance = {
@@ -128,6 +133,8 @@ type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: M
 function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: DeliveryRouter }): MonitorStateWriter {
   const { api, scheduler, manager, router } = deps
   const log = namedLogger(api, "state")
+  const table = deps.processTable ?? processTable
+  const server = deps.server ?? { pid: process.pid, pidStartTime: table.cheap?.read([process.pid])[0]?.start }
   const writer = new MonitorStateWriter({
     directory: deps.directory,
     source: () => manager.snapshot(STATE_LAST_LINES),
@@ -135,16 +142,14 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: Deliver
     log: (level, message, extra) => log[level](message, extra),
     env: deps.env,
     wakePending: (monitor) => router.exitNoticeOwed(monitor),
-    ...(deps.processTable && {
-      server: { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.processTable) },
-      startTimeOf: (pid: number) => processStartTime(pid, deps.processTable),
-    }),
+    server,
   })
   // Not awaited: the plugin must load at once; the notices go through the normal gates.
   recoverLostMonitors({
     directory: deps.directory,
     env: deps.env,
     table: deps.processTable,
+    self: server,
     api,
     killGraceMs: config.kill_grace_ms,
     async deliver(batch, label, sessionID, history) {

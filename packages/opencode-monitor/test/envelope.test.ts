@@ -268,7 +268,7 @@ describe("envelope size", () => {
 })
 
 describe("the status codec reads back what restart recovery and an escape search write (turn 3)", () => {
-  test("left behind, recorded by a previous server, an unverified claim and pipes held open round-trip", () => {
+  test("left behind, recorded by a previous server, an unverified claim, pipes held open and an incomplete search round-trip", () => {
     const statuses: MonitorStatus[] = [
       {
         kind: "exited",
@@ -282,6 +282,13 @@ describe("the status codec reads back what restart recovery and an escape search
       { kind: "stopped", signal: null, byPerson: true, recorded: true },
       { kind: "lost", survivorPid: undefined, unverified: { pid: 1, reason: "pid 1 is never signalled" } },
       { kind: "exited", code: 0, pipesHeld: true },
+      {
+        kind: "exited",
+        code: 0,
+        leftBehind: [{ pid: 4242, name: "sleep" }],
+        survivors: [4244],
+        unsearched: [4245, 4246],
+      },
     ]
     expect(statuses.map(formatStatus)).toEqual([
       "exited (code=0); stopped what it left running: pid 4242 (sleep), pid 4243 (python3)",
@@ -289,6 +296,7 @@ describe("the status codec reads back what restart recovery and an escape search
       "stopped (by the person at the screen), as the previous opencode server recorded it (not observed by this server)",
       "lost (the opencode server stopped while it ran; its record names process 1 as still running, unverified: pid 1 is never signalled, so it was not signalled)",
       "exited (code=0); a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)",
+      "exited (code=0); stopped what it left running: pid 4242 (sleep); still running after SIGKILL: pid 4244 (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>); the search for its processes could not read the whole environment of pid 4245, 4246 (any of them may be one still running)",
     ])
     expect(statuses.map((s) => parseStatus(formatStatus(s)))).toEqual(statuses)
   })

@@ -8,11 +8,13 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
-import type { MonitorStatus } from "../src/codec"
+import { formatStatus, type MonitorStatus } from "../src/codec"
 import { createProcessTable, type ProcessTable } from "../src/process/process-table"
 import { liveProcesses, waitFor } from "./support/processes"
 import { startMonitor } from "./support/start"
+import { BACK_ENDS } from "./support/tables"
 
+const TOKEN = "OPENCODE_MONITOR_TOKEN"
 const work = mkdtempSync(join(tmpdir(), "omo-escape-"))
 const RUNS = Number(process.env.ESCAPE_RUNS ?? 2)
 const survivors: string[] = []
@@ -76,11 +78,11 @@ describe("escapes after a natural exit", () => {
     const real = createProcessTable("proc")
     const searches: { startedAt: number; endedAt: number }[] = []
     const table: ProcessTable = Object.assign(Object.create(real), {
-      childrenOf: () => [],
+      cheap: { read: real.cheap?.read, childrenOf: () => [] },
       async findByEnvironment(entry: string) {
         const search = { startedAt: performance.now(), endedAt: 0 }
         searches.push(search)
-        const found = searches.length === 1 ? [] : await real.findByEnvironment(entry)
+        const found = searches.length === 1 ? { found: [], unreadable: [] } : await real.findByEnvironment(entry)
         search.endedAt = performance.now()
         return found
       },
@@ -108,6 +110,43 @@ describe("escapes after a natural exit", () => {
       await m.shutdown()
     }
   }, 20_000)
+
+  test.each(BACK_ENDS)(
+    "a daemon with 180 KB of environment before the token is stopped and named (%s), or the status says it could not be searched",
+    async (name, table) => {
+      const ended = new Map<string, MonitorStatus>()
+      const m = new MonitorManager(
+        { ...defaultMonitorConfig(), kill_grace_ms: 300 },
+        { onBatch() {}, onEnded: (info) => ended.set(info.id, info.status), processTable: table },
+      )
+      const marker = `sleep ${1_000_000 + Math.floor(Math.random() * 8_999_999)}`
+      const pad = (c: string) => `$(head -c 90000 /dev/zero | tr '\\0' ${c})`
+      try {
+        const info = await startMonitor(m, {
+          sessionID: "s",
+          directory: work,
+          // env(1) puts the token back last, after the two variables, whatever order the shell keeps.
+          command: `env -u ${TOKEN} A=${pad("a")} B=${pad("b")} ${TOKEN}=$${TOKEN} setsid ${marker} >/dev/null 2>&1 </dev/null &`,
+        })
+        expect(await waitFor(() => ended.has(info.id), 15_000)).toBe(true)
+        const status = ended.get(info.id) as MonitorStatus & { leftBehind?: { pid: number }[]; unsearched?: number[] }
+        const daemon = liveProcesses(marker).map((row) => Number(row.trim().split(/\s+/)[0]))
+        survivors.push(...liveProcesses(marker))
+        if (name === "/proc") {
+          expect(status.leftBehind?.length).toBe(1)
+          expect(daemon).toEqual([])
+        } else {
+          // procps ends the daemon's row at 128 KiB, before the token: never a clean `exited (code=0)`.
+          expect(daemon).toHaveLength(1)
+          expect(status.unsearched).toContain(daemon[0] as number)
+          expect(formatStatus(status)).toContain(`could not read the whole environment of pid ${daemon[0]}`)
+        }
+      } finally {
+        await m.shutdown()
+      }
+    },
+    30_000,
+  )
 
   test("python3 and perl are there (the shapes above need them)", () => {
     expect(spawnSync("python3", ["-c", "print(1)"]).status).toBe(0)

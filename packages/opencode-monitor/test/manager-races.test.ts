@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
-import { type MonitorInfo, MonitorManager } from "../src/manager"
+import { type MonitorInfo, MonitorManager, type StopResult } from "../src/manager"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { type ProcessTable, processTable } from "../src/process/process-table"
 import { startMonitor } from "./support/start"
@@ -82,7 +82,7 @@ describe("MonitorManager under concurrency", () => {
     const run = () => m.list("ses_r", true)[0]
     expect(await waitFor(() => run()?.ending?.reason === "exit", 5_000)).toBe(true)
     expect(run()?.status.kind).toBe("running")
-    let stopped: MonitorInfo | undefined
+    let stopped: StopResult | undefined
     await drive(
       scheduler,
       m.stop("ses_r", info.id, "agent").then((s) => (stopped = s)),
@@ -105,7 +105,9 @@ describe("MonitorManager under concurrency", () => {
     expect(await waitFor(() => batches.length > 0, 5_000)).toBe(true)
     const byAgent = m.stop("ses_r", info.id, "agent")
     const silencedAt = batches.length
-    await Bun.sleep(300)
+    // The command keeps printing through the grace: the person's stop comes once it printed more.
+    const printed = info.counters.total
+    expect(await waitFor(() => info.counters.total >= printed + 3, 5_000)).toBe(true)
     const byPerson = m.stop("ses_r", info.id, "person")
     const outcomes = (await Promise.all([byAgent, byPerson])).map((result) => result?.outcome)
     expect(batches.length).toBe(silencedAt)

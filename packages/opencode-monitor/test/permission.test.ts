@@ -3,6 +3,7 @@ import { mkdtempSync } from "node:fs"
 import { homedir, tmpdir } from "node:os"
 import { join } from "node:path"
 import { arityPrefix } from "../src/permission/arity"
+import { MonitorError } from "../src/errors"
 import { parseSimpleCommands } from "../src/permission/bash-parser"
 import { hiddenCommand, permissionQuestions } from "../src/permission/questions"
 
@@ -149,6 +150,48 @@ describe("where the bash tool cannot see what runs, the hidden command is asked 
   test("command -v only looks a name up and hides nothing", async () => {
     const [first] = await parseSimpleCommands("command -v rm")
     expect(hiddenCommand(first?.argv ?? [])).toBeUndefined()
+  })
+})
+
+describe("a command the parser cannot judge within its bounds is refused, and the server thread stays free", () => {
+  const nested = (depth: number) => `echo ${"$(".repeat(depth)}x${")".repeat(depth)}`
+  const refusedWith = (why: RegExp) => (error: unknown) => {
+    expect(error).toBeInstanceOf(MonitorError)
+    expect((error as MonitorError).code).toBe("invalid_argument")
+    expect((error as Error).message).toMatch(why)
+    expect((error as Error).message).toContain("split it into smaller commands, or put the script in a file")
+  }
+
+  test("a command longer than a shell takes as one argument is refused before it is parsed", async () => {
+    const long = `echo ${"a".repeat(128 * 1024)}`
+    refusedWith(/\d+ bytes, at most 131072/)(await parseSimpleCommands(long).catch((error) => error))
+  })
+
+  test("nesting whose simple commands repeat more text than the bound is refused", async () => {
+    // 2 000 levels of $(…): each level's text holds all the levels inside it (~12 MB in all).
+    refusedWith(/simple commands come to more than 1048576 characters/)(
+      await parseSimpleCommands(nested(2_000)).catch((error) => error),
+    )
+    expect((await parseSimpleCommands(nested(20))).length).toBe(21)
+  })
+
+  test("a parse that outlasts its time bound is refused while this thread's timers keep firing; the next parse works", async () => {
+    await parseSimpleCommands("echo warm")
+    const fired: number[] = []
+    const timer = setInterval(() => fired.push(performance.now()), 20)
+    const started = performance.now()
+    // 16 000 simple commands take the worker far longer than 50 ms; a timer due in 20 ms fires
+    // before the 50 ms bound does unless this thread is blocked.
+    const result = await parseSimpleCommands("echo a; ".repeat(16_000), {
+      commandBytes: 128 * 1024,
+      answerChars: 1024 * 1024,
+      timeMs: 50,
+    }).catch((error) => error)
+    const settled = performance.now()
+    clearInterval(timer)
+    expect(fired.filter((at) => at > started && at < settled).length).toBeGreaterThan(0)
+    refusedWith(/the bash parser took longer than 50 ms over it/)(result)
+    expect(await texts("echo a | grep b")).toEqual(["echo a", "grep b"])
   })
 })
 

@@ -3,15 +3,7 @@ import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import {
-  carriesEnvironment,
-  createProcessTable,
-  isSameLiveProcess,
-  leadsSessionAndGroup,
-  mayStillRun,
-  processStartTime,
-  readProcess,
-} from "../src/process/process-table"
+import { createProcessTable, mayStillRun, processStartTime, readProcess } from "../src/process/process-table"
 import { createPsTable, environmentListingFlag, parseLsof, parseTable } from "../src/process/ps-table"
 import { waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
@@ -38,32 +30,30 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     const pid = await new Promise<number>((resolve) =>
       parent.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))),
     )
-    expect(await waitFor(() => readProcess(pid, table)?.state === "Z", 5_000)).toBe(true)
+    expect(await waitFor(async () => (await readProcess(pid, table))?.state === "Z", 5_000)).toBe(true)
     return pid
   }
 
-  test("this process is itself, with its own start time; another start time is another process", () => {
-    const start = processStartTime(process.pid, table) as string
+  test("this process is itself, with its own start time; another start time is another process", async () => {
+    const start = (await processStartTime(process.pid, table)) as string
     expect(start.length).toBeGreaterThan(0)
-    expect(isSameLiveProcess(process.pid, start, table)).toBe(true)
-    expect(isSameLiveProcess(process.pid, `${start}1`, table)).toBe(false)
-    expect(isSameLiveProcess(process.pid, undefined, table)).toBe(false)
-    expect(mayStillRun(process.pid, start, table)).toBe(true)
-    expect(mayStillRun(process.pid, `${start}1`, table)).toBe(false)
+    expect(await mayStillRun(process.pid, start, table)).toBe(true)
+    expect(await mayStillRun(process.pid, `${start}1`, table)).toBe(false)
+    expect(await mayStillRun(process.pid, undefined, table)).toBe(true)
   })
 
-  test("a pid that does not exist does not run", () => {
-    expect(readProcess(999_999_999, table)).toBeUndefined()
-    expect(readProcess(-1, table)).toBeUndefined()
-    expect(mayStillRun(999_999_999, undefined, table)).toBe(false)
-    expect(isSameLiveProcess(999_999_999, "1", table)).toBe(false)
+  test("a pid that does not exist does not run", async () => {
+    expect(await readProcess(999_999_999, table)).toBeUndefined()
+    expect(await readProcess(-1, table)).toBeUndefined()
+    expect(await mayStillRun(999_999_999, undefined, table)).toBe(false)
+    expect(await mayStillRun(999_999_999, "1", table)).toBe(false)
   })
 
   test("a zombie does not run, even with its own start time", async () => {
     const pid = await zombie()
-    const start = processStartTime(pid, table)
-    expect(mayStillRun(pid, start, table)).toBe(false)
-    expect(isSameLiveProcess(pid, start, table)).toBe(false)
+    const start = await processStartTime(pid, table)
+    expect(start).toBeDefined()
+    expect(await mayStillRun(pid, start, table)).toBe(false)
   })
 
   test("a child started later has a start time of its own, not older than this process's", async () => {
@@ -71,10 +61,10 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     expect(await waitFor(() => process.uptime() > 1.1, 5_000, 50)).toBe(true)
     const child = detached("sleep", ["30"])
     const pid = child.pid as number
-    const start = processStartTime(pid, table) as string
-    expect(start).not.toBe(processStartTime(process.pid, table) as string)
-    expect(isSameLiveProcess(pid, start, table)).toBe(true)
-    expect(isSameLiveProcess(pid, processStartTime(process.pid, table), table)).toBe(false)
+    const start = (await processStartTime(pid, table)) as string
+    expect(start).not.toBe((await processStartTime(process.pid, table)) as string)
+    expect(await mayStillRun(pid, start, table)).toBe(true)
+    expect(await mayStillRun(pid, await processStartTime(process.pid, table), table)).toBe(false)
   })
 
   test("the start time survives a command name with spaces and parentheses", async () => {
@@ -83,10 +73,10 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     const odd = join(dir, "a) b 1 2 (c")
     symlinkSync(Bun.which("sleep") as string, odd)
     const child = detached(odd, ["30"])
-    expect(await waitFor(() => readProcess(child.pid as number, table)?.state === "S", 5_000)).toBe(true)
-    const entry = readProcess(child.pid as number, table)
+    expect(await waitFor(async () => (await readProcess(child.pid as number, table))?.state === "S", 5_000)).toBe(true)
+    const entry = await readProcess(child.pid as number, table)
     expect(entry?.ppid).toBe(process.pid)
-    expect(isSameLiveProcess(child.pid as number, entry?.start, table)).toBe(true)
+    expect(await mayStillRun(child.pid as number, entry?.start, table)).toBe(true)
     rmSync(dir, { recursive: true, force: true })
   })
 
@@ -95,10 +85,14 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     const inner = await new Promise<number>((resolve) =>
       leader.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))),
     )
-    expect(leadsSessionAndGroup(leader.pid as number, table)).toBe(true)
-    expect(leadsSessionAndGroup(inner, table)).toBe(false)
-    expect(readProcess(inner, table)?.pgrp).toBe(leader.pid as number)
-    expect(leadsSessionAndGroup(process.pid, table)).toBe(false)
+    const leads = async (pid: number) => {
+      const entry = await readProcess(pid, table)
+      return entry?.sessionLeader === true && entry.pgrp === pid
+    }
+    expect(await leads(leader.pid as number)).toBe(true)
+    expect(await leads(inner)).toBe(false)
+    expect((await readProcess(inner, table))?.pgrp).toBe(leader.pid as number)
+    expect(await leads(process.pid)).toBe(false)
   })
 
   test("the environment search finds exactly the processes carrying the entry", async () => {
@@ -108,20 +102,54 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     const longer = detached("sleep", ["30"], { ...process.env, [name]: `${value}x` })
     // Until the exec, a just-forked child still shows this process's environment.
     for (const child of [carrier, longer]) {
-      await waitFor(() => table.environmentValue(child.pid as number, name) !== undefined, 2_000)
+      await waitFor(async () => (await table.environmentValue(child.pid as number, name)) !== undefined, 2_000)
     }
-    expect(await table.findByEnvironment(token)).toEqual([carrier.pid as number])
-    expect(table.environmentValue(carrier.pid as number, name)).toBe(value)
-    expect(table.environmentValue(longer.pid as number, name)).toBe(`${value}x`)
-    expect(table.environmentValue(carrier.pid as number, "OMO_NOT_SET_ANYWHERE")).toBeUndefined()
-    expect(table.environmentValue(999_999_999, name)).toBeUndefined()
-    expect(carriesEnvironment(carrier.pid as number, name, value, table)).toBe(true)
-    expect(carriesEnvironment(longer.pid as number, name, value, table)).toBe(false)
-    expect(carriesEnvironment(0, name, value, table)).toBe(false)
+    expect(await table.findByEnvironment(token)).toEqual({ found: [carrier.pid as number], unreadable: [] })
+    expect(await table.environmentValue(carrier.pid as number, name)).toBe(value)
+    expect(await table.environmentValue(longer.pid as number, name)).toBe(`${value}x`)
+    expect(await table.environmentValue(carrier.pid as number, "OMO_NOT_SET_ANYWHERE")).toBeUndefined()
+    expect(await table.environmentValue(999_999_999, name)).toBeUndefined()
     // A command line that spells the variable does not stand in for the environment.
     const forger = detached("sh", ["-c", "sleep 30", `${name}=forged`], { ...process.env, [name]: value })
-    await waitFor(() => table.environmentValue(forger.pid as number, name) !== undefined, 2_000)
-    expect(table.environmentValue(forger.pid as number, name)).toBe(value)
+    await waitFor(async () => (await table.environmentValue(forger.pid as number, name)) !== undefined, 2_000)
+    expect(await table.environmentValue(forger.pid as number, name)).toBe(value)
+  })
+
+  test("a command line that spells the entry is not an environment: that process carries nothing", async () => {
+    const token = `OMO_TABLE_TEST=${Math.random().toString(36).slice(2)}`
+    const [name, value] = token.split("=") as [string, string]
+    const { [name]: _none, ...clean } = process.env
+    const spelled = detached("sh", ["-c", "sleep 30", token], clean)
+    const carrier = detached("sleep", ["30"], { ...process.env, [name]: value })
+    await waitFor(async () => (await table.environmentValue(carrier.pid as number, name)) === value, 2_000)
+    // Until the exec, a just-forked child still shows this process's environment.
+    await waitFor(async () => (await table.commandName(spelled.pid as number)) === "sh", 2_000)
+    expect((await table.findByEnvironment(token)).found).toEqual([carrier.pid as number])
+    expect(await table.environmentValue(spelled.pid as number, name)).toBeUndefined()
+  })
+
+  test("an entry after more environment than ps lists whole: found (/proc) or the process reported unreadable (ps)", async () => {
+    const token = `OMO_TABLE_TEST=${Math.random().toString(36).slice(2)}`
+    const [name, value] = token.split("=") as [string, string]
+    // Two 90 KB variables before the entry: procps ends each row at 128 KiB.
+    const pad = (c: string) => c.repeat(90_000)
+    const big = detached("sleep", ["30"], { ...process.env, OMO_PAD_A: pad("a"), OMO_PAD_B: pad("b"), [name]: value })
+    // The same, the entry first: in a cut row what comes before the cut still counts.
+    const early = detached("sleep", ["30"], { [name]: value, ...process.env, OMO_PAD_A: pad("a"), OMO_PAD_B: pad("b") })
+    const [pid, earlyPid] = [big.pid as number, early.pid as number]
+    for (const p of [pid, earlyPid]) await waitFor(async () => (await table.commandName(p)) === "sleep", 2_000)
+    const search = await table.findByEnvironment(token)
+    expect(await table.environmentValue(earlyPid, name)).toBe(value)
+    if (table.kind === "proc") {
+      expect([...search.found].sort()).toEqual([pid, earlyPid].sort())
+      expect(search.unreadable).toEqual([])
+      expect(await table.environmentValue(pid, name)).toBe(value)
+    } else {
+      expect(search.found).toEqual([earlyPid])
+      expect(search.unreadable).toContain(pid)
+      expect(search.unreadable).not.toContain(earlyPid)
+      expect(await table.environmentValue(pid, name)).toBeUndefined()
+    }
   })
 
   test("the holders of a process's output pipe are found", async () => {
@@ -132,7 +160,7 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     groups.push(writer.pid as number)
     // Once it printed, the background sleep exists (and holds both pipes).
     await new Promise((resolve) => writer.stdout?.once("data", resolve))
-    const targets = table.outputTargets(writer.pid as number)
+    const targets = await table.outputTargets(writer.pid as number)
     expect(targets.length).toBeGreaterThan(0)
     const holders = await table.findHolders(targets)
     expect(holders).toContain(writer.pid as number)
@@ -142,13 +170,36 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
 })
 
 describe("the ps back end", () => {
+  test("never runs ps or lsof on the event loop: a timer due at once fires before any of its reads answers", async () => {
+    const table = createPsTable()
+    const reads: [string, () => Promise<unknown>][] = [
+      ["read", () => table.read([process.pid])],
+      ["scan", () => table.scan()],
+      ["findByEnvironment", () => table.findByEnvironment("OMO_NOT_SET_ANYWHERE=1")],
+      ["environmentValue", () => table.environmentValue(process.pid, "PATH")],
+      ["commandName", () => table.commandName(process.pid)],
+      ["outputTargets", () => table.outputTargets(process.pid)],
+    ]
+    const firstToAnswer: string[] = []
+    for (const [name, read] of reads) {
+      let fired = false
+      setTimeout(() => {
+        fired = true
+      }, 0)
+      await read()
+      firstToAnswer.push(`${name}: ${fired ? "timer" : "read"}`)
+    }
+    expect(firstToAnswer).toEqual(reads.map(([name]) => `${name}: timer`))
+    expect(table.cheap).toBeUndefined()
+  })
+
   test("without lsof, pipe holders are a documented gap: none found, nothing claimed", async () => {
     const table = createPsTable({ lsof: null })
     const writer = detached("sleep", ["30"])
-    expect(table.outputTargets(writer.pid as number)).toEqual([])
+    expect(await table.outputTargets(writer.pid as number)).toEqual([])
     expect(await table.findHolders(["FIFO:0xd:1"])).toEqual([])
     // A missing lsof program reads the same as lsof: null.
-    expect(createPsTable({ lsof: "/nonexistent/lsof" }).outputTargets(writer.pid as number)).toEqual([])
+    expect(await createPsTable({ lsof: "/nonexistent/lsof" }).outputTargets(writer.pid as number)).toEqual([])
   })
 
   test("asks for the environment with the flag of the platform: procps's BSD `e`, macOS's -E", () => {

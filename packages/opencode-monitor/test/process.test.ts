@@ -195,7 +195,9 @@ describe("a monitored process", () => {
         /^Cannot start the command \(job\): cannot start sh in \/etc\/hostname: it is not a directory/,
       ),
     })
-    expect(await failure({ command: `echo ${"x".repeat(3_000_000)}` })).toEqual({
+    // The longest command the permission check takes (128 KiB) is one byte more than Linux takes
+    // as one argument, with its terminating NUL.
+    expect(await failure({ command: `echo ${"x".repeat(128 * 1024 - 5)}` })).toEqual({
       name: "MonitorError",
       code: "spawn_failed",
       message: expect.stringMatching(
@@ -348,6 +350,67 @@ describe("end of process", () => {
 
 describe.each(BACK_ENDS)("processes that leave the process group, tracked through %s", (_name, table) => {
   const running = (marker: string) => liveProcesses(marker).length > 0
+
+  /**
+   * A process outside the monitor that spells its token in its arguments, its environment clean:
+   * what a carrier's environment would hold, where no search may take it for one.
+   */
+  async function spelling(leaderMarker: string, marker: string): Promise<void> {
+    const tokenOf = (row: string) => {
+      const environ = `/proc/${row.trim().split(/\s+/)[0]}/environ`
+      return /OPENCODE_MONITOR_TOKEN=([0-9a-f]+)/.exec(readFileSync(environ, "latin1"))?.[1]
+    }
+    const found = () => liveProcesses(leaderMarker).map(tokenOf).find(Boolean)
+    expect(await waitFor(() => found() !== undefined, 3_000)).toBe(true)
+    const token = found()
+    const { OPENCODE_MONITOR_TOKEN: _none, ...clean } = process.env
+    const child = spawn("sh", ["-c", `sleep 1000; : ${marker}`, "sh", `OPENCODE_MONITOR_TOKEN=${token}`], {
+      detached: true,
+      stdio: "ignore",
+      env: clean,
+    })
+    child.unref()
+    // Its shell names the marker (its sleep does not).
+    expect(await waitFor(() => liveProcesses(marker).length === 1, 3_000)).toBe(true)
+  }
+
+  test("a process spelling the monitor's token only in its arguments survives its stop and its end", async () => {
+    const { m, collector } = manager({}, table)
+    const [stopped, exiting, bystander] = ["spell_stop", "spell_exit", "spell_by"].map(uniqueMarker) as [
+      string,
+      string,
+      string,
+    ]
+    try {
+      const a = await start(m, `sleep 1000; : ${stopped}`)
+      await spelling(stopped, `${bystander}_a`)
+      await m.stop("s1", a.id, "agent")
+      expect((await collector.whenEnded(a.id)).status).toEqual({ kind: "stopped", signal: "SIGTERM" })
+      const b = await start(m, `sleep 2; : ${exiting}`)
+      await spelling(exiting, `${bystander}_b`)
+      expect((await collector.whenEnded(b.id)).status).toEqual({ kind: "exited", code: 0 })
+      expect(liveProcesses(bystander)).toHaveLength(2)
+    } finally {
+      for (const row of liveProcesses(bystander)) killWithChildren(Number(row.trim().split(/\s+/)[0]))
+    }
+  }, 15_000)
+
+  test("a SIGKILL of the host spares a process spelling the monitor's token only in its arguments", async () => {
+    const sleep = uniqueSleep()
+    const bystander = uniqueMarker("spell_host")
+    const { host } = await startHost(300, table, [`${sleep}; :`])
+    try {
+      await spelling(sleep, bystander)
+      host.kill("SIGKILL")
+      expect(await waitFor(() => monitoredBy(host, sleep).length === 0, 3_000)).toBe(true)
+      // Past the watchdog's grace and its KILL round.
+      await new Promise((r) => setTimeout(r, 600))
+      expect(liveProcesses(bystander)).toHaveLength(1)
+    } finally {
+      host.kill("SIGKILL")
+      for (const row of liveProcesses(bystander)) killWithChildren(Number(row.trim().split(/\s+/)[0]))
+    }
+  }, 15_000)
 
   test("stop also kills group members left running after the leader exited", async () => {
     const marker = uniqueMarker("leftover")

@@ -29,7 +29,7 @@ import {
   type ServerStateFile,
 } from "../src/state/format"
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
-import { proveLeader } from "../src/state/recovery-proof"
+import { proveLeader, tableFacts } from "../src/state/recovery-proof"
 import { formatStatus } from "../src/codec"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
@@ -85,9 +85,9 @@ function setup() {
     api,
     killGraceMs: 300,
     self,
-    mayStillRun: (pid, start) => live.has(`${pid}:${start}`),
+    mayStillRun: async (pid, start) => live.has(`${pid}:${start}`),
     // Nothing the tests name runs, unless a test passes real facts.
-    facts: { stat: () => undefined, token: () => undefined, self: () => ({ pid: 1, pgrp: 1 }) },
+    facts: { stat: async () => undefined, token: async () => undefined, self: async () => ({ pid: 1, pgrp: 1 }) },
     async deliver(batch, label, sessionID) {
       delivered.push({ batch, label, sessionID })
     },
@@ -380,21 +380,36 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
     command = "sleep 30",
     token?: string,
     members = 1,
+    args: string[] = [],
   ): Promise<{ pid: number; startTime: string; tokenHash?: string }> {
     const env = token ? { ...process.env, [TOKEN_VARIABLE]: token } : process.env
-    const child = spawn("sh", ["-c", command], { detached: true, stdio: "ignore", env })
+    const child = spawn("sh", ["-c", command, "sh", ...args], { detached: true, stdio: "ignore", env })
     child.unref()
     const pid = child.pid as number
     spawned.push(pid)
     const running = async () =>
-      table.commandName(pid) !== table.commandName(process.pid) &&
-      readProcess(pid, table)?.sessionLeader === true &&
-      table.environmentValue(pid, TOKEN_VARIABLE) === token &&
+      (await table.commandName(pid)) !== (await table.commandName(process.pid)) &&
+      (await readProcess(pid, table))?.sessionLeader === true &&
+      (await table.environmentValue(pid, TOKEN_VARIABLE)) === token &&
       (await liveGroupMembers(pid, table)).length >= members
     expect(await waitUntil(running, 5_000)).toBe(true)
-    return { pid, startTime: processStartTime(pid, table) as string, ...(token ? { tokenHash: hashToken(token) } : {}) }
+    const startTime = (await processStartTime(pid, table)) as string
+    return { pid, startTime, ...(token ? { tokenHash: hashToken(token) } : {}) }
   }
-  const alive = (pid: number) => isLive(readProcess(pid, table))
+  const alive = async (pid: number) => isLive(await readProcess(pid, table))
+
+  test("a leader that spells the monitor's token only in its arguments does not prove itself", async () => {
+    const token = "a7c0ffee"
+    // Its environment has no token; its command line ends with the very word a carrier's would hold.
+    const spelled = await sleeper("sleep 30", undefined, 1, [`${TOKEN_VARIABLE}=${token}`])
+    const carrier = await sleeper("sleep 30", token)
+    const claim = (pid: number, pidStartTime: string) => ({ pid, pidStartTime, tokenHash: hashToken(token) })
+    expect(await proveLeader(claim(spelled.pid, spelled.startTime), tableFacts(table))).toEqual({
+      kind: "unverified",
+      reason: "it carries no monitor token",
+    })
+    expect(await proveLeader(claim(carrier.pid, carrier.startTime), tableFacts(table))).toEqual({ kind: "proven" })
+  }, 15_000)
 
   test("is stopped when it proves it is the recorded one; a reused pid is never signalled", async () => {
     const { put, deps, delivered } = setup()
@@ -420,9 +435,9 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
       ["mon_survivor", "reported", undefined],
       ["mon_reused", "reported", undefined],
     ])
-    expect(alive(survivor.pid)).toBe(false)
+    expect(await alive(survivor.pid)).toBe(false)
     expect(await liveGroupMembers(survivor.pid, table)).toEqual([])
-    expect(alive(stranger.pid)).toBe(true)
+    expect(await alive(stranger.pid)).toBe(true)
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       "lost (the opencode server stopped while it ran)",
       "lost (the opencode server stopped while it ran)",
@@ -448,16 +463,17 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
         entry("mon_other", { pid: other.pid, pidStartTime: other.startTime, tokenHash: hashToken("not-it") }),
         entry("mon_member", {
           pid: member.pid,
-          pidStartTime: processStartTime(member.pid, table),
+          pidStartTime: await processStartTime(member.pid, table),
           tokenHash: member.tokenHash,
         }),
-        entry("mon_self", { pid: process.pid, pidStartTime: processStartTime(process.pid, table) }),
+        entry("mon_self", { pid: process.pid, pidStartTime: await processStartTime(process.pid, table) }),
       ]),
     )
     const { facts: _fake, ...withRealChecks } = deps()
     // Recovery waits for a group it signalled to be gone: had it signalled one, it would be dead now.
     await recoverLostMonitors({ ...withRealChecks, table })
-    expect([alive(victim.pid), alive(other.pid), alive(member.pid), alive(group.pid)]).toEqual([true, true, true, true])
+    const living = await Promise.all([victim.pid, other.pid, member.pid, group.pid].map(alive))
+    expect(living).toEqual([true, true, true, true])
     expect(delivered.map((d) => formatStatus(d.batch.status))).toEqual([
       `lost (the opencode server stopped while it ran; its record names process ${victim.pid} as still running, unverified: it carries no monitor token, so it was not signalled)`,
       `lost (the opencode server stopped while it ran; its record names process ${other.pid} as still running, unverified: the record keeps no token hash, so it was not signalled)`,
@@ -467,33 +483,28 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
     ])
   }, 15_000)
 
-  test("the proof refuses pid ≤ 1, this server and its group before reading anything about them", () => {
+  test("the proof refuses pid ≤ 1, this server and its group before reading anything about them", async () => {
     const read: number[] = []
     const facts = {
-      stat: (pid: number) => {
+      stat: async (pid: number) => {
         read.push(pid)
         return { state: "S", pgrp: pid, sid: pid, start: "7" }
       },
-      token: (pid: number) => {
+      token: async (pid: number) => {
         read.push(pid)
         return "t"
       },
-      self: () => ({ pid: 4242, pgrp: 4200 }),
+      self: async () => ({ pid: 4242, pgrp: 4200 }),
     }
     const claim = (pid: number) => proveLeader({ pid, pidStartTime: "7", tokenHash: hashToken("t") }, facts)
-    expect([claim(1), claim(0), claim(-1), claim(4242), claim(4200)].map((p) => p.kind)).toEqual([
-      "unverified",
-      "unverified",
-      "unverified",
-      "unverified",
-      "unverified",
-    ])
+    const early = await Promise.all([claim(1), claim(0), claim(-1), claim(4242), claim(4200)])
+    expect(early.map((p) => p.kind)).toEqual(["unverified", "unverified", "unverified", "unverified", "unverified"])
     expect(read).toEqual([])
-    expect(claim(77)).toEqual({ kind: "proven" })
+    expect(await claim(77)).toEqual({ kind: "proven" })
     expect(
-      proveLeader(
+      await proveLeader(
         { pid: 77, pidStartTime: "7", tokenHash: hashToken("t") },
-        { ...facts, stat: () => ({ state: "S", pgrp: 70, sid: 77, start: "7" }) },
+        { ...facts, stat: async () => ({ state: "S", pgrp: 70, sid: 77, start: "7" }) },
       ),
     ).toEqual({ kind: "unverified", reason: "it does not lead its own session and process group" })
   })
@@ -524,7 +535,7 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
       `lost (the opencode server stopped while it ran; its process ${leader.pid} is still running and could not be stopped)`,
     ])
     // It was signalled: the real process is gone.
-    expect(alive(leader.pid)).toBe(false)
+    expect(await alive(leader.pid)).toBe(false)
   }, 15_000)
 
   test("one that could not be stopped is named in the notice", () => {

@@ -80,13 +80,13 @@ function setup() {
   let writes = 0
   const writer = new MonitorStateWriter({
     directory: "/work/project",
-    source: () => monitors,
+    // Each leader as it started, as the manager's snapshot tells it.
+    source: () => monitors.map((m) => ({ pidStartTime: `start-of-${m.pid}`, ...m })),
     scheduler,
     log: (_level, message) => logs.push(message),
     env,
     server: { pid: 4242, pidStartTime: "777" },
     instance: "i1",
-    startTimeOf: (pid) => `start-of-${pid}`,
   })
   const dir = projectStateDir("/work/project", env)
   const read = () => {
@@ -165,12 +165,11 @@ describe("MonitorStateWriter", () => {
     const first = setup()
     const second = new MonitorStateWriter({
       directory: "/work/project",
-      source: () => [{ info: info("mon_other"), pid: 101, lastLines: [] }],
+      source: () => [{ info: info("mon_other"), pid: 101, pidStartTime: "start-of-101", lastLines: [] }],
       scheduler: first.scheduler,
       log: () => {},
       env: first.env,
       server: { pid: 4242, pidStartTime: "777" },
-      startTimeOf: (pid) => `start-of-${pid}`,
     })
     first.monitors.push({ info: info("mon_a"), pid: 100, lastLines: [] })
     first.writer.changed()
@@ -387,7 +386,7 @@ describe("the plugin keeps the record of its real monitors", () => {
     }, 5_000)
     expect(entry.id).toBe(started.id)
     expect(entry.label).toBe("writer-live")
-    expect(entry.pidStartTime).toBe(processStartTime(entry.pid) as string)
+    expect(entry.pidStartTime).toBe((await processStartTime(entry.pid)) as string)
     expect(entry.lastLines.map((l) => [l.stream, l.text]).sort()).toEqual([
       ["stderr", "two"],
       ["stdout", "one"],

@@ -197,6 +197,20 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(instance.manager.list("ses_a", true)).toEqual([])
   })
 
+  test("a command too large to judge is refused before any question, with what to do, and nothing runs", async () => {
+    const marker = uniqueMarker("unjudged")
+    const asks: AskCall[] = []
+    const { run, instance } = plugin()
+    const deep = `echo ${"$(".repeat(1_500)}: ${marker}${")".repeat(1_500)}; sleep 5`
+    await expect(run("monitor_start", { command: deep }, toolContext("ses_a", { asks }))).rejects.toThrow(
+      /too large to check against the permission rules .*put the script in a file/,
+    )
+    expect(asks).toEqual([])
+    // The refusal came before any spawn: there is nothing to wait for.
+    expect(liveProcesses(marker)).toEqual([])
+    expect(instance.manager.list("ses_a", true)).toEqual([])
+  })
+
   test("without ask, allowed_commands is the fail-closed fallback", async () => {
     const { run } = plugin({ allowed_commands: ["echo"] })
     const noAsk = () => toolContext("ses_a", { ask: "absent" })

@@ -13,6 +13,7 @@ import { readLocalState, withRemembered } from "../src/tui/local-state"
 import type { MonitorView } from "../src/tui/view"
 import { batchOf, sizedLine } from "./support/lines"
 import { recorded, stateEntry } from "./support/state-entry"
+import { waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
 
 const roots: string[] = []
@@ -134,10 +135,16 @@ describe("reading the local state files", () => {
     "this process is alive by pid; a pid whose start time differs is not the same process (%s)",
     async (_name, table) => {
       const { isServerAlive } = await import("../src/tui/local-state")
-      expect(isServerAlive(process.pid, undefined, table)).toBe(true)
-      expect(isServerAlive(process.pid, processStartTime(process.pid, table), table)).toBe(true)
-      expect(isServerAlive(process.pid, "not-its-start-time", table)).toBe(false)
-      expect(isServerAlive(2 ** 22 + 7, undefined, table)).toBe(false)
+      // With ps the answer is the last background read's (each refresh asks again): asked until it
+      // comes. A server not read yet counts as alive, so an answer "alive" must hold for a while.
+      const becomes = (pid: number, start: string | undefined, alive: boolean, ms: number) =>
+        waitFor(() => isServerAlive(pid, start, table) === alive, ms)
+      expect(await becomes(process.pid, "not-its-start-time", false, 3_000)).toBe(true)
+      expect(await becomes(2 ** 22 + 7, undefined, false, 3_000)).toBe(true)
+      const start = await processStartTime(process.pid, table)
+      expect(await becomes(process.pid, start, false, 500)).toBe(false)
+      expect(await becomes(process.pid, undefined, false, 500)).toBe(false)
+      if (table.cheap) expect(isServerAlive(2 ** 22 + 9, undefined, table)).toBe(false)
     },
   )
 })

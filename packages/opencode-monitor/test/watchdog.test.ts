@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { type ChildProcess, spawn } from "node:child_process"
+import { readFileSync } from "node:fs"
 import { startWatchdog } from "../src/process/watchdog"
 import { liveProcesses, waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
@@ -39,9 +40,9 @@ function uniqueSleep(): string {
   return marker
 }
 
-/** `script` run by `sh` as the leader of a group (and session) of its own, with `env`. */
-async function group(script: string, env: NodeJS.ProcessEnv = process.env): Promise<number> {
-  const child = spawn("sh", ["-c", script], { detached: true, stdio: "ignore", env })
+/** `script` run by `sh` (with `args`) as the leader of a group (and session) of its own, with `env`. */
+async function group(script: string, env: NodeJS.ProcessEnv = process.env, args: string[] = []): Promise<number> {
+  const child = spawn("sh", ["-c", script, "sh", ...args], { detached: true, stdio: "ignore", env })
   started.push(child)
   await new Promise((resolve) => child.once("spawn", resolve))
   return child.pid as number
@@ -55,7 +56,7 @@ async function fire(watchdog: ChildProcess): Promise<void> {
 }
 
 describe.each(BACK_ENDS)("the watchdog, through %s", (_name, table) => {
-  const startOf = (pid: number) => table.read([pid])[0]?.start
+  const startOf = async (pid: number) => (await table.read([pid]))[0]?.start
   const options = { graceMs: 100, variable: VARIABLE, token: "t0ken-nobody-carries", table }
 
   test("signals the group while its leader is the one that started, never a group whose number came back to another program", async () => {
@@ -63,7 +64,7 @@ describe.each(BACK_ENDS)("the watchdog, through %s", (_name, table) => {
     // The leader and its child, both named by the marker.
     const pid = await group(`${other}; :`)
     expect(await waitFor(() => liveProcesses(other).length === 2, 3_000)).toBe(true)
-    const start = startOf(pid) as string
+    const start = (await startOf(pid)) as string
     expect(start).toBeDefined()
 
     // The number is the leader's, its start time another's: the group is someone else's now.
@@ -85,11 +86,38 @@ describe.each(BACK_ENDS)("the watchdog, through %s", (_name, table) => {
     // The leader exits at once; its two children stay in its group, one with the token, one with
     // no environment at all (only the group reaches it).
     const pid = await group(`${carrier} & env -i ${bare} & exit 0`, { ...process.env, [VARIABLE]: token })
-    const start = startOf(pid)
+    const start = await startOf(pid)
     expect(await waitFor(() => liveProcesses(carrier).length + liveProcesses(bare).length === 2, 3_000)).toBe(true)
-    expect(await waitFor(() => table.read([pid]).every((entry) => entry.state === "Z"), 3_000)).toBe(true)
+    expect(await waitFor(async () => (await table.read([pid])).every((entry) => entry.state === "Z"), 3_000)).toBe(true)
 
     await fire(startWatchdog({ pid, start }, { ...options, token }))
     expect(await waitFor(() => liveProcesses(carrier).length + liveProcesses(bare).length === 0, 3_000)).toBe(true)
+  }, 20_000)
+
+  test("its token is in neither its arguments (any user may read them) nor its environment (it would carry it)", async () => {
+    const token = `tok${Math.random().toString(36).slice(2, 10)}`
+    const pid = await group(`${uniqueSleep()}; :`)
+    const watchdog = startWatchdog({ pid, start: await startOf(pid) }, { ...options, token })
+    started.push(watchdog)
+    const read = (file: string) => readFileSync(`/proc/${watchdog.pid}/${file}`, "latin1")
+    // Until its exec, a just-forked child still shows this process's arguments.
+    expect(await waitFor(() => read("cmdline").includes("opencode-monitor-watchdog"), 3_000)).toBe(true)
+    expect(read("cmdline")).not.toContain(token)
+    expect(read("environ")).not.toContain(token)
+    expect((await table.findByEnvironment(`${VARIABLE}=${token}`)).found).toEqual([])
+  }, 20_000)
+
+  test("a process spelling the token only in its arguments is no carrier: it is not signalled, nor is its group", async () => {
+    const token = `tok${Math.random().toString(36).slice(2, 10)}`
+    const { [VARIABLE]: _none, ...clean } = process.env
+    const spelled = uniqueSleep()
+    const carrier = uniqueSleep()
+    const pid = await group(`${spelled}; :`, clean, [`${VARIABLE}=${token}`])
+    await group(`${carrier}; :`, { ...clean, [VARIABLE]: token })
+    expect(await waitFor(() => liveProcesses(spelled).length + liveProcesses(carrier).length === 4, 3_000)).toBe(true)
+    // Told the spelling group's number, with no start time that makes it the monitor's.
+    await fire(startWatchdog({ pid, start: undefined }, { ...options, token }))
+    expect(await waitFor(() => liveProcesses(carrier).length === 0, 3_000)).toBe(true)
+    expect(liveProcesses(spelled)).toHaveLength(2)
   }, 20_000)
 })

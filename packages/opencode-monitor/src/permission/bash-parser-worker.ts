@@ -3,15 +3,14 @@
  * allocates a fixed 32 MB wasm memory that lives as long as its module; on the plugin's heap the
  * collector counts it as live (twice: memory and buffer), so it let a flood's garbage grow to
  * ~110 MB more before collecting. Here it stays on this worker's heap.
- * Messages: `{ ready }` or `{ error }` once the grammar is loaded; then `{ command, shared }` in,
- * answered in `shared` (bash-parser-protocol.ts).
+ * Messages: `{ ready }` or `{ error }` once the grammar is loaded; then one ParseAnswer per
+ * ParseRequest (bash-parser.ts).
  */
 import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import type { Node, Parser } from "web-tree-sitter"
-import type { SimpleCommand } from "./bash-parser"
-import { PARSE_HEADER_BYTES, PARSE_STATUS } from "./bash-parser-protocol"
+import type { ParseAnswer, ParseRequest, SimpleCommand } from "./bash-parser"
 
 declare const self: Worker
 
@@ -52,11 +51,21 @@ async function loadParser(): Promise<Parser> {
   return instance
 }
 
-function parseSimpleCommands(parser: Parser, command: string): SimpleCommand[] {
+/** The simple commands, or undefined as soon as their texts come to more than `maxChars`. */
+function parseSimpleCommands(parser: Parser, { command, maxChars }: ParseRequest): SimpleCommand[] | undefined {
   const tree = parser.parse(command)
   if (!tree) throw new Error("the bash parser returned no tree")
   try {
-    return tree.rootNode.descendantsOfType("command").flatMap((node) => (node ? [simpleCommand(node)] : []))
+    const commands: SimpleCommand[] = []
+    let chars = 0
+    for (const node of tree.rootNode.descendantsOfType("command")) {
+      if (!node) continue
+      const simple = simpleCommand(node)
+      chars += simple.text.length + simple.words.join("").length + simple.argv.join("").length
+      if (chars > maxChars) return undefined
+      commands.push(simple)
+    }
+    return commands
   } finally {
     tree.delete()
   }
@@ -76,29 +85,18 @@ function simpleCommand(node: Node): SimpleCommand {
 
 const message = (error: unknown) => (error instanceof Error ? error.message : String(error))
 
-/** Writes the answer into the caller's shared buffer and wakes it (bash-parser-protocol.ts). */
-function answer(shared: SharedArrayBuffer, parse: () => SimpleCommand[]): void {
-  const header = new Int32Array(shared, 0, 2)
-  let status: number = PARSE_STATUS.done
-  let text: string
+function answer(parser: Parser, request: ParseRequest): ParseAnswer {
   try {
-    text = JSON.stringify(parse())
+    const commands = parseSimpleCommands(parser, request)
+    return commands ? { commands } : { tooLarge: true }
   } catch (error) {
-    status = PARSE_STATUS.failed
-    text = message(error)
+    return { error: message(error) }
   }
-  const bytes = Buffer.from(text, "utf8")
-  if (bytes.length > shared.byteLength - PARSE_HEADER_BYTES) status = PARSE_STATUS.tooLarge
-  else new Uint8Array(shared, PARSE_HEADER_BYTES).set(bytes)
-  header[1] = bytes.length
-  Atomics.store(header, 0, status)
-  Atomics.notify(header, 0)
 }
 
 try {
   const parser = await loadParser()
-  self.onmessage = ({ data }: MessageEvent<{ command: string; shared: SharedArrayBuffer }>) =>
-    answer(data.shared, () => parseSimpleCommands(parser, data.command))
+  self.onmessage = ({ data }: MessageEvent<ParseRequest>) => self.postMessage(answer(parser, data))
   self.postMessage({ ready: true })
 } catch (error) {
   self.postMessage({ error: `cannot load the bash parser: ${message(error)}` })

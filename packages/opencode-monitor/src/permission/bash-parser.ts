@@ -1,6 +1,6 @@
 import { existsSync } from "node:fs"
 import { fileURLToPath } from "node:url"
-import { PARSE_HEADER_BYTES, PARSE_STATUS } from "./bash-parser-protocol"
+import { MonitorError } from "../errors"
 
 /** One simple command as opencode's bash tool sees it. */
 export type SimpleCommand = {
@@ -12,44 +12,75 @@ export type SimpleCommand = {
   argv: string[]
 }
 
+/** What the server thread asks its parser's worker, and what the worker answers. */
+export type ParseRequest = { command: string; maxChars: number }
+export type ParseAnswer = { commands: SimpleCommand[] } | { tooLarge: true } | { error: string }
+
+/**
+ * How much one parse may cost. A command is at most `commandBytes` (Linux takes no longer `sh -c`
+ * argument); its simple commands' texts together at most `answerChars` (nesting repeats a
+ * command's text once per level: `$(…)` 8 000 deep comes to ~100 MB); the parse takes at most
+ * `timeMs` in the worker, which is ended past that.
+ */
+export type ParseLimits = { commandBytes: number; answerChars: number; timeMs: number }
+export const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars: 1024 * 1024, timeMs: 2_000 }
+
 // The parser runs in a worker of its own (bash-parser-worker.ts says why): the source file in a
 // checkout; in the packed package the build's entry beside dist/index.js (this code may land in a chunk).
 const WORKER_FILES = ["./bash-parser-worker.ts", "./bash-parser-worker.js", "../bash-parser-worker.js"]
-// A parse takes well under a millisecond; a worker that never answers is an error, not a hang.
-const PARSE_WAIT_MS = 10_000
+const SPLIT_IT = "split it into smaller commands, or put the script in a file and run that file"
 
 /**
- * The worker, asked synchronously: a call waits (Atomics.wait) for the answer in a shared buffer,
- * as the parse on this thread did, so a start's promise settles without a message turn (bun test's
- * `expect(…).rejects` never sees one settled by a worker's message: oven-sh/bun#37189).
+ * The worker, asked one command at a time and awaited, never waited for on this thread: a command
+ * it takes too long over ends it (the next parse starts a new one), and this thread stays free.
  */
 class ParserThread {
   constructor(private readonly worker: Worker) {}
 
-  parse(command: string): SimpleCommand[] {
-    let room = 4096 + 8 * Buffer.byteLength(command)
-    for (;;) {
-      const shared = new SharedArrayBuffer(PARSE_HEADER_BYTES + room)
-      const header = new Int32Array(shared, 0, 2)
-      this.worker.postMessage({ command, shared })
-      if (Atomics.wait(header, 0, 0, PARSE_WAIT_MS) === "timed-out") {
+  parse(command: string, limits: ParseLimits): Promise<SimpleCommand[]> {
+    const { worker } = this
+    return new Promise((resolve, reject) => {
+      const end = (error: Error) => {
+        clearTimeout(timer)
         parser = undefined
-        this.worker.terminate()
-        throw new Error(`the bash parser's worker did not answer within ${PARSE_WAIT_MS} ms`)
+        worker.terminate()
+        reject(error)
       }
-      const [status, length = 0] = header
-      if (status === PARSE_STATUS.tooLarge) {
-        room = length
-        continue
+      const timer = setTimeout(
+        () => end(refusal(`the bash parser took longer than ${limits.timeMs} ms over it`)),
+        limits.timeMs,
+      )
+      worker.onerror = (event) => end(new Error(`the bash parser's worker failed: ${event.message}`))
+      // Referenced only while it parses: an idle parser never holds the process open.
+      worker.ref()
+      worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => {
+        clearTimeout(timer)
+        worker.unref()
+        // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
+        // straight from a worker's message (oven-sh/bun#37189).
+        setTimeout(() => {
+          if ("commands" in data) resolve(data.commands)
+          else if ("tooLarge" in data)
+            reject(refusal(`its simple commands come to more than ${limits.answerChars} characters`))
+          else reject(new Error(data.error))
+        }, 0)
       }
-      const text = Buffer.from(new Uint8Array(shared, PARSE_HEADER_BYTES, length)).toString("utf8")
-      if (status === PARSE_STATUS.failed) throw new Error(text)
-      return JSON.parse(text) as SimpleCommand[]
-    }
+      worker.postMessage({ command, maxChars: limits.answerChars } satisfies ParseRequest)
+    })
   }
 }
 
+/** A command the permission check cannot judge within its limits: refused, never run unjudged. */
+function refusal(why: string): MonitorError {
+  return new MonitorError(
+    "invalid_argument",
+    `This command is too large to check against the permission rules (${why}); ${SPLIT_IT}.`,
+  )
+}
+
 let parser: Promise<ParserThread> | undefined
+// Parses run one after another: a worker that is ended for one command takes no other with it.
+let queue: Promise<unknown> = Promise.resolve()
 
 function workerUrl(): URL {
   const urls = WORKER_FILES.map((file) => new URL(file, import.meta.url))
@@ -67,14 +98,13 @@ export function bashParserRequested(): boolean {
 export function loadBashParser(): Promise<ParserThread> {
   parser ??= new Promise<ParserThread>((resolve, reject) => {
     const worker = new Worker(workerUrl())
-    // Never holds the process open: every call waits for its answer synchronously.
-    worker.unref()
     const fail = (error: Error) => {
       parser = undefined
       worker.terminate()
       reject(error)
     }
     worker.onmessage = ({ data }: MessageEvent<{ ready?: true; error?: string }>) => {
+      worker.unref()
       if (data.ready) resolve(new ParserThread(worker))
       else fail(new Error(data.error ?? "the bash parser's worker failed"))
     }
@@ -86,8 +116,15 @@ export function loadBashParser(): Promise<ParserThread> {
 /**
  * Every simple command in a command string, nested ones included (pipelines, lists, subshells,
  * `$(…)`, backticks, process substitution, here-doc bodies), in document order — the same set
- * opencode's bash tool asks the `bash` permission for.
+ * opencode's bash tool asks the `bash` permission for. A command beyond `limits` is refused
+ * (MonitorError) rather than judged in part.
  */
-export async function parseSimpleCommands(command: string): Promise<SimpleCommand[]> {
-  return (await loadBashParser()).parse(command)
+export function parseSimpleCommands(command: string, limits: ParseLimits = PARSE_LIMITS): Promise<SimpleCommand[]> {
+  const bytes = Buffer.byteLength(command)
+  if (bytes > limits.commandBytes) {
+    return Promise.reject(refusal(`${bytes} bytes, at most ${limits.commandBytes}`))
+  }
+  const turn = queue.then(async () => (await loadBashParser()).parse(command, limits))
+  queue = turn.catch(() => {})
+  return turn
 }

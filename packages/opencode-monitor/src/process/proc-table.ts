@@ -1,6 +1,6 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { readdir, readFile, readlink } from "node:fs/promises"
-import type { ProcessEntry, ProcessTable } from "./process-table"
+import type { EnvironmentSearch, ProcessEntry, ProcessTable } from "./process-table"
 
 const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
 
@@ -10,16 +10,8 @@ export function createProcTable(): ProcessTable {
   const environment = environmentSearch()
   return {
     kind: "proc",
-    read(pids) {
-      const entries: ProcessEntry[] = []
-      for (const pid of pids) {
-        const entry = readStat(pid)
-        if (entry) entries.push(entry)
-      }
-      return entries
-    },
-    listsChildren: true,
-    childrenOf,
+    read: async (pids) => readAll(pids),
+    cheap: { read: readAll, childrenOf },
     scan() {
       inflightScan ??= scanAll().finally(() => {
         inflightScan = undefined
@@ -27,38 +19,39 @@ export function createProcTable(): ProcessTable {
       return inflightScan
     },
     findByEnvironment: environment,
-    environmentValue(pid, name) {
-      let environment: string
-      try {
-        environment = readFileSync(`/proc/${pid}/environ`, "latin1")
-      } catch {
-        return undefined
-      }
+    async environmentValue(pid, name) {
+      const environment = await readFile(`/proc/${pid}/environ`, "latin1").catch(() => undefined)
       // Bounded by the kernel's argument limit; anything larger is not a process's environment.
-      if (environment.length > ENVIRON_MAX_BYTES) return undefined
+      if (environment === undefined || environment.length > ENVIRON_MAX_BYTES) return undefined
       const prefix = `${name}=`
       return environment
         .split("\0")
         .find((variable) => variable.startsWith(prefix))
         ?.slice(prefix.length)
     },
-    commandName(pid) {
-      try {
-        return readFileSync(`/proc/${pid}/comm`, "latin1").trim()
-      } catch {
-        return undefined
-      }
+    async commandName(pid) {
+      return (await readFile(`/proc/${pid}/comm`, "latin1").catch(() => undefined))?.trim()
     },
-    outputTargets: (pid) => [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined),
+    outputTargets: async (pid) => [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined),
     findHolders,
     watchdogFunctions: (variable) => [
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'alive() { for e in $known; do s=$(cat "/proc/${e%%:*}/stat" 2>/dev/null) || continue; set -- ${s##*) }; [ "${20}" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
-      `bytok() { grep -lzx "${variable}=$tok" /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
+      // The entry reaches grep on its stdin (printf is the shell's own): never in a program's arguments.
+      `bytok() { printf "%s\\n" "${variable}=$tok" | grep -lzxF -f - /proc/[0-9]*/environ 2>/dev/null | while IFS=/ read -r _ _ p _; do printf "%s " "$p"; done; }`,
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'pgid() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; printf "%s" "$3"; }',
     ],
   }
+}
+
+function readAll(pids: readonly number[]): ProcessEntry[] {
+  const entries: ProcessEntry[] = []
+  for (const pid of pids) {
+    const entry = readStat(pid)
+    if (entry) entries.push(entry)
+  }
+  return entries
 }
 
 /** /proc/<pid>/stat; the command name (field 2) may hold spaces and parentheses: fields restart after the last ")". */
@@ -148,14 +141,14 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
   return holders
 }
 
-type EnvironmentQuery = { entry: Buffer; found: number[]; resolve: (pids: number[]) => void }
+type EnvironmentQuery = { entry: Buffer; found: number[]; resolve: (search: EnvironmentSearch) => void }
 
 /**
  * Reads the environment of every process this user may read, yielding; other users' are skipped.
  * Queries made while a scan runs are answered together by the next one, so concurrent stops read
  * the table once.
  */
-function environmentSearch(): (entry: string) => Promise<number[]> {
+function environmentSearch(): (entry: string) => Promise<EnvironmentSearch> {
   let queued: EnvironmentQuery[] = []
   let scanning = false
   const run = async () => {
@@ -175,7 +168,8 @@ function environmentSearch(): (entry: string) => Promise<number[]> {
           for (const query of queries) if (holdsEntry(environment, query.entry)) query.found.push(Number(slice[k]))
         })
       }
-      for (const query of queries) query.resolve(query.found)
+      // An environment this user may read is read whole: nothing is left unknown.
+      for (const query of queries) query.resolve({ found: query.found, unreadable: [] })
     }
     scanning = false
   }

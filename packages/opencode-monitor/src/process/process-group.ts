@@ -16,6 +16,8 @@ export interface MonitoredProcess {
   readonly pid: number
   /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
   readonly tokenHash: string
+  /** The leader's start time as read when it started; undefined when it was gone by then. */
+  readonly startTime: string | undefined
   readonly stdout: Readable
   readonly stderr: Readable
   /** Resolves when the group leader (`sh -c`) has exited. */
@@ -32,10 +34,10 @@ export interface MonitoredProcess {
   /** Processes still running after the final SIGKILL of `terminateGroup` (or not signallable). */
   survivors(): number[]
   /**
-   * Finds the processes holding the command's output pipes (or sockets) and tracks them, so
-   * `groupAlive` and `terminateGroup` include them wherever they escaped to; resolves to their pids.
+   * Processes whose environment the token searches could not read whole (ps cuts a long row):
+   * any of them may be the monitor's, so its end cannot be called clean.
    */
-  trackPipeHolders(): Promise<number[]>
+  unsearched(): number[]
   /**
    * After the leader exited: what of the monitor still runs, found once more by the token search
    * (plus the pipe-holder search when the pipes are still open), the session and group, and the
@@ -81,12 +83,17 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
   const { child, pid, stdout, stderr } = await startLeader(options, token)
+  // Listened for before anything is awaited: a leader that exits at once must not be missed.
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }))
+  })
   // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
   // holds them once the leader is gone. A leader that exits at once may be gone already.
   const table = options.table ?? processTable
-  const outputs = table.outputTargets(pid)
   // The leader as it started: the watchdog knows the group by it, the tracker starts from it.
-  const [leader] = table.read([pid])
+  const [outputs, [leader]] = await holdingPipes([stdout, stderr], () =>
+    Promise.all([table.outputTargets(pid), table.read([pid])]),
+  )
   const watchdog = startWatchdog(
     { pid, start: leader?.start },
     { graceMs: options.killGraceMs, variable: TOKEN_VARIABLE, token, table },
@@ -99,26 +106,17 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     leader,
   )
   attach(tracker)
-  const exited = new Promise<ProcessExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }))
-  })
-  const group: Group = { pid, token, table, tracker, outputs, survivors: [] }
+  const group: Group = { pid, token, table, tracker, outputs, survivors: [], unsearched: new Set() }
   return {
     pid,
     tokenHash: hashToken(token),
+    startTime: leader?.start,
     stdout,
     stderr,
     exited,
     groupAlive: () => isGroupAlive(pid, tracker),
     survivors: () => group.survivors,
-    async trackPipeHolders() {
-      const holders = [
-        ...(outputs.length > 0 ? await table.findHolders(outputs) : []),
-        ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`)),
-      ]
-      await tracker.track(holders)
-      return holders
-    },
+    unsearched: () => [...group.unsearched],
     leftBehind: (pipesOpen) => leftBehind(group, pipesOpen),
     signalGroupNow: () => {
       tracker.refresh()
@@ -163,14 +161,30 @@ async function startLeader(options: SpawnOptions, token: string) {
   return { child, pid, stdout, stderr }
 }
 
+/**
+ * Runs `work` while the pipes are read into their own buffers (up to their high-water mark, then
+ * the writer waits): Bun drops what a child wrote if it exits before anything reads its pipes.
+ */
+async function holdingPipes<T>(pipes: Readable[], work: () => Promise<T>): Promise<T> {
+  const hold = () => {}
+  for (const pipe of pipes) pipe.on("readable", hold)
+  try {
+    return await work()
+  } finally {
+    for (const pipe of pipes) pipe.off("readable", hold)
+  }
+}
+
 /** One monitored group: its leader, its token, what tracks it, its pipes, and what survived the last stop. */
 type Group = {
   pid: number
   token: string
   table: ProcessTable
   tracker: DescendantTracker
-  outputs: ReturnType<ProcessTable["outputTargets"]>
+  outputs: string[]
   survivors: number[]
+  /** Processes the token searches could not read whole, so far. */
+  unsearched: Set<number>
 }
 
 /**
@@ -187,33 +201,41 @@ function signalAll(group: Group, signal: NodeJS.Signals): number[] {
   return denied
 }
 
+/**
+ * The processes carrying the group's token in their environment; those whose environment could
+ * not be read whole are kept in `unsearched` (the group's end is then not called clean).
+ */
+async function tokenCarriers(group: Group): Promise<number[]> {
+  const search = await group.table.findByEnvironment(`${TOKEN_VARIABLE}=${group.token}`)
+  for (const pid of search.unreadable) group.unsearched.add(pid)
+  return search.found
+}
+
 /** What still runs of the group after the leader exited (an escaped daemon, a group member). */
 async function leftBehind(group: Group, pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
-  const { pid, table, tracker, token, outputs } = group
+  const { pid, table, tracker, outputs } = group
   // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
   const holders = pipesOpen && outputs.length > 0 ? await table.findHolders(outputs) : []
-  await tracker.track([...holders, ...(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))])
+  await tracker.track([...holders, ...(await tokenCarriers(group))])
   // A process in the middle of an exec shows an empty environment for a moment (a daemon that
   // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
   await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
-  await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+  await tracker.track(await tokenCarriers(group))
   const startedAt = performance.now()
   tracker.adopt(await table.scan(), startedAt)
-  return tracker
-    .live()
-    .filter((stat) => stat.pid !== pid && isLive(stat))
-    .map((stat) => ({ pid: stat.pid, name: commandName(stat.pid, tracker.table) }))
+  const left = tracker.live().filter((stat) => stat.pid !== pid && isLive(stat))
+  return Promise.all(left.map(async (stat) => ({ pid: stat.pid, name: await commandName(stat.pid, table) })))
 }
 
 /** SIGTERM, then SIGKILL after the grace; resolves with the last signal sent (null: nothing was left). */
 async function terminate(group: Group, graceMs: number): Promise<NodeJS.Signals | null> {
-  const { pid, table, tracker, token } = group
+  const { pid, table, tracker } = group
   // One full scan (shared with concurrent stops, yielding) finds members that were never
   // seen attached: orphans still in the session or group, and processes carrying the token.
   // Polls then cost O(tracked).
   const startedAt = performance.now()
   tracker.adopt(await table.scan(), startedAt)
-  await tracker.track(await table.findByEnvironment(`${TOKEN_VARIABLE}=${token}`))
+  await tracker.track(await tokenCarriers(group))
   const gone = async () => (await liveMembers(pid, tracker)).length === 0
   if (await gone()) return null
   signalAll(group, "SIGTERM")
@@ -229,8 +251,8 @@ async function terminate(group: Group, graceMs: number): Promise<NodeJS.Signals 
  * The short command name of a process (the table's), "?" when it cannot be read. A process sets
  * its own name (any bytes): only plain characters are kept, as it lands in a status line.
  */
-function commandName(pid: number, table: ProcessTable): string {
-  return (table.commandName(pid) ?? "").replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
+async function commandName(pid: number, table: ProcessTable): Promise<string> {
+  return ((await table.commandName(pid)) ?? "").replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
 }
 
 /** How a state record names a token without holding it. */
@@ -261,9 +283,9 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
  */
 function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
   if (signalPid(-pgid, 0) !== "gone") return true
-  // With ps a refresh would run it synchronously: the last tick's view (≤ 200 ms old) decides;
-  // a stale "alive" only leads to terminateGroup, which checks properly.
-  if (tracker.table.listsChildren) tracker.refresh()
+  // With ps there is no cheap read: the last tick's view (≤ 200 ms old) decides; a stale
+  // "alive" only leads to terminateGroup, which checks properly.
+  tracker.refresh()
   return tracker.live().length > 0
 }
 

@@ -20,37 +20,51 @@ export type ProcessEntry = {
   start: string
 }
 
+/** Reads answered at once, where they are cheap: /proc's small per-process files. */
+export type CheapReads = {
+  /** These processes, read now; the ones that do not exist are left out. */
+  read(pids: readonly number[]): ProcessEntry[]
+  /** Direct children of `pid`. */
+  childrenOf(pid: number): number[]
+}
+
+/**
+ * What an environment search found: the processes carrying the entry in their environment, and
+ * those of this user whose environment could not be read whole (any of them may carry it too).
+ */
+export type EnvironmentSearch = { found: number[]; unreadable: number[] }
+
 /**
  * The one reader of the process table. Two back ends: `/proc` (Linux) and `ps` (the options Linux
  * procps and macOS ps both accept), chosen at load by whether /proc is readable; tests force one.
+ * Every read that may run a program is asynchronous: `ps` and `lsof` never run on the event loop.
  */
 export interface ProcessTable {
   readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */
-  read(pids: readonly number[]): ProcessEntry[]
-  /** True when `childrenOf` asks the kernel cheaply (/proc); false: only a scan knows the children (ps). */
-  readonly listsChildren: boolean
-  /** Direct children of `pid` (empty where `listsChildren` is false). */
-  childrenOf(pid: number): number[]
-  /** Every process. Asynchronous; concurrent callers share one read. */
+  read(pids: readonly number[]): Promise<ProcessEntry[]>
+  /** The same read and the children, synchronous, where they are cheap (/proc); undefined for ps. */
+  readonly cheap: CheapReads | undefined
+  /** Every process. Concurrent callers share one read. */
   scan(): Promise<ProcessEntry[]>
-  /** Processes other than this one whose environment holds `entry` (`NAME=value`, exactly). */
-  findByEnvironment(entry: string): Promise<number[]>
+  /** Processes other than this one whose environment, never their command line, holds `entry` (`NAME=value`). */
+  findByEnvironment(entry: string): Promise<EnvironmentSearch>
   /**
-   * The value of variable `name` in `pid`'s environment as it started; undefined when it has none
-   * or the environment cannot be read (gone, another user's).
+   * The value of variable `name` in `pid`'s environment as it started, never its command line;
+   * undefined when it has none or the environment cannot be read whole (gone, another user's).
    */
-  environmentValue(pid: number, name: string): string | undefined
+  environmentValue(pid: number, name: string): Promise<string | undefined>
   /** The short command name of `pid` (/proc's `comm`, ps's `comm` without its directory); undefined when gone. */
-  commandName(pid: number): string | undefined
+  commandName(pid: number): Promise<string | undefined>
   /** What the descriptors 1 and 2 of `pid` are (pipe or socket identities), for `findHolders`. */
-  outputTargets(pid: number): string[]
+  outputTargets(pid: number): Promise<string[]>
   /** Processes other than this one holding any of `targets` open. */
   findHolders(targets: readonly string[]): Promise<number[]>
   /**
    * Shell functions for the watchdog script: `alive` prints those of `$known` (`pid:start` words)
-   * whose start still matches, `bytok` the pids carrying `<variable>=$tok` in their environment,
-   * `pgid` the process group of the pid it is given (nothing when it is gone).
+   * whose start still matches, `bytok` the pids carrying `<variable>=$tok` in their environment
+   * (without putting the token in any program's arguments), `pgid` the process group of the pid
+   * it is given (nothing when it is gone).
    */
   watchdogFunctions(variable: string): string[]
 }
@@ -79,48 +93,41 @@ export function createProcessTable(
 /** The table of this server, chosen once at load. */
 export const processTable: ProcessTable = createProcessTable()
 
-export function readProcess(pid: number, table: ProcessTable = processTable): ProcessEntry | undefined {
+export async function readProcess(pid: number, table: ProcessTable = processTable): Promise<ProcessEntry | undefined> {
   if (!Number.isInteger(pid) || pid <= 0) return undefined
-  return table.read([pid])[0]
+  return (await table.read([pid]))[0]
 }
 
 /** The start time that proves `pid`'s identity later; undefined when it does not run. */
-export function processStartTime(pid: number, table: ProcessTable = processTable): string | undefined {
-  return readProcess(pid, table)?.start
-}
-
-/**
- * True only when `pid` runs (not a zombie) and is provably the process that started at `start`.
- * Without a recorded start time nothing can be proven, so the answer is false.
- */
-export function isSameLiveProcess(pid: number, start: string | undefined, table: ProcessTable = processTable): boolean {
-  if (start === undefined) return false
-  const entry = readProcess(pid, table)
-  return isLive(entry) && entry.start === start
+export async function processStartTime(pid: number, table: ProcessTable = processTable): Promise<string | undefined> {
+  return (await readProcess(pid, table))?.start
 }
 
 /**
  * Whether the process recorded as `pid` + `start` may still run: false once it is gone, a zombie,
  * or the pid belongs to another process. Without a recorded start a live pid counts as possibly it.
  */
-export function mayStillRun(pid: number, start: string | undefined, table: ProcessTable = processTable): boolean {
-  const entry = readProcess(pid, table)
-  return isLive(entry) && (start === undefined || entry.start === start)
-}
-
-/** Whether `pid` leads its own session and its own process group (as a monitor's leader does). */
-export function leadsSessionAndGroup(pid: number, table: ProcessTable = processTable): boolean {
-  const entry = readProcess(pid, table)
-  return isLive(entry) && entry.sessionLeader && entry.pgrp === pid
-}
-
-/** Whether `pid` carries `value` in variable `name` of its environment (a monitor's token, say). */
-export function carriesEnvironment(
+export async function mayStillRun(
   pid: number,
-  name: string,
-  value: string,
+  start: string | undefined,
   table: ProcessTable = processTable,
-): boolean {
-  if (!Number.isInteger(pid) || pid <= 0) return false
-  return table.environmentValue(pid, name) === value
+): Promise<boolean> {
+  return runsAs(await readProcess(pid, table), start)
+}
+
+/** `mayStillRun` answered at once where the table reads cheaply (/proc); undefined where it cannot (ps). */
+export function mayStillRunNow(pid: number, start: string | undefined, table: ProcessTable): boolean | undefined {
+  if (!table.cheap) return undefined
+  return Number.isInteger(pid) && pid > 0 && runsAs(table.cheap.read([pid])[0], start)
+}
+
+const runsAs = (entry: ProcessEntry | undefined, start: string | undefined) =>
+  isLive(entry) && (start === undefined || entry.start === start)
+
+/** A process as a state record names it: its pid and the start time that proves it later. */
+export type ProcessIdentity = { pid: number; pidStartTime: string | undefined }
+
+/** This server process, read once as the plugin loads. */
+export async function serverIdentity(table: ProcessTable = processTable): Promise<ProcessIdentity> {
+  return { pid: process.pid, pidStartTime: await processStartTime(process.pid, table) }
 }

@@ -1,5 +1,5 @@
-import { execFile, spawnSync } from "node:child_process"
-import type { ProcessEntry, ProcessTable } from "./process-table"
+import { execFile } from "node:child_process"
+import type { EnvironmentSearch, ProcessEntry, ProcessTable } from "./process-table"
 
 /**
  * The `ps` back end, for systems without /proc (macOS). Only what Linux procps and macOS ps both
@@ -17,9 +17,12 @@ export type PsTableOptions = {
 }
 
 const FIELDS = ["-o", "pid=", "-o", "ppid=", "-o", "pgid=", "-o", "stat=", "-o", "lstart="]
+const COMMAND_FIELDS = ["-ww", "-o", "pid=", "-o", "command="]
 const PS_ENV = { ...process.env, LC_ALL: "C", TZ: "UTC0" }
 const MAX_OUTPUT = 32 * 1024 * 1024
 const TIMEOUT_MS = 10_000
+// procps ends a row at 128 KiB (its output buffer): a row this long may have lost its end.
+const CUT_ROW_CHARS = 128 * 1024 - 1
 
 export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(options.platform ?? process.platform)
@@ -27,13 +30,12 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   let inflightScan: Promise<ProcessEntry[]> | undefined
   return {
     kind: "ps",
-    read(pids) {
+    async read(pids) {
       const wanted = pids.filter((pid) => Number.isInteger(pid) && pid > 0)
       if (wanted.length === 0) return []
-      return parseTable(runSync("ps", [...FIELDS, "-p", wanted.join(",")]) ?? "").filter((e) => wanted.includes(e.pid))
+      return parseTable(await run("ps", [...FIELDS, "-p", wanted.join(",")])).filter((e) => wanted.includes(e.pid))
     },
-    listsChildren: false,
-    childrenOf: () => [],
+    cheap: undefined,
     scan() {
       inflightScan ??= run("ps", ["-A", ...FIELDS])
         .then(parseTable)
@@ -43,25 +45,20 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       return inflightScan
     },
     findByEnvironment: environmentSearch(environmentFlag),
-    environmentValue(pid, name) {
-      // The environment follows the command line in ps's listing: the last `name=` word is its
-      // (a value with spaces would be cut: the monitor's token is hex).
-      const text = runSync("ps", ["-ww", ...ENV_FIELDS, environmentFlag, "-p", String(pid)])
+    async environmentValue(pid, name) {
       const prefix = `${name}=`
-      const words = parseEnvironmentListing(text ?? "").get(pid) ?? []
-      return [...words]
-        .reverse()
-        .find((word) => word.startsWith(prefix))
-        ?.slice(prefix.length)
+      // Not in what could be read: not known (a value with spaces is cut at its first: the monitor's token is hex).
+      const environment = await environmentOf(pid, environmentFlag)
+      return environment?.words.find((word) => word.startsWith(prefix))?.slice(prefix.length)
     },
-    commandName(pid) {
-      const name = runSync("ps", ["-o", "comm=", "-p", String(pid)])?.trim()
+    async commandName(pid) {
+      const name = (await run("ps", ["-o", "comm=", "-p", String(pid)])).trim()
       return name ? name.slice(name.lastIndexOf("/") + 1) : undefined
     },
-    outputTargets(pid) {
+    async outputTargets(pid) {
       if (lsof === null) return []
-      const text = runSync(lsof, ["-n", "-P", "-w", "-a", "-p", String(pid), "-d", "1,2", "-F", "ftDi"])
-      return [...new Set(parseLsof(text ?? "").get(pid) ?? [])]
+      const text = await run(lsof, ["-n", "-P", "-w", "-a", "-p", String(pid), "-d", "1,2", "-F", "ftDi"])
+      return [...new Set(parseLsof(text).get(pid) ?? [])]
     },
     async findHolders(targets) {
       if (lsof === null || targets.length === 0) return []
@@ -75,31 +72,102 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
     watchdogFunctions: (variable) => [
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'alive() { for e in $known; do s=$(LC_ALL=C TZ=UTC0 ps -o lstart= -p "${e%%:*}" 2>/dev/null | tr -d " ") ; [ -n "$s" ] && [ "$s" = "${e#*:}" ] && printf "%s " "${e%%:*}"; done; }',
-      `bytok() { ps -A -ww -o pid= -o command= ${environmentFlag} 2>/dev/null | awk -v t="${variable}=$tok" '{ for (i = 2; i <= NF; i++) if ($i == t) { printf "%s ", $1; break } }'; }`,
+      // As splitEnvironments: the rows with the environment, then without; a word counts only after
+      // the command line. The entry reaches awk on its stdin (printf is the shell's own), never in arguments.
+      `bytok() { { printf "%s\\n" "${variable}=$tok"; ps -A ${COMMAND_FIELDS.join(" ")} ${environmentFlag}; echo -; ps -A ${COMMAND_FIELDS.join(" ")}; } 2>/dev/null | awk '${WATCHDOG_AWK}'; }`,
       'pgid() { ps -o pgid= -p "$1" 2>/dev/null | tr -d " "; }',
     ],
   }
 }
 
+// Line 1 is the entry; then `pid command… environment…` rows; `-`; then `pid command…` rows.
+const WATCHDOG_AWK = [
+  "NR == 1 { t = $0; next }",
+  '{ sub(/^[ \t]+/, "") }',
+  '$0 == "-" { plain = 1; next }',
+  "!plain { if (index($0, t)) row[$1] = $0; next }",
+  "($1 in row) {",
+  '  e = row[$1]; if (substr(e, 1, length($0) + 1) != $0 " ") next',
+  '  n = split(substr(e, length($0) + 2), w, " ")',
+  '  for (i = 1; i <= n; i++) if (w[i] == t) { printf "%s ", $1; break }',
+  "}",
+].join("\n")
+
 /**
- * Processes other than this one whose environment (as ps lists it) holds `entry` as one word.
- * Queries made while a listing runs are answered together by the next one: concurrent stops run
- * ps once, not once each (each listing is every process's whole environment).
+ * One process's environment as ps lists it: its whole words (none when the process ran another
+ * program between the two listings), and whether that is all of it (`whole`: the row was not cut).
  */
-function environmentSearch(environmentFlag: string): (entry: string) => Promise<number[]> {
-  let queued: { entry: string; resolve: (pids: number[]) => void }[] = []
+type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
+
+/** One process's environment as ps lists it (splitEnvironments); undefined when it is gone. */
+async function environmentOf(pid: number, environmentFlag: string): Promise<ListedEnvironment | undefined> {
+  const withEnvironment = commandRows(await run("ps", ["-p", String(pid), ...COMMAND_FIELDS, environmentFlag]))
+  return splitEnvironments(withEnvironment, await commandLines(withEnvironment.keys()))[0]
+}
+
+/** The command lines of these processes, by pid (none when none is asked for). */
+async function commandLines(pids: Iterable<number>): Promise<Map<number, Row>> {
+  const list = [...pids].join(",")
+  return list === "" ? new Map() : commandRows(await run("ps", ["-p", list, ...COMMAND_FIELDS]))
+}
+
+/**
+ * ps prints a process's environment after its command line in one column, so a word in the
+ * arguments would read as a variable: the rows are listed with the environment first, then
+ * without it (`commands`), and only what follows the command line counts. A process gone by the
+ * second listing is left out.
+ */
+function splitEnvironments(withEnvironment: Map<number, Row>, commands: Map<number, Row>): ListedEnvironment[] {
+  const listed: ListedEnvironment[] = []
+  for (const [pid, row] of withEnvironment) {
+    const command = commands.get(pid)?.text
+    if (command === undefined) continue
+    const { text } = row
+    const rest = text === command ? "" : text.startsWith(`${command} `) ? text.slice(command.length + 1) : undefined
+    const words = (rest ?? "").split(" ").filter((word) => word !== "")
+    // The last word of a cut row may be cut itself.
+    if (row.cut) words.pop()
+    listed.push({ pid, words, whole: rest !== undefined && !row.cut })
+  }
+  return listed
+}
+
+/** One `pid command…` row: the text after the pid; `cut` when ps may have ended it early. */
+type Row = { text: string; cut: boolean }
+
+/** `pid command…` rows, by pid. */
+function commandRows(text: string): Map<number, Row> {
+  const rows = new Map<number, Row>()
+  for (const line of text.split("\n")) {
+    const row = /^\s*(\d+) (.*)$/.exec(line)
+    if (row) rows.set(Number(row[1]), { text: row[2] as string, cut: line.length >= CUT_ROW_CHARS })
+  }
+  return rows
+}
+
+type EnvironmentQuery = { entry: string; resolve: (search: EnvironmentSearch) => void }
+
+/**
+ * Processes other than this one whose environment holds `entry` as one word, and those whose
+ * environment could not be listed whole. Only rows that spell an entry somewhere (or were cut)
+ * are listed again without their environment. Queries made while a listing runs are answered
+ * together by the next one: concurrent stops run ps once, not once each.
+ */
+function environmentSearch(environmentFlag: string): (entry: string) => Promise<EnvironmentSearch> {
+  let queued: EnvironmentQuery[] = []
   let listingRuns = false
   const drain = async () => {
     await new Promise((resolve) => setTimeout(resolve, 0))
     while (queued.length > 0) {
       const queries = queued
       queued = []
-      const rows = parseEnvironmentListing(await run("ps", ["-A", "-ww", ...ENV_FIELDS, environmentFlag]))
-      for (const query of queries) {
-        const found: number[] = []
-        for (const [pid, words] of rows) if (pid !== process.pid && words.includes(query.entry)) found.push(pid)
-        query.resolve(found)
+      const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
+      rows.delete(process.pid)
+      for (const [pid, row] of rows) {
+        if (!row.cut && !queries.some((query) => row.text.includes(query.entry))) rows.delete(pid)
       }
+      const listed = splitEnvironments(rows, await commandLines(rows.keys()))
+      for (const query of queries) query.resolve(answer(listed, query.entry))
     }
     listingRuns = false
   }
@@ -113,7 +181,14 @@ function environmentSearch(environmentFlag: string): (entry: string) => Promise<
     })
 }
 
-const ENV_FIELDS = ["-o", "pid=", "-o", "command="]
+function answer(listed: readonly ListedEnvironment[], entry: string): EnvironmentSearch {
+  const search: EnvironmentSearch = { found: [], unreadable: [] }
+  for (const { pid, words, whole } of listed) {
+    if (words.includes(entry)) search.found.push(pid)
+    else if (!whole) search.unreadable.push(pid)
+  }
+  return search
+}
 
 /** How ps is asked to append each process's environment to its command line. */
 export function environmentListingFlag(platform: NodeJS.Platform): string {
@@ -140,17 +215,6 @@ export function parseTable(text: string): ProcessEntry[] {
     })
   }
   return entries
-}
-
-/** `pid command… NAME=value…` rows: the words of each, by pid. */
-function parseEnvironmentListing(text: string): Map<number, string[]> {
-  const rows = new Map<number, string[]>()
-  for (const line of text.split("\n")) {
-    const words = line.trim().split(/\s+/)
-    const pid = Number(words[0])
-    if (Number.isInteger(pid) && pid > 0) rows.set(pid, words.slice(1))
-  }
-  return rows
 }
 
 /**
@@ -180,11 +244,6 @@ export function parseLsof(text: string): Map<number, string[]> {
   }
   flush()
   return files
-}
-
-function runSync(file: string, args: string[]): string | undefined {
-  const result = spawnSync(file, args, { encoding: "latin1", env: PS_ENV, maxBuffer: MAX_OUTPUT, timeout: TIMEOUT_MS })
-  return result.error ? undefined : result.stdout
 }
 
 function run(file: string, args: string[]): Promise<string> {

@@ -1,4 +1,4 @@
-import { isLive, type ProcessEntry, type ProcessTable, processTable } from "./process-table"
+import { isLive, type ProcessEntry, type ProcessTable } from "./process-table"
 
 /**
  * The processes a monitored command started, followed while they are still attached: every
@@ -12,30 +12,31 @@ export class DescendantTracker {
   private readonly addedAt = new Map<number, number>()
   private readonly escaped = new Set<number>()
 
-  /** `first`: the leader's entry when the caller read it already. */
+  /** `first`: the leader's entry as read when it started (undefined: it was gone already). */
   constructor(
     readonly leader: number,
     private readonly onEscape: (entry: ProcessEntry) => void,
-    readonly table: ProcessTable = processTable,
-    first: ProcessEntry | undefined = table.read([leader])[0],
+    readonly table: ProcessTable,
+    first: ProcessEntry | undefined,
   ) {
     if (first) this.note(first)
   }
 
   /**
-   * Re-reads the tracked processes and, where the kernel lists children cheaply (/proc), adds
-   * their new children; costs O(tracked), not O(table). With `ps` new children come from `catchUp`.
+   * Where the table reads cheaply (/proc), re-reads the tracked processes and adds their new
+   * children; costs O(tracked), not O(table). With `ps` (nothing cheap) it does nothing: its
+   * update is `catchUp` from a shared asynchronous scan.
    */
   refresh(): void {
+    const { cheap } = this.table
+    if (!cheap) return
     let round = [...this.tracked.keys()]
     while (round.length > 0) {
       const next: number[] = []
-      const entries = new Map(this.table.read(round).map((entry) => [entry.pid, entry]))
+      const entries = new Map(cheap.read(round).map((entry) => [entry.pid, entry]))
       for (const pid of round) {
-        const entry = entries.get(pid)
-        if (!this.verify(pid, entry)) continue
-        if (!this.table.listsChildren) continue
-        for (const child of this.table.childrenOf(pid)) if (!this.tracked.has(child)) next.push(child)
+        if (!this.verify(pid, entries.get(pid))) continue
+        for (const child of cheap.childrenOf(pid)) if (!this.tracked.has(child)) next.push(child)
       }
       // New children are read (and so proven live) in the next round before they count.
       round = next
@@ -67,7 +68,7 @@ export class DescendantTracker {
 
   /** Up to date by the cheapest means the table has: a read of the tracked (/proc) or one shared scan (ps). */
   async update(): Promise<void> {
-    if (this.table.listsChildren) return this.refresh()
+    if (this.table.cheap) return this.refresh()
     const startedAt = performance.now()
     this.catchUp(await this.table.scan(), startedAt)
   }
@@ -78,15 +79,15 @@ export class DescendantTracker {
       if (!isLive(entry) || this.tracked.has(entry.pid)) continue
       if (entry.sid === this.leader || entry.pgrp === this.leader) this.note(entry)
     }
-    if (this.table.listsChildren) this.refresh()
+    if (this.table.cheap) this.refresh()
     else this.catchUp(snapshot, startedAt)
   }
 
   /** Tracks these processes from now on (found by other means, e.g. holding the output pipes). */
   async track(pids: number[]): Promise<void> {
     if (pids.length === 0) return
-    // With ps a read of a few pids runs ps synchronously; a shared asynchronous scan does not block.
-    const entries = this.table.listsChildren ? this.table.read(pids) : await this.table.scan()
+    // With ps one shared scan answers every caller of the moment, where each read would run ps.
+    const entries = this.table.cheap ? this.table.cheap.read(pids) : await this.table.scan()
     for (const entry of entries) if (pids.includes(entry.pid) && isLive(entry)) this.note(entry)
   }
 
@@ -130,7 +131,7 @@ async function tick(): Promise<void> {
     const byTable = new Map<ProcessTable, DescendantTracker[]>()
     for (const t of active) byTable.set(t.table, [...(byTable.get(t.table) ?? []), t])
     for (const [table, trackers] of byTable) {
-      if (table.listsChildren) {
+      if (table.cheap) {
         for (const t of trackers) t.refresh()
         continue
       }

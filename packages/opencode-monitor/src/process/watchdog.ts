@@ -20,6 +20,9 @@ export type WatchdogOptions = {
  * still matches (the pid was not reused). Processes carrying the token are looked up at the time
  * of each signal.
  *
+ * The token is the first line the server writes to it: never in its arguments, which any user
+ * may read, nor in its environment, which would make it one of the carriers it looks for.
+ *
  * The group is signalled by its number only while the number is still the monitor's: its leader
  * runs with the start time it had, or a process in the group carries the token. A group gives its
  * number back when its last process ends, and the system may then hand it to another program's
@@ -28,7 +31,7 @@ export type WatchdogOptions = {
  */
 export function startWatchdog(leader: GroupLeader, options: WatchdogOptions): ChildProcess {
   const script = [
-    'pg=$1; grace=$2; tok=$3; lead=$4; known=""',
+    'pg=$1; grace=$2; lead=$3; known=""; read -r tok',
     'while read -r line; do known="$known $line"; done',
     ...options.table.watchdogFunctions(options.variable),
     // `ours <token carriers>`: whether the group's number is still the monitor's.
@@ -41,19 +44,12 @@ export function startWatchdog(leader: GroupLeader, options: WatchdogOptions): Ch
   const lead = leader.start === undefined ? "" : `${leader.pid}:${leader.start}`
   const watchdog = spawn(
     "sh",
-    [
-      "-c",
-      script,
-      "opencode-monitor-watchdog",
-      String(leader.pid),
-      String(options.graceMs / 1000),
-      options.token,
-      lead,
-    ],
+    ["-c", script, "opencode-monitor-watchdog", String(leader.pid), String(options.graceMs / 1000), lead],
     { stdio: ["pipe", "ignore", "ignore"], detached: true },
   )
   watchdog.on("error", () => {})
   watchdog.stdin?.on("error", () => {})
+  watchdog.stdin?.write(`${options.token}\n`)
   watchdog.unref()
   return watchdog
 }

@@ -162,6 +162,9 @@ function readStatus(raw: unknown): MonitorStatus | undefined {
   const leftovers = {
     ...(Array.isArray(raw.survivors) && raw.survivors.every(isInt) ? { survivors: raw.survivors.slice(0, 64) } : {}),
     ...(raw.pipesHeld === true ? { pipesHeld: true } : {}),
+    ...(Array.isArray(raw.unsearched) && raw.unsearched.every(isInt)
+      ? { unsearched: raw.unsearched.slice(0, 64) }
+      : {}),
     ...(leftBehindOf(raw.leftBehind) ?? {}),
   }
   const signal = (value: unknown) => (typeof value === "string" && /^[A-Z0-9]{1,16}$/.test(value) ? value : null)

@@ -3,7 +3,7 @@ import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
 import { type ProcessTable, processTable, readProcess } from "../process/process-table"
 
 /**
- * What a state record may make a restarted server do (SPEC §12, turn 3). A record is a claim
+ * What a state record may make a restarted server do. A record is a claim
  * anyone running as the user can write, so a process is signalled only when it proves itself:
  * it is no process ≤ 1, not this server or its group, the pid still has the recorded start time,
  * it still leads its own session and group (as every monitor's `sh` does), and it carries the
@@ -14,25 +14,28 @@ import { type ProcessTable, processTable, readProcess } from "../process/process
 /** The facts about a process the proof needs, one small function each (injectable for tests). */
 export type ProcessFacts = {
   /** Group, session, start time and state letter of a running process; undefined when there is none. */
-  stat(pid: number): { state: string; pgrp: number; sid: number; start: string } | undefined
-  /** The value of TOKEN_VARIABLE in the process's environment, undefined when it has none or it cannot be read. */
-  token(pid: number): string | undefined
+  stat(pid: number): Promise<{ state: string; pgrp: number; sid: number; start: string } | undefined>
+  /**
+   * The value of TOKEN_VARIABLE in the process's environment (never its command line), undefined
+   * when it has none or the environment cannot be read whole.
+   */
+  token(pid: number): Promise<string | undefined>
   /** This server: its pid and process group. */
-  self(): { pid: number; pgrp: number | undefined }
+  self(): Promise<{ pid: number; pgrp: number | undefined }>
 }
 
 /** The facts as the process table (/proc or ps, process/process-table.ts) tells them. */
 export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
   return {
-    stat(pid) {
-      const entry = readProcess(pid, table)
+    async stat(pid) {
+      const entry = await readProcess(pid, table)
       if (!entry) return undefined
       // ps shows no session id, only whether a process leads its session: `sid` is then the pid or 0.
       const sid = entry.sid ?? (entry.sessionLeader ? entry.pid : 0)
       return { state: entry.state, pgrp: entry.pgrp, sid, start: entry.start }
     },
     token: (pid) => table.environmentValue(pid, TOKEN_VARIABLE),
-    self: () => ({ pid: process.pid, pgrp: readProcess(process.pid, table)?.pgrp }),
+    self: async () => ({ pid: process.pid, pgrp: (await readProcess(process.pid, table))?.pgrp }),
   }
 }
 
@@ -45,14 +48,14 @@ export type LeaderClaim = { pid: number; pidStartTime: string | undefined; token
  */
 export type LeaderProof = { kind: "proven" } | { kind: "gone" } | { kind: "unverified"; reason: string }
 
-export function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tableFacts()): LeaderProof {
+export async function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tableFacts()): Promise<LeaderProof> {
   const { pid } = claim
   // Checked before anything is read: kill(-1) and kill(-0) reach every process or our own group.
   if (!Number.isInteger(pid) || pid <= 1) return { kind: "unverified", reason: `pid ${pid} is never signalled` }
-  const self = facts.self()
+  const self = await facts.self()
   if (pid === self.pid) return { kind: "unverified", reason: "it is this server" }
   if (self.pgrp !== undefined && pid === self.pgrp) return { kind: "unverified", reason: "it is this server's group" }
-  const stat = facts.stat(pid)
+  const stat = await facts.stat(pid)
   if (!stat || stat.state === "Z" || stat.state === "X") return { kind: "gone" }
   if (claim.pidStartTime === undefined) return { kind: "unverified", reason: "the record has no start time" }
   if (stat.start !== claim.pidStartTime) return { kind: "gone" } // the pid was reused
@@ -63,7 +66,7 @@ export function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tableFacts
     return { kind: "unverified", reason: "it does not lead its own session and process group" }
   }
   if (claim.tokenHash === undefined) return { kind: "unverified", reason: "the record keeps no token hash" }
-  const token = facts.token(pid)
+  const token = await facts.token(pid)
   if (token === undefined) return { kind: "unverified", reason: "it carries no monitor token" }
   if (hashToken(token) !== claim.tokenHash) return { kind: "unverified", reason: "it carries another monitor's token" }
   return { kind: "proven" }

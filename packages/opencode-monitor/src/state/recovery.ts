@@ -5,7 +5,7 @@ import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
-import { mayStillRun, type ProcessTable, processStartTime, processTable } from "../process/process-table"
+import { mayStillRun, type ProcessTable, processTable, serverIdentity } from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
 import { formatStatus, type MonitorStatus, parseEnvelopes } from "../codec"
 import { type Logger, namedLogger } from "../log"
@@ -35,7 +35,7 @@ export type RecoveryDeps = {
   /** The process table (process/process-table.ts); default this server's, /proc or ps. */
   table?: ProcessTable
   /** Process checks, injectable for tests; default the table's. */
-  mayStillRun?: (pid: number, startTime: string | undefined) => boolean
+  mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
   /** What the leader proof reads about processes (recovery-proof.ts); default the table's. */
   facts?: ProcessFacts
 }
@@ -57,7 +57,7 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * When the plugin loads (SPEC §12): every monitor that a dead server process of this project
+ * When the plugin loads: every monitor that a dead server process of this project
  * recorded as running is reported once to its session as a terminal wake with `Status: lost`;
  * one that had ended but whose exit notice was still queued gets that notice, as it ended.
  * A live server's file is never touched; a dead one's is claimed by an atomic rename first, so
@@ -66,7 +66,7 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const dir = projectStateDir(deps.directory, deps.env)
-  const self = deps.self ?? { pid: process.pid, pidStartTime: processStartTime(process.pid, deps.table) }
+  const self = deps.self ?? (await serverIdentity(deps.table))
   const skips = new SkipLog((message, extra) => logOf(deps).warn(message, extra))
   const listed = listPrivateDir(dir)
   if (!listed.ok) {
@@ -78,7 +78,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
   const recovered: RecoveredMonitor[] = []
   const claimedPaths: string[] = []
   for (const name of names.sort()) {
-    const claimed = claim(deps, dir, name, self, skips)
+    const claimed = await claim(deps, dir, name, self, skips)
     if (!claimed) continue
     claimedPaths.push(claimed.path)
     for (const entry of claimed.file.monitors) {
@@ -110,13 +110,13 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
 }
 
 /** Takes a dead server's file for this process; undefined when there is nothing to take. */
-function claim(
+async function claim(
   deps: RecoveryDeps,
   dir: string,
   name: string,
   self: Owner,
   skips: SkipLog,
-): { path: string; file: ServerStateFile } | undefined {
+): Promise<{ path: string; file: ServerStateFile } | undefined> {
   const server = SERVER_FILE.exec(name)
   const taken = CLAIMED_FILE.exec(name)
   const match = server ?? taken
@@ -130,7 +130,7 @@ function claim(
   if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
   const alive = deps.mayStillRun ?? ((pid: number, start: string | undefined) => mayStillRun(pid, start, deps.table))
   // A server (or a recovering server) that may still run owns its file: never touched.
-  if (alive(owner.pid, owner.pidStartTime)) return undefined
+  if (await alive(owner.pid, owner.pidStartTime)) return undefined
 
   const path = join(dir, name)
   const read = readPrivateFile(path, STATE_FILE_MAX_BYTES)
@@ -262,7 +262,7 @@ async function stopSurvivor(
   entry: MonitorStateEntry,
 ): Promise<{ survivorPid?: number; unverified?: { pid: number; reason: string } }> {
   const facts = deps.facts ?? tableFacts(deps.table)
-  const proof = proveLeader(entry, facts)
+  const proof = await proveLeader(entry, facts)
   if (proof.kind === "gone") return {}
   if (proof.kind === "unverified") {
     logOf(deps).warn("a state record names a running process that does not prove it is the monitor's; not signalled", {

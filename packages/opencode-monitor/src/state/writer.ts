@@ -3,7 +3,6 @@ import { rmSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
 import type { MonitorInfo, MonitorSnapshot } from "../manager"
-import { processStartTime } from "../process/process-table"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
   type MonitorStateEntry,
@@ -26,12 +25,10 @@ export type StateWriterOptions = {
   scheduler: Scheduler
   log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
   env?: Record<string, string | undefined>
-  /** This server process; defaults to process.pid and its start time (process-table.ts). */
-  server?: { pid: number; pidStartTime: string | undefined }
+  /** This server process: its pid and start time (process-table.ts `serverIdentity`). */
+  server: { pid: number; pidStartTime: string | undefined }
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
   instance?: string
-  /** A leader's start time, to prove its identity later; defaults to this server's process table. */
-  startTimeOf?: (pid: number) => string | undefined
   /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
   wakePending?: (monitor: { id: string; sessionID: string }) => boolean
 }
@@ -47,7 +44,7 @@ export const STATE_POLL_MS = 500
 export const STATE_ENDED_RETAIN_MS = 120_000
 
 /**
- * Keeps this server process's record of its monitors on disk (SPEC §11, §12): written atomically
+ * Keeps this server process's record of its monitors on disk: written atomically
  * (temp file + rename), throttled, bounded, removed on a clean dispose. Writing never throws into
  * the server: a failure is one log line.
  */
@@ -65,7 +62,7 @@ export class MonitorStateWriter {
 
   constructor(private readonly options: StateWriterOptions) {
     this.dir = projectStateDir(options.directory, options.env)
-    this.server = options.server ?? { pid: process.pid, pidStartTime: processStartTime(process.pid) }
+    this.server = options.server
     const instance = options.instance ?? randomBytes(4).toString("hex")
     this.path = join(this.dir, serverStateFileName(this.server.pid, this.server.pidStartTime, instance))
   }
@@ -129,14 +126,11 @@ export class MonitorStateWriter {
   }
 
   private collect(now: number): void {
-    for (const { info, pid, tokenHash, lastLines } of this.options.source()) {
+    for (const { info, pid, pidStartTime: started, tokenHash, lastLines } of this.options.source()) {
       const known = this.entries.get(info.id)
-      // Read once, while the leader surely runs; an ended leader's pid may already be reused.
+      // Taken once, while the leader surely runs; an ended leader's pid may already be reused.
       const pidStartTime =
-        known?.pidStartTime ??
-        (known === undefined && info.status.kind === "running"
-          ? (this.options.startTimeOf ?? ((leader: number) => processStartTime(leader)))(pid)
-          : undefined)
+        known?.pidStartTime ?? (known === undefined && info.status.kind === "running" ? started : undefined)
       this.entries.set(info.id, { ...toEntry(info, pid, pidStartTime, lastLines), ...(tokenHash ? { tokenHash } : {}) })
     }
     for (const [id, entry] of this.entries) {

@@ -1,6 +1,6 @@
 import { join } from "node:path"
 import { formatStatus } from "../codec"
-import { mayStillRun, type ProcessTable, processTable } from "../process/process-table"
+import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
 import { type MonitorStateEntry, parseStateFile, STATE_FILE_MAX_BYTES } from "../state/format"
 import { listPrivateDir, readPrivateFile } from "../state/safe-file"
 import type { MonitorView } from "./view"
@@ -144,7 +144,29 @@ export function isServerAlive(
   pidStartTime: string | undefined,
   table: ProcessTable = processTable,
 ): boolean {
-  return mayStillRun(pid, pidStartTime || undefined, table)
+  const start = pidStartTime || undefined
+  return mayStillRunNow(pid, start, table) ?? lastAnswer(pid, start, table)
+}
+
+// Without a cheap read (ps runs a program), the answer of the last read of that server, made in
+// the background: the TUI reads again at its next refresh. A server not read yet counts as alive.
+const answers = new Map<string, boolean>()
+const reading = new Set<string>()
+
+function lastAnswer(pid: number, start: string | undefined, table: ProcessTable): boolean {
+  const key = `${pid}:${start}`
+  if (!reading.has(key)) {
+    reading.add(key)
+    mayStillRun(pid, start, table)
+      .then((alive) => {
+        answers.delete(key)
+        answers.set(key, alive)
+        if (answers.size > 256) answers.delete(answers.keys().next().value as string)
+      })
+      .catch(() => {})
+      .finally(() => reading.delete(key))
+  }
+  return answers.get(key) ?? true
 }
 
 function safe<T>(fn: () => T, fallback: T): T {

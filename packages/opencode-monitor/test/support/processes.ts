@@ -15,10 +15,14 @@ export function uniqueMarker(name: string): string {
   return `${name}_${process.pid}_${Math.random().toString(36).slice(2, 8)}`
 }
 
-export async function waitFor(condition: () => boolean, timeoutMs: number, pollMs = 20): Promise<boolean> {
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  timeoutMs: number,
+  pollMs = 20,
+): Promise<boolean> {
   const deadline = Date.now() + timeoutMs
   while (Date.now() < deadline) {
-    if (condition()) return true
+    if (await condition()) return true
     await new Promise((r) => setTimeout(r, pollMs))
   }
   return condition()
