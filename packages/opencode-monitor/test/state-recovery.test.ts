@@ -31,9 +31,11 @@ import {
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
 import { proveLeader } from "../src/state/recovery-proof"
 import { formatStatus } from "../src/codec"
+import { drive } from "./support/drive"
 import { FakeScheduler } from "./support/fake-scheduler"
-import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { FakeSessionApi } from "./support/fake-session-api"
 import { recorded, stateEntry } from "./support/state-entry"
+import { longestStall, swapForSymlink } from "./support/stall"
 import { BACK_ENDS } from "./support/tables"
 
 const DIRECTORY = "/work/project"
@@ -178,7 +180,7 @@ describe("restart recovery", () => {
     expect(files()).toEqual(["server-1-1-cc33.json"])
   })
 
-  test("corrupt, partial, foreign and other-directory files are skipped with a log line each, never a throw", async () => {
+  test("corrupt, partial and foreign files are skipped and a dead server's record of another directory removed, in one log line, never a throw", async () => {
     const { put, deps, delivered, files, api, dir } = setup()
     const valid = JSON.stringify(stateFile(600, [entry("mon_a")]))
     put("server-601-5.json", "{not json")
@@ -192,15 +194,19 @@ describe("restart recovery", () => {
     const result = await recoverLostMonitors(deps())
     expect(result).toEqual([])
     expect(delivered).toEqual([])
-    const warnings = api.logs.filter((l) => l.level === "warn").map((l) => l.message)
-    expect(warnings.filter((m) => m === "ignoring an unreadable monitor state file")).toHaveLength(4)
-    expect(warnings).toContain("ignoring a monitor state file of another directory")
-    expect(warnings).toContain("ignoring a foreign file in the monitor state folder")
+    expect(api.logs.map((l) => [l.level, l.message])).toEqual([
+      ["warn", "restart recovery looked at the monitor state folder"],
+    ])
+    const skipped = String(api.logs[0]?.extra.skipped)
+    expect(skipped).toContain("1 foreign (e.g. notes.json)")
+    expect(skipped).toContain("4 unreadable (e.g. server-601-5.json: not JSON")
+    expect(skipped).toContain("1 of another directory, removed (e.g. server-604-5.json: /another/project)")
     // What cannot be read is left as it was.
-    expect(files()).toHaveLength(8)
+    expect(files()).toHaveLength(7)
+    expect(files()).not.toContain("server-604-5.json")
   })
 
-  test("a symlinked, others-writable or oversized record of a dead server is skipped with a log line each, never followed, claimed or deleted", async () => {
+  test("a symlinked, others-writable or oversized record of a dead server is skipped, counted in one log line, never followed, claimed or deleted", async () => {
     const { dir, put, started, deps, delivered, files, api } = setup()
     const valid = (pid: number, id: string) => {
       started("ses_1", id)
@@ -221,12 +227,8 @@ describe("restart recovery", () => {
     expect(files().map((name) => [name, readFileSync(join(dir, name), "utf8")])).toEqual(before)
     expect(lstatSync(join(dir, "server-501-5.json")).isSymbolicLink()).toBe(true)
     expect(readFileSync(elsewhere, "utf8")).toBe(valid(501, "mon_link"))
-    const skipped = api.logs.filter((l) => l.message === "skipping an untrusted entry in the monitor state folder")
-    expect(skipped.map((l) => [l.extra.path, l.extra.reason])).toEqual([
-      [join(dir, "server-501-5.json"), "is a symbolic link"],
-      [join(dir, "server-502-5.json"), "group- or world-writable (mode 666)"],
-      [join(dir, "server-503-5.json"), `too large (${STATE_FILE_MAX_BYTES + 1} bytes, bound ${STATE_FILE_MAX_BYTES})`],
-    ])
+    const [looked] = api.logs.filter((l) => l.message === "restart recovery looked at the monitor state folder")
+    expect(looked?.extra.skipped).toBe("3 untrusted (e.g. server-501-5.json: is a symbolic link)")
   })
 
   test("a state folder that is a symlink is not read: its target's records are neither reported nor claimed", async () => {
@@ -297,7 +299,8 @@ describe("restart recovery", () => {
     )
     await recoverLostMonitors(deps())
     expect(delivered.map((d) => d.batch.monitorId)).toEqual(["mon_ok"])
-    expect(api.logs.filter((l) => l.message === "ignoring a malformed entry in a monitor state file")).toHaveLength(2)
+    const [looked] = api.logs.filter((l) => l.message === "restart recovery looked at the monitor state folder")
+    expect(looked?.extra.skipped).toBe("2 entries with malformed ids (e.g. claimed-1-1--server-500-5.json)")
     const text = formatMonitorBatch({ batch: delivered[0]?.batch as OutputBatch, label: delivered[0]?.label as string })
     const lines = text.split("\n")
     expect(lines.filter((l) => l.startsWith("Status: "))).toEqual([
@@ -355,7 +358,7 @@ describe("restart recovery", () => {
         })
       },
     })
-    await settle()
+    await waitUntil(async () => claimedWhileDelivering.length > 0, 5_000)
     // Until the notice is out, the claim is held under this server's name.
     expect(claimedWhileDelivering).toEqual([["claimed-1-1--server-800-5.json"]])
     release()
@@ -366,6 +369,116 @@ describe("restart recovery", () => {
     ])
     expect(delivered.map((d) => d.batch.monitorId)).toEqual(["mon_unsent"])
     expect(files()).toEqual([])
+  })
+})
+
+describe("restart recovery over a flooded or swapped state folder", () => {
+  const lookedLines = (api: FakeSessionApi) =>
+    api.logs.filter((l) => l.message === "restart recovery looked at the monitor state folder")
+
+  test("at most 32 records are read per start; the rest wait for the next one, counted in one line", async () => {
+    const { put, deps, delivered, api, files } = setup()
+    for (let i = 0; i < 40; i++) put(`server-${500 + i}-5.json`, stateFile(500 + i, [entry(`mon_${i}`)]))
+    await recoverLostMonitors(deps())
+    // STATE_RECORDS_MAX
+    expect(delivered).toHaveLength(32)
+    expect(files()).toHaveLength(8)
+    expect(lookedLines(api).map((l) => [l.level, l.extra.files, l.extra.leftForTheNextStart])).toEqual([
+      ["warn", 40, 8],
+    ])
+    await recoverLostMonitors(deps({ pid: 2, pidStartTime: "2" }))
+    expect(delivered.map((d) => d.batch.monitorId).sort()).toEqual(
+      Array.from({ length: 40 }, (_, i) => `mon_${i}`).sort(),
+    )
+    expect(files()).toEqual([])
+  })
+
+  test("records of another directory whose servers are dead are removed, counted in one line; a live one's stays", async () => {
+    const { put, deps, api, files, live } = setup()
+    for (let i = 0; i < 5; i++) put(`server-${600 + i}-5.json`, stateFile(600 + i, [entry(`mon_${i}`)], "/elsewhere"))
+    put("server-700-5.json", stateFile(700, [entry("mon_live")], "/elsewhere"))
+    live.add("700:5")
+    expect(await recoverLostMonitors(deps())).toEqual([])
+    expect(files()).toEqual(["server-700-5.json"])
+    expect(api.logs).toHaveLength(1)
+    expect(lookedLines(api)[0]?.extra.skipped).toContain(
+      "5 of another directory, removed (e.g. server-600-5.json: /elsewhere)",
+    )
+  })
+
+  test("1 000 records of dead servers of another directory: no stretch holds the event loop over 50 ms, one log line", async () => {
+    const { put, deps, api } = setup()
+    for (let i = 0; i < 1_000; i++) put(`server-${4_000_000 + i}-1.json`, stateFile(4_000_000 + i, [], "/elsewhere"))
+    const stall = await longestStall(() => recoverLostMonitors(deps()))
+    expect(stall).toBeLessThan(50)
+    expect(api.logs).toHaveLength(1)
+  })
+
+  test("a folder over the size bound is refused unread, in one line that says what to do", async () => {
+    const { dir, put, deps, api, delivered } = setup()
+    for (let i = 0; i < 3_000; i++) put(`server-${4_000_000 + i}-1.json`, stateFile(4_000_000 + i, [], "/elsewhere"))
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    const stall = await longestStall(() => recoverLostMonitors(deps()))
+    expect(delivered).toEqual([])
+    expect(api.logs.map((l) => [l.message, l.extra.path])).toEqual([
+      ["skipping an untrusted entry in the monitor state folder", dir],
+    ])
+    expect(String(api.logs[0]?.extra.reason)).toContain("holds too many entries")
+    expect(stall).toBeLessThan(50)
+  })
+
+  /**
+   * The folder swapped for a symlink to a victim folder at each step a recovery takes (its liveness
+   * checks, its turns of the event loop): the victim holds a record of this project under the very
+   * name the real folder lists, which a recovery that follows the path would claim and delete.
+   */
+  async function recoverySwappingAt(step: number | undefined) {
+    const { dir, put, deps } = setup()
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    put("server-501-5.json", stateFile(501, [entry("mon_b")]))
+    const victim = join(dir, "..", "victim")
+    mkdirSync(victim, { mode: 0o700 })
+    const forged = JSON.stringify(stateFile(500, [entry("mon_a")]))
+    for (const name of ["server-500-5.json", "server-501-5.json"]) writeFileSync(join(victim, name), forged)
+    let calls = 0
+    const maybeSwap = () => {
+      if (calls++ === step) swapForSymlink(dir, victim)
+    }
+    maybeSwap() // step 0: before it starts
+    const base = deps()
+    await recoverLostMonitors({
+      ...base,
+      mayStillRun: (pid, start) => {
+        maybeSwap()
+        return base.mayStillRun?.(pid, start) ?? false
+      },
+      yieldToLoop: async () => {
+        maybeSwap()
+        await new Promise((resolve) => setImmediate(resolve))
+      },
+    })
+    return { calls, victim: readdirSync(victim).sort() }
+  }
+
+  test("the folder swapped for a symlink at any step: nothing in the victim folder is claimed or deleted", async () => {
+    const { calls } = await recoverySwappingAt(undefined)
+    expect(calls).toBeGreaterThanOrEqual(3)
+    for (let step = 0; step < calls; step++) {
+      expect({ step, victim: (await recoverySwappingAt(step)).victim }).toEqual({
+        step,
+        victim: ["server-500-5.json", "server-501-5.json"],
+      })
+    }
+  })
+
+  test("where a folder cannot be addressed by descriptor (macOS): a record is reported in place, never renamed or removed", async () => {
+    const { put, deps, delivered, files } = setup()
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    put("server-600-5.json", stateFile(600, [entry("mon_b")], "/elsewhere"))
+    const result = await recoverLostMonitors({ ...deps(), descriptorPaths: false })
+    expect(result.map((r) => [r.id, r.outcome])).toEqual([["mon_a", "reported"]])
+    expect(delivered).toHaveLength(1)
+    expect(files()).toEqual(["server-500-5.json", "server-600-5.json"])
   })
 })
 
@@ -550,10 +663,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     api.addMessage("ses_1", { role: "assistant", text: "ok", startedMonitors: ["mon_person"] })
     scheduler.advance(10_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
-    for (let i = 0; i < 20 && api.sent.length === 0; i++) {
-      await settle()
-      scheduler.advance(100)
-    }
+    await drive(scheduler, undefined, { until: () => api.sent.length > 0, maxSteps: 50 })
     expect(api.sent).toHaveLength(1)
     expect(api.sent[0]?.text).toContain("Status: stopped (by the person at the screen)")
     expect(api.sent[0]?.noReply).toBe(true)
@@ -577,10 +687,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     api.addMessage("ses_1", { role: "assistant", text: "ok", startedMonitors: ["mon_lost"] })
     scheduler.advance(10_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
-    for (let i = 0; i < 20 && api.sent.length === 0; i++) {
-      await settle()
-      scheduler.advance(100)
-    }
+    await drive(scheduler, undefined, { until: () => api.sent.length > 0, maxSteps: 50 })
     expect(api.sent).toHaveLength(1)
     const [wake] = api.sent
     expect(wake?.noReply).toBe(false)
@@ -588,10 +695,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     expect(wake?.model).toEqual({ providerID: "p", modelID: "m" })
     expect(wake?.text).toContain("Status: lost (the opencode server stopped while it ran)")
     // Delivered: the claim is released, and nothing is left to report.
-    for (let i = 0; i < 20 && existsSync(dir) && readdirSync(dir).length > 0; i++) {
-      await settle()
-      scheduler.advance(1_000)
-    }
+    await drive(scheduler, undefined, { until: () => readdirSync(dir).length === 0, stepMs: 1_000, maxSteps: 50 })
     expect(readdirSync(dir)).toEqual([])
     await instance.hooks.dispose?.()
   })

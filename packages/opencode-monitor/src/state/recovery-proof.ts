@@ -3,7 +3,7 @@ import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
 import { type ProcessTable, processTable, readProcess } from "../process/process-table"
 
 /**
- * What a state record may make a restarted server do (SPEC §12, turn 3). A record is a claim
+ * What a state record may make a restarted server do. A record is a claim
  * anyone running as the user can write, so a process is signalled only when it proves itself:
  * it is no process ≤ 1, not this server or its group, the pid still has the recorded start time,
  * it still leads its own session and group (as every monitor's `sh` does), and it carries the
