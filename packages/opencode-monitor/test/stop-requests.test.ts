@@ -8,6 +8,7 @@ import {
   mkdtempSync,
   readdirSync,
   readFileSync,
+  renameSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -20,6 +21,7 @@ import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
 import { projectStateDir, stopRequestDir } from "../src/state/format"
 import {
+  newScanMemory,
   parseStopRequest,
   STOP_REQUEST_STALE_MS,
   scanStopRequests,
@@ -46,7 +48,7 @@ function tempDir(): string {
 }
 
 /** What a watcher keeps across its passes. */
-const memory = () => ({ taken: new Set<string>(), logged: "" })
+const memory = newScanMemory
 
 function recorder(serverPid: number, owned: string[] = [], now = () => 1_000_000) {
   const calls: string[] = []
@@ -519,7 +521,7 @@ describe("a stop-requests folder full of junk", () => {
     writeFileSync(join(folder, requestName(7, 1)), requestBody(7, "mon_real"), { mode: 0o600 })
     const errors: string[] = []
     const seven = { ...recorder(7, ["mon_real"], () => Date.now()).handler, onError: (m: string) => errors.push(m) }
-    const memory = { taken: new Set<string>(), logged: "" }
+    const memory = newScanMemory()
     expect(await scanStopRequests(dir, seven, memory)).toBe(0)
     expect(await scanStopRequests(dir, seven, memory)).toBe(0)
     expect(errors).toHaveLength(1)
@@ -530,13 +532,34 @@ describe("a stop-requests folder full of junk", () => {
     )
   })
 
+  test("a folder swapped back and forth is reported once per problem, not once a pass", async () => {
+    const dir = tempDir()
+    chmodSync(dir, 0o700)
+    const folder = stopRequestDir(dir)
+    mkdirSync(folder, { mode: 0o700 })
+    writeFileSync(join(folder, "junk.json"), "{}", { mode: 0o600 })
+    const target = tempDir()
+    const errors: string[] = []
+    const seven = { ...recorder(7, [], () => Date.now()).handler, onError: (m: string) => errors.push(m) }
+    const kept = newScanMemory()
+    for (let i = 0; i < 10; i++) {
+      await scanStopRequests(dir, seven, kept)
+      if (i % 2 === 0) swapForSymlink(folder, target)
+      else {
+        rmSync(folder)
+        renameSync(`${folder}.aside`, folder)
+      }
+    }
+    expect(errors).toHaveLength(2)
+  })
+
   test("what a pass skips is one log line, however many entries", async () => {
     const { dir, folder } = junkFolder(0)
     for (let i = 0; i < 300; i++) writeFileSync(join(folder, `junk-${i}.json`), "{}", { mode: 0o600 })
     for (let i = 0; i < 300; i++) writeFileSync(join(folder, requestName(7, i)), "{ not json", { mode: 0o600 })
     const errors: string[] = []
     const seven = { ...recorder(7, [], () => Date.now()).handler, onError: (m: string) => errors.push(m) }
-    const memory = { taken: new Set<string>(), logged: "" }
+    const memory = newScanMemory()
     for (let i = 0; i < 3; i++) await scanStopRequests(dir, seven, memory)
     expect(errors).toHaveLength(1)
     expect(errors[0]).toContain("300 not named as a stop request")
@@ -605,7 +628,7 @@ describe("where a folder cannot be addressed by descriptor (macOS)", () => {
     }
     const before = readdirSync(folder).sort()
     const seven = recorder(7, ["mon_a"], () => Date.now())
-    const memory = { taken: new Set<string>(), logged: "" }
+    const memory = newScanMemory()
     const handler = { ...seven.handler, descriptorPaths: false }
     expect(await scanStopRequests(dir, handler, memory)).toBe(1)
     expect(await scanStopRequests(dir, handler, memory)).toBe(0)

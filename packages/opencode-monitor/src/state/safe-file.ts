@@ -195,16 +195,17 @@ export class PrivateDir {
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
       0o600,
     )
+    let open = true
     try {
       const bytes = Buffer.from(text)
       let at = 0
       while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
+      open = false
       closeSync(fd)
       renameSync(this.entry(temp), this.entry(name))
     } catch (error) {
-      try {
-        closeSync(fd)
-      } catch {}
+      // Closed once only: the number may already name another file.
+      if (open) closeSync(fd)
       this.removeOwn(temp)
       throw error
     }
@@ -237,19 +238,19 @@ export class PrivateDir {
     } catch (error) {
       return { ok: false, reason: openDirProblem(at, error) }
     }
+    let opened: PrivateDir | Unsafe
     try {
       const stats = fstatSync(fd)
       const problem = ownershipProblem(stats, access === "narrow" ? "owner" : access)
-      if (problem) {
-        closeSync(fd)
-        return { ok: false, reason: problem }
-      }
-      if (access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
-      return new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
+      if (!problem && access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
+      opened = problem
+        ? { ok: false, reason: problem }
+        : new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
     } catch (error) {
-      closeSync(fd)
-      return { ok: false, reason: errorCode(error) }
+      opened = { ok: false, reason: errorCode(error) }
     }
+    if (!(opened instanceof PrivateDir)) closeSync(fd)
+    return opened
   }
 }
 

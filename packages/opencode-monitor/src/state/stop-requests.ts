@@ -104,16 +104,21 @@ export type StopRequestHandler = {
   descriptorPaths?: boolean
 }
 
-/** What a watcher keeps between passes: the requests it took (where they cannot be deleted), what it last logged. */
-export type ScanMemory = { taken: Set<string>; logged: string }
+/** What a watcher keeps between passes: the requests it took (where they cannot be deleted), what it logged. */
+export type ScanMemory = { taken: Set<string>; logged: Set<string> }
 
-const newMemory = (): ScanMemory => ({ taken: new Set(), logged: "" })
+export const newScanMemory = (): ScanMemory => ({ taken: new Set(), logged: new Set() })
 
-/** Logs a line unless it is the one logged last: a folder that stays as it is is reported once. */
+/**
+ * Logs a problem line once while problems last (a folder swapped back and forth is two lines, not
+ * one a pass); a clean pass ("") forgets them, so a problem that comes back is logged again.
+ */
 function report(handler: StopRequestHandler, memory: ScanMemory, line: string): void {
-  if (line === memory.logged) return
-  memory.logged = line
-  if (line) handler.onError?.(line)
+  if (!line) memory.logged.clear()
+  if (!line || memory.logged.has(line)) return
+  if (memory.logged.size >= 16) memory.logged.clear()
+  memory.logged.add(line)
+  handler.onError?.(line)
 }
 
 /**
@@ -127,7 +132,7 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
 export async function scanStopRequests(
   projectDir: string,
   handler: StopRequestHandler,
-  memory: ScanMemory = newMemory(),
+  memory: ScanMemory = newScanMemory(),
 ): Promise<number> {
   const opened = openRequestFolder(projectDir, handler.descriptorPaths ?? true)
   if (!(opened instanceof PrivateDir)) {
@@ -261,7 +266,7 @@ export function watchStopRequests(
 }
 
 class StopRequestWatcher {
-  private readonly memory = newMemory()
+  private readonly memory = newScanMemory()
   private fsWatcher: FSWatcher | undefined
   private closed = false
   private pollTimer: TimerHandle | undefined
