@@ -116,56 +116,6 @@ function formatEnd(status: Exclude<MonitorStatus, { kind: "running" }>): string 
   }
 }
 
-/**
- * The status a `Status:` text says, the inverse of formatStatus; undefined for a text it never
- * writes. (A stop's signal is not in its text: it reads back as null.)
- */
-export function parseStatus(text: string): MonitorStatus | undefined {
-  const end = parseEnd(text)
-  if (!end || end.kind === "running") return end
-  const survivors = text.includes(SURVIVORS)
-    ? (/still running after SIGKILL: pid ([\d, ]+)/.exec(text)?.[1] ?? "").split(", ").map(Number)
-    : []
-  const leftBehind = [
-    ...(/; stopped what it left running: ((?:pid \d+ \([^)]*\)(?:, )?)+)/.exec(text)?.[1] ?? "").matchAll(
-      /pid (\d+) \(([^)]*)\)/g,
-    ),
-  ].map((m) => ({ pid: Number(m[1]), name: m[2] as string }))
-  const unsearched = (/the whole environment of pid ([\d, ]+)/.exec(text)?.[1] ?? "").split(", ").filter(Boolean)
-  return {
-    ...end,
-    ...(leftBehind.length > 0 ? { leftBehind } : {}),
-    ...(text.includes(RECORDED) ? { recorded: true as const } : {}),
-    ...(survivors.length > 0 ? { survivors } : {}),
-    ...(unsearched.length > 0 ? { unsearched: unsearched.map(Number) } : {}),
-    ...(text.endsWith(PIPES_HELD) ? { pipesHeld: true } : {}),
-  }
-}
-
-function parseEnd(text: string): MonitorStatus | undefined {
-  if (text === "running") return { kind: "running" }
-  let m = /^exited \(code=(-?\d+)\)/.exec(text)
-  if (m) return { kind: "exited", code: Number(m[1]) }
-  m = /^exited \(signal=([A-Za-z0-9]+)\)/.exec(text)
-  if (m) return { kind: "signaled", signal: m[1] as string }
-  m = /^timed out after (\d+) ms \(signal=([A-Za-z0-9]+)\)/.exec(text)
-  if (m) return { kind: "timed_out", afterMs: Number(m[1]), signal: m[2] === "none" ? null : (m[2] as string) }
-  if (text.startsWith(BY_PERSON)) return { kind: "stopped", signal: null, byPerson: true }
-  if (text.startsWith("stopped")) return { kind: "stopped", signal: null }
-  if (text.startsWith(LOST)) {
-    const pid = /; its process (\d+) is still running/.exec(text)?.[1]
-    const claim = /; its record names process (\d+) as still running, unverified: (.*), so it was not signalled\)/.exec(
-      text,
-    )
-    return {
-      kind: "lost",
-      survivorPid: pid === undefined ? undefined : Number(pid),
-      ...(claim ? { unverified: { pid: Number(claim[1]), reason: claim[2] as string } } : {}),
-    }
-  }
-  return undefined
-}
-
 /** The metadata key of the text part an envelope is sent as. */
 export const NOTE_KEY = "opencode-monitor"
 
@@ -195,41 +145,7 @@ export function noteOf(metadata: unknown): EnvelopeNote | undefined {
   return note as EnvelopeNote
 }
 
-/** The first lines of an envelope, after its start marker: who it is from and which batch. */
-export type EnvelopeHead = {
-  monitorId: string
-  batch: number
-  label: string
-  /** The `Status:` text as written, and what it says (undefined for a text the codec never writes). */
-  statusText: string
-  status: MonitorStatus | undefined
-  /** The `wake:` header of a match wake, when there is one. */
-  wake: string | undefined
-  /** Where the envelope starts in the text it was found in. */
-  at: number
-}
-
 /** The head lines formatMonitorBatch writes first. */
 export function formatEnvelopeHead(monitorId: string, batch: number, label: string): string[] {
   return [ENVELOPE_START, `monitor_id: ${monitorId}`, `batch: ${batch}`, `command_label: ${label}`]
-}
-
-const HEAD = /\[OMO MONITOR OUTPUT\]\nmonitor_id: (\S+)\nbatch: (\d+)\ncommand_label: (.*)\n/g
-
-/** Every envelope in a text, in order (an envelope quoted mid-text too: `at` tells where it starts). */
-export function parseEnvelopes(text: string): EnvelopeHead[] {
-  return [...text.matchAll(HEAD)].map((head) => {
-    const at = head.index ?? 0
-    const rest = text.slice(at)
-    const statusText = /\nStatus: (.*)\n/.exec(rest)?.[1] ?? "running"
-    return {
-      monitorId: head[1] as string,
-      batch: Number(head[2]),
-      label: head[3] as string,
-      statusText,
-      status: parseStatus(statusText),
-      wake: /\nstream_policy: untrusted_observation\n(wake: .*)\n/.exec(rest)?.[1],
-      at,
-    }
-  })
 }

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { ENVELOPE_END, ENVELOPE_START, formatStatus, type MonitorStatus, parseStatus } from "../src/codec"
+import { ENVELOPE_END, ENVELOPE_START, formatStatus, type MonitorStatus } from "../src/codec"
 import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
 import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
 import { fallbackStripAnsi, lineText, type MonitorStream } from "../src/pipeline/line"
@@ -267,8 +267,8 @@ describe("envelope size", () => {
   })
 })
 
-describe("the status codec reads back what restart recovery and an escape search write (turn 3)", () => {
-  test("left behind, recorded by a previous server, an unverified claim, pipes held open and an incomplete search round-trip", () => {
+describe("the status text says what restart recovery and an escape search found", () => {
+  test("left behind, recorded by a previous server, an unverified claim, pipes held open and an incomplete search", () => {
     const statuses: MonitorStatus[] = [
       {
         kind: "exited",
@@ -298,6 +298,5 @@ describe("the status codec reads back what restart recovery and an escape search
       "exited (code=0); a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)",
       "exited (code=0); stopped what it left running: pid 4242 (sleep); still running after SIGKILL: pid 4244 (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>); the search for its processes could not read the whole environment of pid 4245, 4246 (any of them may be one still running)",
     ])
-    expect(statuses.map((s) => parseStatus(formatStatus(s)))).toEqual(statuses)
   })
 })

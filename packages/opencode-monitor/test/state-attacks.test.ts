@@ -4,12 +4,14 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { spawn, spawnSync } from "node:child_process"
 import {
+  chmodSync,
   existsSync,
   mkdirSync,
   readFileSync,
   mkdtempSync,
   readdirSync,
   rmSync,
+  statSync,
   symlinkSync,
   utimesSync,
   writeFileSync,
@@ -21,9 +23,11 @@ import { createMonitorPlugin } from "../src/plugin"
 import { isLive, processStartTime, processTable, readProcess } from "../src/process/process-table"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { proveLeader } from "../src/state/recovery-proof"
+import { PrivateDir } from "../src/state/safe-file"
 import { writeStopRequest } from "../src/state/stop-requests"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
+import { swapForSymlink } from "./support/stall"
 import { startMonitor } from "./support/start"
 import { toolContext } from "./support/tool-context"
 
@@ -304,9 +308,66 @@ describe("a FIFO named like a state file (repro fifo)", () => {
       process.exit(0)`
     const tui = `
       const { readLocalState } = await import("./src/tui/local-state")
-      const snap = readLocalState(process.env.DIR)
+      const snap = await readLocalState(process.env.DIR)
       console.log("read " + snap.monitors.length)`
     expect(await runs(load, env)).toBe("loaded\ndisposed")
     expect(await runs(tui, env)).toBe("read 0")
   }, 30_000)
+})
+
+describe("a folder opened by descriptor (safe-file.ts)", () => {
+  test("swapped for a symlink after the open: reads, writes, renames and deletes all stay in the folder that was opened", async () => {
+    const root = tempDir("omo-attack-dir-")
+    const real = join(root, "state")
+    mkdirSync(real, { mode: 0o700 })
+    writeFileSync(join(real, "a.json"), "mine", { mode: 0o600 })
+    const victim = join(root, "victim")
+    mkdirSync(victim, { mode: 0o700 })
+    for (const name of ["a.json", "b.json", "c.json"]) writeFileSync(join(victim, name), "victim's", { mode: 0o600 })
+    const dir = PrivateDir.open(real) as PrivateDir
+    expect(dir).toBeInstanceOf(PrivateDir)
+    expect(dir.anchored).toBe(true)
+    try {
+      swapForSymlink(real, victim)
+      expect(dir.read("a.json", 100)).toMatchObject({ ok: true, text: "mine" })
+      dir.write("b.json", "written")
+      expect(dir.rename("b.json", "c.json")).toBe(true)
+      expect(dir.remove("a.json")).toBe(true)
+      expect(await dir.list(1 << 20)).toEqual({ ok: true, names: ["c.json"] })
+    } finally {
+      dir.close()
+    }
+    expect(readdirSync(`${real}.aside`)).toEqual(["c.json"])
+    expect(readFileSync(join(`${real}.aside`, "c.json"), "utf8")).toBe("written")
+    for (const name of ["a.json", "b.json", "c.json"]) expect(readFileSync(join(victim, name), "utf8")).toBe("victim's")
+  })
+
+  test("a folder that is a symlink, someone else's or open to others is not opened", () => {
+    const root = tempDir("omo-attack-dir-")
+    const real = join(root, "real")
+    mkdirSync(real, { mode: 0o700 })
+    symlinkSync(real, join(root, "link"))
+    expect(PrivateDir.open(join(root, "link"))).toEqual({ ok: false, reason: "is a symbolic link, not a folder" })
+    chmodSync(real, 0o770)
+    expect(PrivateDir.open(real)).toEqual({ ok: false, reason: "group- or world-writable (mode 770)" })
+    expect(PrivateDir.open(real, "private")).toEqual({ ok: false, reason: "open to group or others (mode 770)" })
+    // ensure narrows a folder of the user's to 0700, through its descriptor.
+    const narrowed = PrivateDir.ensure(real)
+    narrowed.close()
+    expect((statSync(real).mode & 0o777).toString(8)).toBe("700")
+  })
+
+  test("where it cannot be addressed by descriptor (macOS), nothing in it is renamed or deleted", () => {
+    const root = tempDir("omo-attack-dir-")
+    writeFileSync(join(root, "a.json"), "x", { mode: 0o600 })
+    const dir = PrivateDir.open(root, "shared", false) as PrivateDir
+    try {
+      expect(dir.anchored).toBe(false)
+      expect(dir.remove("a.json")).toBe(false)
+      expect(dir.rename("a.json", "b.json")).toBe(false)
+      expect(readdirSync(root)).toEqual(["a.json"])
+    } finally {
+      dir.close()
+    }
+  })
 })

@@ -31,10 +31,12 @@ import {
 import { type RecoveryDeps, recoverLostMonitors } from "../src/state/recovery"
 import { proveLeader, tableFacts } from "../src/state/recovery-proof"
 import { formatStatus } from "../src/codec"
+import { drive } from "./support/drive"
 import { FakeScheduler } from "./support/fake-scheduler"
-import { FakeSessionApi, settle } from "./support/fake-session-api"
+import { FakeSessionApi, } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
-import { recorded, stateEntry } from "./support/state-entry"
+import { envelopeMessage, stateEntry } from "./support/state-entry"
+import { longestStall, swapForSymlink } from "./support/stall"
 import { BACK_ENDS } from "./support/tables"
 
 const DIRECTORY = "/work/project"
@@ -52,7 +54,7 @@ afterEach(() => {
 const entry = stateEntry
 /** A person's stop from the TUI whose notice had not reached the session yet. */
 const PERSON_STOP = {
-  status: recorded("stopped (by the person at the screen)"),
+  status: { kind: "stopped", signal: null, byPerson: true },
   ending: { reason: "stop", by: "person" },
   endedAt: 1_500,
   wakePending: true,
@@ -103,8 +105,12 @@ describe("restart recovery", () => {
       "server-500-5.json",
       stateFile(500, [
         entry("mon_run"),
-        entry("mon_done", { status: recorded("exited (code=0)"), endedAt: 1_500 }),
-        entry("mon_stopped", { status: recorded("stopped"), endedAt: 1_600, ending: { reason: "stop", by: "agent" } }),
+        entry("mon_done", { status: { kind: "exited", code: 0 }, endedAt: 1_500 }),
+        entry("mon_stopped", {
+          status: { kind: "stopped", signal: null },
+          endedAt: 1_600,
+          ending: { reason: "stop", by: "agent" },
+        }),
       ]),
     )
     const result = await recoverLostMonitors(deps())
@@ -129,14 +135,14 @@ describe("restart recovery", () => {
     put(
       "server-500-5.json",
       stateFile(500, [
-        entry("mon_code", { status: recorded("exited (code=3)"), endedAt: 1_500, wakePending: true }),
+        entry("mon_code", { status: { kind: "exited", code: 3 }, endedAt: 1_500, wakePending: true }),
         entry("mon_sig", {
-          status: recorded("exited (signal=SIGSEGV)"),
+          status: { kind: "signaled", signal: "SIGSEGV" },
           endedAt: 1_500,
           wakePending: true,
         }),
         entry("mon_cap", {
-          status: recorded("timed out after 3000 ms (signal=SIGTERM)"),
+          status: { kind: "timed_out", afterMs: 3000, signal: "SIGTERM" },
           endedAt: 1_500,
           wakePending: true,
         }),
@@ -179,7 +185,7 @@ describe("restart recovery", () => {
     expect(files()).toEqual(["server-1-1-cc33.json"])
   })
 
-  test("corrupt, partial, foreign and other-directory files are skipped with a log line each, never a throw", async () => {
+  test("corrupt, partial and foreign files are skipped and a dead server's record of another directory removed, in one log line, never a throw", async () => {
     const { put, deps, delivered, files, api, dir } = setup()
     const valid = JSON.stringify(stateFile(600, [entry("mon_a")]))
     put("server-601-5.json", "{not json")
@@ -193,15 +199,19 @@ describe("restart recovery", () => {
     const result = await recoverLostMonitors(deps())
     expect(result).toEqual([])
     expect(delivered).toEqual([])
-    const warnings = api.logs.filter((l) => l.level === "warn").map((l) => l.message)
-    expect(warnings.filter((m) => m === "ignoring an unreadable monitor state file")).toHaveLength(4)
-    expect(warnings).toContain("ignoring a monitor state file of another directory")
-    expect(warnings).toContain("ignoring a foreign file in the monitor state folder")
+    expect(api.logs.map((l) => [l.level, l.message])).toEqual([
+      ["warn", "restart recovery looked at the monitor state folder"],
+    ])
+    const skipped = String(api.logs[0]?.extra.skipped)
+    expect(skipped).toContain("1 foreign (e.g. notes.json)")
+    expect(skipped).toContain("4 unreadable (e.g. server-601-5.json: not JSON")
+    expect(skipped).toContain("1 of another directory, removed (e.g. server-604-5.json: /another/project)")
     // What cannot be read is left as it was.
-    expect(files()).toHaveLength(8)
+    expect(files()).toHaveLength(7)
+    expect(files()).not.toContain("server-604-5.json")
   })
 
-  test("a symlinked, others-writable or oversized record of a dead server is skipped with a log line each, never followed, claimed or deleted", async () => {
+  test("a symlinked, others-writable or oversized record of a dead server is skipped, counted in one log line, never followed, claimed or deleted", async () => {
     const { dir, put, started, deps, delivered, files, api } = setup()
     const valid = (pid: number, id: string) => {
       started("ses_1", id)
@@ -222,12 +232,8 @@ describe("restart recovery", () => {
     expect(files().map((name) => [name, readFileSync(join(dir, name), "utf8")])).toEqual(before)
     expect(lstatSync(join(dir, "server-501-5.json")).isSymbolicLink()).toBe(true)
     expect(readFileSync(elsewhere, "utf8")).toBe(valid(501, "mon_link"))
-    const skipped = api.logs.filter((l) => l.message === "skipping an untrusted entry in the monitor state folder")
-    expect(skipped.map((l) => [l.extra.path, l.extra.reason])).toEqual([
-      [join(dir, "server-501-5.json"), "is a symbolic link"],
-      [join(dir, "server-502-5.json"), "group- or world-writable (mode 666)"],
-      [join(dir, "server-503-5.json"), `too large (${STATE_FILE_MAX_BYTES + 1} bytes, bound ${STATE_FILE_MAX_BYTES})`],
-    ])
+    const [looked] = api.logs.filter((l) => l.message === "restart recovery looked at the monitor state folder")
+    expect(looked?.extra.skipped).toBe("3 untrusted (e.g. server-501-5.json: is a symbolic link)")
   })
 
   test("a state folder that is a symlink is not read: its target's records are neither reported nor claimed", async () => {
@@ -258,19 +264,12 @@ describe("restart recovery", () => {
     )
     api.gone.add("ses_gone")
     // The old server sent mon_told's exit, then died before its record said so.
-    api.addMessage("ses_1", {
-      role: "user",
-      synthetic: true,
-      text: "[OMO MONITOR OUTPUT]\nmonitor_id: mon_told\nbatch: 3\ncommand_label: x\n\nStatus: exited (code=0)\n[END OMO MONITOR OUTPUT]",
-    })
+    api.addMessage("ses_1", envelopeMessage("mon_told", 3, { kind: "exited", code: 0 }))
     // mon_new had two observations delivered: the lost notice is batch 3.
-    for (const n of [1, 2]) {
-      api.addMessage("ses_1", {
-        role: "user",
-        synthetic: true,
-        text: `[OMO MONITOR OUTPUT]\nmonitor_id: mon_new\nbatch: ${n}\ncommand_label: x\n\nStatus: running\n[END OMO MONITOR OUTPUT]`,
-      })
-    }
+    for (const n of [1, 2]) api.addMessage("ses_1", envelopeMessage("mon_new", n, { kind: "running" }))
+    // A text that looks like mon_new's exit notice, without the plugin's note (typed, or printed by a
+    // command into another envelope), is not one: it cannot stop the lost notice.
+    api.addMessage("ses_1", { ...envelopeMessage("mon_new", 9, { kind: "exited", code: 0 }), notes: [] })
     const result = await recoverLostMonitors(deps())
     expect(result.map((r) => [r.id, r.outcome])).toEqual([
       ["mon_gone", "session_gone"],
@@ -298,7 +297,8 @@ describe("restart recovery", () => {
     )
     await recoverLostMonitors(deps())
     expect(delivered.map((d) => d.batch.monitorId)).toEqual(["mon_ok"])
-    expect(api.logs.filter((l) => l.message === "ignoring a malformed entry in a monitor state file")).toHaveLength(2)
+    const [looked] = api.logs.filter((l) => l.message === "restart recovery looked at the monitor state folder")
+    expect(looked?.extra.skipped).toBe("2 entries with malformed ids (e.g. claimed-1-1--server-500-5.json)")
     const text = formatMonitorBatch({ batch: delivered[0]?.batch as OutputBatch, label: delivered[0]?.label as string })
     const lines = text.split("\n")
     expect(lines.filter((l) => l.startsWith("Status: "))).toEqual([
@@ -340,11 +340,7 @@ describe("restart recovery", () => {
   test("a claim whose recovering server died is taken over; its notice is not repeated when already delivered", async () => {
     const { put, deps, delivered, api, files } = setup()
     put("claimed-900-7--server-800-5.json", stateFile(800, [entry("mon_sent"), entry("mon_unsent")]))
-    api.addMessage("ses_1", {
-      role: "user",
-      synthetic: true,
-      text: "[OMO MONITOR OUTPUT]\nmonitor_id: mon_sent\nbatch: 1\ncommand_label: x\n\nStatus: lost (the opencode server stopped while it ran)\n[END OMO MONITOR OUTPUT]",
-    })
+    api.addMessage("ses_1", envelopeMessage("mon_sent", 1, { kind: "lost", survivorPid: undefined }))
     let release: () => void = () => {}
     const claimedWhileDelivering: string[][] = []
     const recovery = recoverLostMonitors({
@@ -356,7 +352,7 @@ describe("restart recovery", () => {
         })
       },
     })
-    await settle()
+    await waitUntil(async () => claimedWhileDelivering.length > 0, 5_000)
     // Until the notice is out, the claim is held under this server's name.
     expect(claimedWhileDelivering).toEqual([["claimed-1-1--server-800-5.json"]])
     release()
@@ -367,6 +363,116 @@ describe("restart recovery", () => {
     ])
     expect(delivered.map((d) => d.batch.monitorId)).toEqual(["mon_unsent"])
     expect(files()).toEqual([])
+  })
+})
+
+describe("restart recovery over a flooded or swapped state folder", () => {
+  const lookedLines = (api: FakeSessionApi) =>
+    api.logs.filter((l) => l.message === "restart recovery looked at the monitor state folder")
+
+  test("at most 32 records are read per start; the rest wait for the next one, counted in one line", async () => {
+    const { put, deps, delivered, api, files } = setup()
+    for (let i = 0; i < 40; i++) put(`server-${500 + i}-5.json`, stateFile(500 + i, [entry(`mon_${i}`)]))
+    await recoverLostMonitors(deps())
+    // STATE_RECORDS_MAX
+    expect(delivered).toHaveLength(32)
+    expect(files()).toHaveLength(8)
+    expect(lookedLines(api).map((l) => [l.level, l.extra.files, l.extra.leftForTheNextStart])).toEqual([
+      ["warn", 40, 8],
+    ])
+    await recoverLostMonitors(deps({ pid: 2, pidStartTime: "2" }))
+    expect(delivered.map((d) => d.batch.monitorId).sort()).toEqual(
+      Array.from({ length: 40 }, (_, i) => `mon_${i}`).sort(),
+    )
+    expect(files()).toEqual([])
+  })
+
+  test("records of another directory whose servers are dead are removed, counted in one line; a live one's stays", async () => {
+    const { put, deps, api, files, live } = setup()
+    for (let i = 0; i < 5; i++) put(`server-${600 + i}-5.json`, stateFile(600 + i, [entry(`mon_${i}`)], "/elsewhere"))
+    put("server-700-5.json", stateFile(700, [entry("mon_live")], "/elsewhere"))
+    live.add("700:5")
+    expect(await recoverLostMonitors(deps())).toEqual([])
+    expect(files()).toEqual(["server-700-5.json"])
+    expect(api.logs).toHaveLength(1)
+    expect(lookedLines(api)[0]?.extra.skipped).toContain(
+      "5 of another directory, removed (e.g. server-600-5.json: /elsewhere)",
+    )
+  })
+
+  test("1 000 records of dead servers of another directory: no stretch holds the event loop over 50 ms, one log line", async () => {
+    const { put, deps, api } = setup()
+    for (let i = 0; i < 1_000; i++) put(`server-${4_000_000 + i}-1.json`, stateFile(4_000_000 + i, [], "/elsewhere"))
+    const stall = await longestStall(() => recoverLostMonitors(deps()))
+    expect(stall).toBeLessThan(50)
+    expect(api.logs).toHaveLength(1)
+  })
+
+  test("a folder over the size bound is refused unread, in one line that says what to do", async () => {
+    const { dir, put, deps, api, delivered } = setup()
+    for (let i = 0; i < 3_000; i++) put(`server-${4_000_000 + i}-1.json`, stateFile(4_000_000 + i, [], "/elsewhere"))
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    const stall = await longestStall(() => recoverLostMonitors(deps()))
+    expect(delivered).toEqual([])
+    expect(api.logs.map((l) => [l.message, l.extra.path])).toEqual([
+      ["skipping an untrusted entry in the monitor state folder", dir],
+    ])
+    expect(String(api.logs[0]?.extra.reason)).toContain("holds too many entries")
+    expect(stall).toBeLessThan(50)
+  })
+
+  /**
+   * The folder swapped for a symlink to a victim folder at each step a recovery takes (its liveness
+   * checks, its turns of the event loop): the victim holds a record of this project under the very
+   * name the real folder lists, which a recovery that follows the path would claim and delete.
+   */
+  async function recoverySwappingAt(step: number | undefined) {
+    const { dir, put, deps } = setup()
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    put("server-501-5.json", stateFile(501, [entry("mon_b")]))
+    const victim = join(dir, "..", "victim")
+    mkdirSync(victim, { mode: 0o700 })
+    const forged = JSON.stringify(stateFile(500, [entry("mon_a")]))
+    for (const name of ["server-500-5.json", "server-501-5.json"]) writeFileSync(join(victim, name), forged)
+    let calls = 0
+    const maybeSwap = () => {
+      if (calls++ === step) swapForSymlink(dir, victim)
+    }
+    maybeSwap() // step 0: before it starts
+    const base = deps()
+    await recoverLostMonitors({
+      ...base,
+      mayStillRun: (pid, start) => {
+        maybeSwap()
+        return base.mayStillRun?.(pid, start) ?? Promise.resolve(false)
+      },
+      yieldToLoop: async () => {
+        maybeSwap()
+        await new Promise((resolve) => setImmediate(resolve))
+      },
+    })
+    return { calls, victim: readdirSync(victim).sort() }
+  }
+
+  test("the folder swapped for a symlink at any step: nothing in the victim folder is claimed or deleted", async () => {
+    const { calls } = await recoverySwappingAt(undefined)
+    expect(calls).toBeGreaterThanOrEqual(3)
+    for (let step = 0; step < calls; step++) {
+      expect({ step, victim: (await recoverySwappingAt(step)).victim }).toEqual({
+        step,
+        victim: ["server-500-5.json", "server-501-5.json"],
+      })
+    }
+  })
+
+  test("where a folder cannot be addressed by descriptor (macOS): a record is reported in place, never renamed or removed", async () => {
+    const { put, deps, delivered, files } = setup()
+    put("server-500-5.json", stateFile(500, [entry("mon_a")]))
+    put("server-600-5.json", stateFile(600, [entry("mon_b")], "/elsewhere"))
+    const result = await recoverLostMonitors({ ...deps(), descriptorPaths: false })
+    expect(result.map((r) => [r.id, r.outcome])).toEqual([["mon_a", "reported"]])
+    expect(delivered).toHaveLength(1)
+    expect(files()).toEqual(["server-500-5.json", "server-600-5.json"])
   })
 })
 
@@ -561,10 +667,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     api.addMessage("ses_1", { role: "assistant", text: "ok", startedMonitors: ["mon_person"] })
     scheduler.advance(10_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
-    for (let i = 0; i < 20 && api.sent.length === 0; i++) {
-      await settle()
-      scheduler.advance(100)
-    }
+    await drive(scheduler, undefined, { until: () => api.sent.length > 0, maxSteps: 50 })
     expect(api.sent).toHaveLength(1)
     expect(api.sent[0]?.text).toContain("Status: stopped (by the person at the screen)")
     expect(api.sent[0]?.noReply).toBe(true)
@@ -588,10 +691,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     api.addMessage("ses_1", { role: "assistant", text: "ok", startedMonitors: ["mon_lost"] })
     scheduler.advance(10_000)
     const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler, directory: root, env })
-    for (let i = 0; i < 20 && api.sent.length === 0; i++) {
-      await settle()
-      scheduler.advance(100)
-    }
+    await drive(scheduler, undefined, { until: () => api.sent.length > 0, maxSteps: 50 })
     expect(api.sent).toHaveLength(1)
     const [wake] = api.sent
     expect(wake?.noReply).toBe(false)
@@ -599,10 +699,7 @@ describe("the plugin reports lost monitors as it loads", () => {
     expect(wake?.model).toEqual({ providerID: "p", modelID: "m" })
     expect(wake?.text).toContain("Status: lost (the opencode server stopped while it ran)")
     // Delivered: the claim is released, and nothing is left to report.
-    for (let i = 0; i < 20 && existsSync(dir) && readdirSync(dir).length > 0; i++) {
-      await settle()
-      scheduler.advance(1_000)
-    }
+    await drive(scheduler, undefined, { until: () => readdirSync(dir).length === 0, stepMs: 1_000, maxSteps: 50 })
     expect(readdirSync(dir)).toEqual([])
     await instance.hooks.dispose?.()
   })

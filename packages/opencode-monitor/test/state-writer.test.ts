@@ -36,6 +36,7 @@ import { startMonitor } from "./support/start"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
+import { swapForSymlink } from "./support/stall"
 
 const roots: string[] = []
 afterEach(() => {
@@ -131,6 +132,20 @@ describe("MonitorStateWriter", () => {
     scheduler.advance(STATE_WRITE_MIN_INTERVAL_MS)
     expect(readFileSync(victim, "utf8")).toBe("keep me")
     expect(lstatSync(writer.path).isFile()).toBe(true)
+  })
+
+  test("the record is removed only in its own folder: swapped for a symlink, a same-named file where it points stays", () => {
+    const { writer, scheduler, monitors, read, dir } = setup()
+    monitors.push({ info: info("mon_a"), pid: 100, lastLines: [] })
+    writer.changed()
+    scheduler.advance(0)
+    expect(read()?.monitors.map((m) => m.id)).toEqual(["mon_a"])
+    const victim = join(roots[0] as string, "victim")
+    mkdirSync(victim, { mode: 0o700 })
+    writeFileSync(join(victim, "server-4242-777-i1.json"), "keep me")
+    swapForSymlink(dir, victim)
+    writer.dispose()
+    expect(readFileSync(join(victim, "server-4242-777-i1.json"), "utf8")).toBe("keep me")
   })
 
   test("a start is on disk at once, in this server's own file under the project's state folder", () => {

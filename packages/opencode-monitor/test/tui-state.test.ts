@@ -12,8 +12,9 @@ import { type MessagePart, monitorsFromMessages } from "../src/tui/from-messages
 import { readLocalState, withRemembered } from "../src/tui/local-state"
 import type { MonitorView } from "../src/tui/view"
 import { batchOf, sizedLine } from "./support/lines"
-import { recorded, stateEntry } from "./support/state-entry"
+import { stateEntry } from "./support/state-entry"
 import { waitFor } from "./support/processes"
+import { longestStall } from "./support/stall"
 import { BACK_ENDS } from "./support/tables"
 
 const roots: string[] = []
@@ -37,19 +38,19 @@ function writeServerFile(dir: string, pid: number, monitors: MonitorStateEntry[]
 const alive = (pids: number[]) => ({ isServerAlive: (pid: number) => pids.includes(pid) })
 
 describe("reading the local state files", () => {
-  test("a missing folder is nothing, without a note", () => {
-    expect(readLocalState(join(tempDir(), "absent"))).toEqual({ monitors: [], notes: [], liveServers: [] })
+  test("a missing folder is nothing, without a note", async () => {
+    expect(await readLocalState(join(tempDir(), "absent"))).toEqual({ monitors: [], notes: [], liveServers: [] })
   })
 
-  test("a live server's monitors, with the pid a stop request goes to", () => {
+  test("a live server's monitors, with the pid a stop request goes to", async () => {
     const dir = tempDir()
     writeServerFile(dir, 11, [entry("mon_a")])
-    const snap = readLocalState(dir, alive([11]))
+    const snap = await readLocalState(dir, alive([11]))
     expect(snap.liveServers).toEqual([11])
     expect(snap.monitors.map((m) => [m.id, m.statusKind, m.serverPid])).toEqual([["mon_a", "running", 11]])
   })
 
-  test("corrupt, partial, foreign and old-format files give a short note, never an exception", () => {
+  test("corrupt, partial, foreign and old-format files give a short note, never an exception", async () => {
     const dir = tempDir()
     writeServerFile(dir, 11, [entry("mon_a")])
     writeFileSync(join(dir, "server-12-1.json"), "{ half a file")
@@ -58,7 +59,7 @@ describe("reading the local state files", () => {
     writeFileSync(join(dir, "server-15-1.json"), "\u0000\u0001binary")
     writeFileSync(join(dir, "server-16-1.json.tmp"), "{}")
     writeFileSync(join(dir, "notes.txt"), "ignored")
-    const snap = readLocalState(dir, alive([11]))
+    const snap = await readLocalState(dir, alive([11]))
     expect(snap.monitors.map((m) => m.id)).toEqual(["mon_a"])
     expect(snap.notes).toEqual([
       "3 unreadable monitor state files skipped",
@@ -66,7 +67,7 @@ describe("reading the local state files", () => {
     ])
   })
 
-  test("a FIFO, a symlink, a file others may write and an oversized file are skipped untrusted, never followed or blocked on", () => {
+  test("a FIFO, a symlink, a file others may write and an oversized file are skipped untrusted, never followed or blocked on", async () => {
     const dir = tempDir()
     writeServerFile(dir, 11, [entry("mon_a")])
     const elsewhere = join(tempDir(), "real.json")
@@ -84,28 +85,30 @@ describe("reading the local state files", () => {
     writeServerFile(dir, 14, [entry("mon_wide")])
     chmodSync(join(dir, serverStateFileName(14, "1")), 0o666)
     writeFileSync(join(dir, "server-15-1.json"), " ".repeat(STATE_FILE_MAX_BYTES + 1))
-    const snap = readLocalState(dir, alive([11, 12, 14]))
+    const snap = await readLocalState(dir, alive([11, 12, 14]))
     expect(snap.monitors.map((m) => m.id)).toEqual(["mon_a"])
     expect(snap.notes).toEqual([
       "4 untrusted files in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)",
     ])
   })
 
-  test("a state folder that is a symlink is not read", () => {
+  test("a state folder that is a symlink is not read", async () => {
     const real = tempDir()
     writeServerFile(real, 11, [entry("mon_a")])
     const link = join(tempDir(), "link")
     symlinkSync(real, link)
-    const snap = readLocalState(link, alive([11]))
+    const snap = await readLocalState(link, alive([11]))
     expect(snap.monitors).toEqual([])
     expect(snap.notes).toEqual([`monitor state folder not read: ${link}: is a symbolic link, not a folder`])
   })
 
-  test("a file that vanishes between listing and reading is skipped; a throwing liveness check counts as dead", () => {
+  test("a file that vanishes between listing and reading is skipped; a throwing liveness check counts as dead", async () => {
     const dir = tempDir()
     writeServerFile(dir, 11, [entry("mon_a")])
-    const snap = readLocalState(dir, {
-      readDir: () => ["server-99-1.json", serverStateFileName(11, "1")],
+    writeServerFile(dir, 99, [entry("mon_gone")])
+    // The record of server 99 goes while the pass waits for its turn to read it.
+    const snap = await readLocalState(dir, {
+      yieldToLoop: async () => rmSync(join(dir, serverStateFileName(99, "1")), { force: true }),
       isServerAlive: () => {
         throw new Error("boom")
       },
@@ -113,10 +116,10 @@ describe("reading the local state files", () => {
     expect(snap.monitors.map((m) => [m.id, m.statusKind])).toEqual([["mon_a", "lost"]])
   })
 
-  test("a dead server's running monitor is shown lost, never running, and cannot be stopped", () => {
+  test("a dead server's running monitor is shown lost, never running, and cannot be stopped", async () => {
     const dir = tempDir()
-    writeServerFile(dir, 11, [entry("mon_a"), entry("mon_b", { status: recorded("exited (code=0)"), endedAt: 2_000 })])
-    const snap = readLocalState(dir, alive([]))
+    writeServerFile(dir, 11, [entry("mon_a"), entry("mon_b", { status: { kind: "exited", code: 0 }, endedAt: 2_000 })])
+    const snap = await readLocalState(dir, alive([]))
     expect(snap.liveServers).toEqual([])
     expect(snap.monitors.map((m) => [m.id, m.statusKind, m.serverPid])).toEqual([
       ["mon_a", "lost", undefined],
@@ -124,11 +127,13 @@ describe("reading the local state files", () => {
     ])
   })
 
-  test("the same monitor in two files: the newest record wins", () => {
+  test("the same monitor in two files: the newest record wins", async () => {
     const dir = tempDir()
     writeServerFile(dir, 11, [entry("mon_a", { linesSeen: 1 })], 5_000)
     writeServerFile(dir, 12, [entry("mon_a", { linesSeen: 9 })], 9_000)
-    expect(readLocalState(dir, alive([11, 12])).monitors.map((m) => [m.linesSeen, m.serverPid])).toEqual([[9, 12]])
+    expect((await readLocalState(dir, alive([11, 12]))).monitors.map((m) => [m.linesSeen, m.serverPid])).toEqual([
+      [9, 12],
+    ])
   })
 
   test.each(BACK_ENDS)(
@@ -147,6 +152,78 @@ describe("reading the local state files", () => {
       if (table.cheap) expect(isServerAlive(2 ** 22 + 9, undefined, table)).toBe(false)
     },
   )
+})
+
+describe("a state folder flooded with records", () => {
+  function flooded(count: number, bytes = 0) {
+    const dir = tempDir()
+    chmodSync(dir, 0o700)
+    const pad = "x".repeat(bytes)
+    for (let i = 0; i < count; i++) {
+      const file = {
+        format: STATE_FORMAT,
+        server: { pid: 100_000 + i, pidStartTime: "1", directory: "/p", updatedAt: 5_000 },
+        monitors: [entry(`mon_${i}`)],
+        pad,
+      }
+      writeFileSync(join(dir, serverStateFileName(100_000 + i, "1")), JSON.stringify(file))
+    }
+    return dir
+  }
+
+  test("at most 32 records are read per refresh; a note counts the rest", async () => {
+    const snap = await readLocalState(flooded(40), alive([]))
+    // STATE_RECORDS_MAX
+    expect(snap.monitors).toHaveLength(32)
+    expect(snap.notes).toEqual([
+      "8 more monitor state files not read: at most 32 are; remove the ones of servers that no longer run",
+    ])
+  })
+
+  test("1 000 records: a refresh never holds the event loop over 50 ms", async () => {
+    const dir = flooded(1_000)
+    expect(await longestStall(() => readLocalState(dir, alive([])))).toBeLessThan(50)
+  })
+
+  test("records of 1 MiB each: a refresh reads one record per turn of the event loop", async () => {
+    const dir = flooded(32, STATE_FILE_MAX_BYTES - 4_096)
+    // Each record read is one liveness check of its server; a turn of the loop ends a stretch.
+    const stretches: number[] = []
+    let stretch = 0
+    const snap = await readLocalState(dir, {
+      isServerAlive: () => {
+        stretch += 1
+        return false
+      },
+      yieldToLoop: async () => {
+        stretches.push(stretch)
+        stretch = 0
+        await new Promise((resolve) => setImmediate(resolve))
+      },
+    })
+    expect(snap.monitors).toHaveLength(32)
+    expect(Math.max(...stretches, stretch)).toBe(1)
+  })
+
+  test("a folder over the size bound is not listed: a note says what to do", async () => {
+    const dir = flooded(3_000)
+    const stall = await longestStall(() => readLocalState(dir, alive([])))
+    const snap = await readLocalState(dir, alive([]))
+    expect(snap.monitors).toEqual([])
+    expect(snap.notes).toHaveLength(1)
+    expect(snap.notes[0]).toContain(`monitor state folder not read: ${dir}: holds too many entries`)
+    expect(stall).toBeLessThan(50)
+  })
+
+  test("a record reused from the last refresh is read again once its file changes", async () => {
+    const dir = tempDir()
+    const cache = new Map()
+    writeServerFile(dir, 11, [entry("mon_a", { linesSeen: 1 })])
+    expect((await readLocalState(dir, { ...alive([11]), cache })).monitors.map((m) => m.linesSeen)).toEqual([1])
+    expect((await readLocalState(dir, { ...alive([11]), cache })).monitors.map((m) => m.linesSeen)).toEqual([1])
+    writeServerFile(dir, 11, [entry("mon_a", { linesSeen: 22 })])
+    expect((await readLocalState(dir, { ...alive([11]), cache })).monitors.map((m) => m.linesSeen)).toEqual([22])
+  })
 })
 
 describe("remembering ended monitors the state file dropped", () => {
@@ -280,12 +357,12 @@ describe("the remote fallback: what the session's messages show", () => {
 })
 
 describe("folders", () => {
-  test("reading never creates anything", () => {
+  test("reading never creates anything", async () => {
     const dir = join(tempDir(), "project")
-    readLocalState(dir)
+    await readLocalState(dir)
     expect(existsSync(dir)).toBe(false)
     mkdirSync(dir)
-    readLocalState(dir)
+    await readLocalState(dir)
     expect(readdirSync(dir)).toEqual([])
   })
 })

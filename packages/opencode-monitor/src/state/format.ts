@@ -4,7 +4,7 @@ import { join } from "node:path"
 import type { Ending, MonitorStatus, StopReason } from "../codec"
 
 /**
- * The small on-disk record of a server's monitors (SPEC §11, §12). The server part writes one file
+ * The small on-disk record of a server's monitors. The server part writes one file
  * per server process, atomically (temp file + rename); the TUI part reads it to show the person
  * what runs, and a restarted server reads the files of dead servers to report monitors cut off by
  * the crash. Never the raw command: labels only. Everything here is bounded.
@@ -18,6 +18,17 @@ export const STATE_LINE_TEXT_MAX = 512
 export const STATE_MAX_MONITORS = 64
 /** A server's record is small (64 monitors × 5 lines of 512 characters); a larger file is not read. */
 export const STATE_FILE_MAX_BYTES = 1024 * 1024
+/**
+ * A state folder (a project's, its stop-requests) whose own size is over this is not listed: the
+ * folder's size grows with its entries (about 1 500 short names on ext4), and listing, then looking
+ * at, a folder flooded with junk would hold the event loop. A real one holds a few entries.
+ */
+export const STATE_FOLDER_MAX_BYTES = 64 * 1024
+/**
+ * At most this many server records are read per pass (a TUI refresh, a restart's recovery); the
+ * rest are counted. One record per plugin instance and server process: a handful in real use.
+ */
+export const STATE_RECORDS_MAX = 32
 
 export type StateLine = { stream: "stdout" | "stderr"; seq: number; text: string }
 
@@ -27,7 +38,7 @@ export type MonitorStateEntry = {
   label: string
   startedAt: number
   endedAt: number | undefined
-  /** The status itself, not its text: a restarted server delivers exactly this (SPEC §12). */
+  /** The status itself, not its text: a restarted server delivers exactly this. */
   status: MonitorStatus
   /** How it came to its end, once decided (who stopped it, for a stop). */
   ending: Ending | undefined
@@ -36,7 +47,7 @@ export type MonitorStateEntry = {
   pidStartTime: string | undefined
   linesSeen: number
   lastLines: StateLine[]
-  /** When its deadline stops it (SPEC §15); absent: no deadline. */
+  /** When its deadline stops it; absent: no deadline. */
   deadlineAt?: number
   /**
    * Added by the restart-safe work (optional, so older readers and writers stay compatible): the
@@ -45,7 +56,7 @@ export type MonitorStateEntry = {
    */
   wakePending?: boolean
   /**
-   * sha256 of the token in the monitor's environment (turn 3): recovery signals a leader only when
+   * sha256 of the token in the monitor's environment: recovery signals a leader only when
    * it carries the token with this hash, which a forger who names another process cannot supply.
    */
   tokenHash?: string
@@ -79,9 +90,11 @@ export function serverStateFileName(pid: number, pidStartTime: string | undefine
   return `server-${pid}-${pidStartTime ?? "unknown"}${instance ? `-${instance}` : ""}.json`
 }
 
-/** A person asked the TUI to stop this monitor; the owning server watches this folder. */
+/** A person asked the TUI to stop this monitor; the owning server watches this folder of the project's. */
+export const STOP_REQUESTS_FOLDER = "stop-requests"
+
 export function stopRequestDir(projectDir: string): string {
-  return join(projectDir, "stop-requests")
+  return join(projectDir, STOP_REQUESTS_FOLDER)
 }
 
 export type ParseResult = { ok: true; file: ServerStateFile } | { ok: false; error: string }

@@ -1,5 +1,3 @@
-import { renameSync, rmSync } from "node:fs"
-import { join } from "node:path"
 import { readBack } from "../delivery/history"
 import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
@@ -7,17 +5,19 @@ import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
 import { mayStillRun, type ProcessTable, processTable, serverIdentity } from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
-import { formatStatus, type MonitorStatus, parseEnvelopes } from "../codec"
+import { type EnvelopeNote, formatStatus, type MonitorStatus } from "../codec"
 import { type Logger, namedLogger } from "../log"
 import {
   type MonitorStateEntry,
   parseStateFile,
   projectStateDir,
   STATE_FILE_MAX_BYTES,
+  STATE_FOLDER_MAX_BYTES,
+  STATE_RECORDS_MAX,
   type ServerStateFile,
 } from "./format"
 import { historyShowsStart, type ProcessFacts, proveLeader, tableFacts } from "./recovery-proof"
-import { inodeOf, listPrivateDir, readPrivateFile, SkipLog } from "./safe-file"
+import { PrivateDir, SkipTally, yieldToLoop } from "./safe-file"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
 
@@ -38,6 +38,10 @@ export type RecoveryDeps = {
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
   /** What the leader proof reads about processes (recovery-proof.ts); default the table's. */
   facts?: ProcessFacts
+  /** Gives the event loop a turn between records (default: setImmediate). */
+  yieldToLoop?: () => Promise<void>
+  /** false: act as on a system without /proc/self/fd (macOS), where nothing is renamed or removed (for tests). */
+  descriptorPaths?: boolean
 }
 
 /** What recovery did with one monitor a dead server recorded as running. */
@@ -57,117 +61,154 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * When the plugin loads: every monitor that a dead server process of this project
- * recorded as running is reported once to its session as a terminal wake with `Status: lost`;
- * one that had ended but whose exit notice was still queued gets that notice, as it ended.
- * A live server's file is never touched; a dead one's is claimed by an atomic rename first, so
- * two servers starting on the same data never both report it. Never throws: unreadable files
- * are skipped with a log line.
+ * When the plugin loads: every monitor that a dead server process of this project recorded as
+ * running is reported once to its session as a terminal wake with `Status: lost`; one that had
+ * ended but whose exit notice was still queued gets that notice, as it ended. A live server's file
+ * is never touched; a dead one's is claimed by an atomic rename first, so two servers starting on
+ * the same data never both report it. At most STATE_RECORDS_MAX records are read, one per turn of
+ * the event loop; what is skipped or left for the next start is counted in one log line. Never
+ * throws.
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
-  const dir = projectStateDir(deps.directory, deps.env)
-  const self = deps.self ?? (await serverIdentity(deps.table))
-  const skips = new SkipLog((message, extra) => logOf(deps).warn(message, extra))
-  const listed = listPrivateDir(dir)
-  if (!listed.ok) {
+  const path = projectStateDir(deps.directory, deps.env)
+  const dir = PrivateDir.open(path, "shared", deps.descriptorPaths ?? true)
+  if (!(dir instanceof PrivateDir)) {
     // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
-    if (listed.reason !== "ENOENT") skips.skip(dir, listed.reason)
+    if (dir.reason !== "ENOENT") untrusted(deps, path, dir.reason)
     return []
   }
-  const names = listed.names
+  try {
+    return await recoverFrom(dir, deps)
+  } finally {
+    dir.close()
+  }
+}
+
+function untrusted(deps: RecoveryDeps, path: string, reason: string): void {
+  logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason })
+}
+
+async function recoverFrom(dir: PrivateDir, deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
+  const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
+  if (!listed.ok) {
+    untrusted(deps, dir.path, listed.reason)
+    return []
+  }
+  const self = deps.self ?? (await serverIdentity(deps.table))
+  const skipped = new SkipTally()
+  // Temp files and the stop-requests folder are the plugin's; any other JSON file is not.
+  for (const name of listed.names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
+  const records = listed.names.filter(isRecordName).sort()
   const recovered: RecoveredMonitor[] = []
-  const claimedPaths: string[] = []
-  for (const name of names.sort()) {
-    const claimed = await claim(deps, dir, name, self, skips)
-    if (!claimed) continue
-    claimedPaths.push(claimed.path)
-    for (const entry of claimed.file.monitors) {
-      // Ended with its notice delivered (or stopped on request): nothing is owed.
-      if (entry.status.kind !== "running" && !entry.wakePending) continue
-      if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
-        // The ids land in an envelope header and a request path: a record is data, not trusted.
-        logOf(deps).warn("ignoring a malformed entry in a monitor state file", { file: claimed.path })
-        continue
-      }
-      recovered.push(await reportLost(deps, entry))
-    }
+  const claimed: Claim[] = []
+  for (const name of records.slice(0, STATE_RECORDS_MAX)) {
+    await (deps.yieldToLoop ?? yieldToLoop)()
+    const claim = await claimRecord(deps, dir, name, self, skipped)
+    if (!claim) continue
+    claimed.push(claim)
+    recovered.push(...(await reportRecord(deps, claim, skipped)))
   }
-  const records = names.filter((name) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)).length
-  if (records > 0) {
-    logOf(deps).info("restart recovery looked at the monitor state folder", {
-      folder: dir,
-      files: records,
-      claimed: claimedPaths.length,
-      reported: recovered.filter((r) => r.outcome === "reported").length,
-    })
-  }
+  logPass(deps, dir, { records: records.length, claimed: claimed.length, recovered, skipped })
   const reported = recovered.filter((r) => r.outcome === "reported")
   // Until the notices are out the claims stay: if this server dies too, the next one takes over
   // (and finds what was already delivered in the session history).
   if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
-  for (const path of claimedPaths) removeQuietly(path)
+  // A claim left behind is harmless: its owner (this server) is alive, and once it is gone the
+  // next server finds every entry already reported in the history.
+  for (const claim of claimed) if (claim.owned) dir.remove(claim.name)
   return recovered
 }
 
-/** Takes a dead server's file for this process; undefined when there is nothing to take. */
-async function claim(
+/** The monitors of one claimed record that are owed a notice, each reported. */
+async function reportRecord(deps: RecoveryDeps, claim: Claim, skipped: SkipTally): Promise<RecoveredMonitor[]> {
+  const recovered: RecoveredMonitor[] = []
+  for (const entry of claim.file.monitors) {
+    // Ended with its notice delivered (or stopped on request): nothing is owed.
+    if (entry.status.kind !== "running" && !entry.wakePending) continue
+    if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
+      // The ids land in an envelope header and a request path: a record is data, not trusted.
+      skipped.add("entries with malformed ids", claim.name)
+      continue
+    }
+    recovered.push(await reportLost(deps, entry))
+  }
+  return recovered
+}
+
+/** One line per start: what was looked at, and what was skipped (a warning then), however many files. */
+function logPass(
   deps: RecoveryDeps,
-  dir: string,
+  dir: PrivateDir,
+  pass: { records: number; claimed: number; recovered: RecoveredMonitor[]; skipped: SkipTally },
+): void {
+  const left = Math.max(0, pass.records - STATE_RECORDS_MAX)
+  if (pass.records === 0 && pass.skipped.count === 0) return
+  const warn = pass.skipped.count > 0 || left > 0
+  logOf(deps)[warn ? "warn" : "info"]("restart recovery looked at the monitor state folder", {
+    folder: dir.path,
+    files: pass.records,
+    claimed: pass.claimed,
+    reported: pass.recovered.filter((r) => r.outcome === "reported").length,
+    ...(pass.skipped.count > 0 ? { skipped: pass.skipped.toString() } : {}),
+    // Read at the next start, once the ones read now are gone.
+    ...(left > 0 ? { leftForTheNextStart: left, bound: STATE_RECORDS_MAX } : {}),
+  })
+}
+
+const isRecordName = (name: string) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)
+
+/**
+ * A dead server's record, taken for this process. `owned`: renamed to this server's claim, removed
+ * once its notices are out; false where the folder cannot be addressed by descriptor (macOS):
+ * there nothing is renamed or removed, and the session history alone keeps a notice from being
+ * sent twice.
+ */
+type Claim = { name: string; file: ServerStateFile; owned: boolean }
+
+/** Takes a dead server's record of this project for this process; undefined when there is nothing to take. */
+async function claimRecord(
+  deps: RecoveryDeps,
+  dir: PrivateDir,
   name: string,
   self: Owner,
-  skips: SkipLog,
-): Promise<{ path: string; file: ServerStateFile } | undefined> {
-  const server = SERVER_FILE.exec(name)
+  skipped: SkipTally,
+): Promise<Claim | undefined> {
   const taken = CLAIMED_FILE.exec(name)
-  const match = server ?? taken
-  if (!match) {
-    // Temp files, the stop-requests folder and anything else are not records.
-    if (name.endsWith(".json"))
-      logOf(deps).warn("ignoring a foreign file in the monitor state folder", { file: join(dir, name) })
-    return undefined
-  }
+  const match = (SERVER_FILE.exec(name) ?? taken) as RegExpExecArray
   const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
   if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
   const alive = deps.mayStillRun ?? ((pid: number, start: string | undefined) => mayStillRun(pid, start, deps.table))
   // A server (or a recovering server) that may still run owns its file: never touched.
   if (await alive(owner.pid, owner.pidStartTime)) return undefined
-
-  const path = join(dir, name)
-  const read = readPrivateFile(path, STATE_FILE_MAX_BYTES)
+  const read = dir.read(name, STATE_FILE_MAX_BYTES)
   if (!read.ok) {
     // ENOENT: another server claimed it a moment ago. Anything else is skipped, never followed or removed.
-    if (read.reason !== "ENOENT") skips.skip(path, read.reason)
+    if (read.reason !== "ENOENT") skipped.add("untrusted", name, read.reason)
     return undefined
   }
   const parsed = parseStateFile(read.text)
   if (!parsed.ok) {
-    logOf(deps).warn("ignoring an unreadable monitor state file", { file: path, error: parsed.error })
+    skipped.add("unreadable", name, parsed.error)
     return undefined
   }
   if (parsed.file.server.directory !== deps.directory) {
-    logOf(deps).warn("ignoring a monitor state file of another directory", {
-      file: path,
-      directory: parsed.file.server.directory,
-    })
+    // Not this project's (forged, or a hash collision) and its server is dead: nobody will ever
+    // report it, so it goes, as a record of this project would once reported.
+    const removed = dir.remove(name)
+    skipped.add(removed ? "of another directory, removed" : "of another directory", name, parsed.file.server.directory)
     return undefined
   }
-  const original = taken ? (taken[3] as string) : name
-  const claimedPath = join(dir, `claimed-${self.pid}-${self.pidStartTime ?? "unknown"}--${original}`)
-  try {
-    // Atomic: of two servers renaming the same file, exactly one succeeds.
-    renameSync(path, claimedPath)
-  } catch {
-    return undefined
-  }
-  if (inodeOf(claimedPath) !== read.ino) {
+  if (!dir.anchored) return { name, file: parsed.file, owned: false }
+  const claimedName = `claimed-${self.pid}-${self.pidStartTime ?? "unknown"}--${taken ? taken[3] : name}`
+  // Atomic: of two servers renaming the same file, exactly one succeeds.
+  if (!dir.rename(name, claimedName)) return undefined
+  if (dir.stats(claimedName)?.ino !== read.ino) {
     // Swapped between the read and the rename: what was taken is not what was read. Put it back.
-    skips.skip(path, "replaced while it was read")
-    try {
-      renameSync(claimedPath, path)
-    } catch {}
+    skipped.add("replaced while it was read", name)
+    dir.rename(claimedName, name)
     return undefined
   }
-  return { path: claimedPath, file: parsed.file }
+  return { name: claimedName, file: parsed.file, owned: true }
 }
 
 /** The session's history, far enough back to see every envelope of this monitor; empty when unreadable. */
@@ -230,7 +271,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     return { ...result, outcome: "unproven_session" }
   }
   const seen = envelopesOf(history, entry.id)
-  if (seen.some((e) => e.status !== "running")) {
+  if (seen.some((e) => e.status.kind !== "running")) {
     logOf(deps).info("lost monitor not reported: its session already has its exit notice", fields)
     return { ...result, outcome: "already_reported" }
   }
@@ -292,22 +333,7 @@ function recorded(status: MonitorStatus): MonitorStatus {
   return { ...status, recorded: true } as MonitorStatus
 }
 
-/** This monitor's envelopes in a session history: their batch numbers and statuses. */
-function envelopesOf(history: readonly SessionMessage[], monitorId: string): { batch: number; status: string }[] {
-  const out: { batch: number; status: string }[] = []
-  for (const message of history) {
-    if (message.role !== "user" || !message.synthetic) continue
-    for (const head of parseEnvelopes(message.text))
-      if (head.monitorId === monitorId) out.push({ batch: head.batch, status: head.statusText })
-  }
-  return out
-}
-
-function removeQuietly(path: string): void {
-  try {
-    rmSync(path, { force: true })
-  } catch {
-    // A leftover claimed file of a finished recovery is harmless: its owner (this server) is alive,
-    // and once it is gone the next server finds every entry already reported in the history.
-  }
+/** This monitor's envelopes in a session history, by their notes (what each said, as data). */
+function envelopesOf(history: readonly SessionMessage[], monitorId: string): EnvelopeNote[] {
+  return history.flatMap((message) => message.notes.filter((note) => note.monitorId === monitorId))
 }

@@ -1,25 +1,35 @@
 import { randomBytes } from "node:crypto"
 import {
-  chmodSync,
   closeSync,
   constants,
+  fchmodSync,
   fstatSync,
   lstatSync,
   mkdirSync,
   openSync,
-  readdirSync,
   readSync,
   renameSync,
-  rmSync,
   type Stats,
+  statSync,
+  unlinkSync,
   writeSync,
 } from "node:fs"
+import { readdir } from "node:fs/promises"
+import { join } from "node:path"
 
 /**
- * The one way into the state folder (SPEC §12, turn 3). Anything that runs as the user can write
- * there, so a folder or file is used only when it is the user's own, not group- or world-writable,
- * of the right type (a real folder, a regular file: never a symlink, FIFO or device), and a file
- * is read without blocking and within a size bound. What fails is skipped, never followed.
+ * The one way into the state folder. Anything that runs as the user can write there, so a folder
+ * or file is used only when it is the user's own, not group- or world-writable, of the right type
+ * (a real folder, a regular file: never a symlink, FIFO or device), and a file is read without
+ * blocking and within a size bound. What fails is skipped, never followed.
+ *
+ * No path is checked and then used: a folder is opened once (O_DIRECTORY|O_NOFOLLOW), checked on
+ * its descriptor, and every entry in it is then named `/proc/self/fd/<fd>/<name>`, which Linux
+ * resolves through the opened folder itself. Swapping the folder (or any folder above it) for a
+ * symlink after the open changes nothing the plugin reads, writes, renames or deletes. Where that
+ * path does not exist (macOS has no /proc) a folder is not `anchored`: entries are named by path,
+ * and `remove` and `rename` refuse, so nothing is deleted there but the writer's own record and
+ * temp file (`write`, `removeOwn`: names this process made, with a random part).
  */
 
 export type Unsafe = { ok: false; reason: string }
@@ -37,11 +47,13 @@ const uid = () => process.getuid?.()
 export type Access = "shared" | "private"
 const FORBIDDEN: Record<Access, number> = { shared: 0o022, private: 0o077 }
 
+const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
+
 /** Why `stats` may not be trusted as the user's own, or undefined when it may. */
-function ownershipProblem(stats: Stats, access: Access): string | undefined {
+function ownershipProblem(stats: Stats, access: Access | "owner"): string | undefined {
   const self = uid()
   if (self !== undefined && stats.uid !== self) return `owned by uid ${stats.uid}, not ${self}`
-  if ((stats.mode & FORBIDDEN[access]) !== 0) {
+  if (access !== "owner" && (stats.mode & FORBIDDEN[access]) !== 0) {
     return `${access === "shared" ? "group- or world-writable" : "open to group or others"} (mode ${(stats.mode & 0o777).toString(8)})`
   }
   return undefined
@@ -56,35 +68,223 @@ function typeOf(stats: Stats): string {
   return "not a regular file"
 }
 
-/** The folder is a real folder (not a symlink to one) of the user's, not writable by others. */
-export function checkPrivateDir(dir: string, access: Access = "shared"): { ok: true } | Unsafe {
-  let stats: Stats
-  try {
-    stats = lstatSync(dir)
-  } catch (error) {
-    return { ok: false, reason: errorCode(error) }
+/**
+ * A real folder of the user's, opened once and addressed through its descriptor (see above).
+ * `close` it when done, and not before every operation on it has settled: a closed descriptor's
+ * number may name another file next.
+ */
+export class PrivateDir {
+  private closed = false
+
+  private constructor(
+    /** Where it was opened: for messages only, never to reach an entry. */
+    readonly path: string,
+    private readonly fd: number,
+    /** Entries are reached through the descriptor (Linux); false: by path, and nothing is deleted. */
+    readonly anchored: boolean,
+    /** The folder's own size: it grows with its entries, so a flooded folder is refused unlisted. */
+    readonly bytes: number,
+  ) {}
+
+  /** `descriptorPaths: false` acts as on a system without /proc/self/fd (macOS), for tests. */
+  static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Unsafe {
+    return PrivateDir.openAt(path, path, access, descriptorPaths)
   }
-  if (!stats.isDirectory()) return { ok: false, reason: `is ${typeOf(stats)}, not a folder` }
-  const problem = ownershipProblem(stats, access)
-  return problem ? { ok: false, reason: problem } : { ok: true }
+
+  /**
+   * Creates the folder (and missing parents) 0700 and opens it; a folder of the user's that others
+   * may use is narrowed to 0700 on its descriptor. Throws when it is not the user's own real folder.
+   */
+  static ensure(path: string): PrivateDir {
+    mkdirSync(path, { recursive: true, mode: 0o700 })
+    return orThrow(PrivateDir.openAt(path, path, "narrow", true))
+  }
+
+  /** The entry `name` of this very folder, whatever its path names by now. */
+  entry(name: string): string {
+    return this.anchored ? `/proc/self/fd/${this.fd}/${name}` : join(this.path, name)
+  }
+
+  /** Where an entry is, for messages and logs. */
+  pathOf(name: string): string {
+    return join(this.path, name)
+  }
+
+  subdir(name: string, access: Access = "shared"): PrivateDir | Unsafe {
+    return PrivateDir.openAt(this.entry(name), this.pathOf(name), access, this.anchored)
+  }
+
+  /** `ensure` for a folder in this one. */
+  ensureSubdir(name: string): PrivateDir {
+    try {
+      mkdirSync(this.entry(name), { mode: 0o700 })
+    } catch (error) {
+      if (errorCode(error) !== "EEXIST") throw error
+    }
+    return orThrow(PrivateDir.openAt(this.entry(name), this.pathOf(name), "narrow", this.anchored))
+  }
+
+  /**
+   * The names in the folder, listed off the event loop. A folder over `maxBytes` is refused
+   * without being listed: listing a huge folder holds the loop however it is done.
+   */
+  async list(maxBytes: number): Promise<SafeNames | Unsafe> {
+    if (this.bytes > maxBytes) {
+      return {
+        ok: false,
+        reason: `holds too many entries (a folder of ${this.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`,
+      }
+    }
+    try {
+      return { ok: true, names: await readdir(this.entry(".")) }
+    } catch (error) {
+      return { ok: false, reason: errorCode(error) }
+    }
+  }
+
+  read(name: string, maxBytes: number, access: Access = "shared"): SafeText | Unreadable {
+    return readPrivateFile(this.entry(name), maxBytes, access)
+  }
+
+  /** An entry's own stats (a symlink is not followed); undefined when there is none. */
+  stats(name: string): Stats | undefined {
+    try {
+      return lstatSync(this.entry(name))
+    } catch {
+      return undefined
+    }
+  }
+
+  /** The modification time of a regular file of the user's with `access`, else undefined. */
+  fileMtime(name: string, access: Access): number | undefined {
+    const stats = this.stats(name)
+    return stats?.isFile() && !ownershipProblem(stats, access) ? stats.mtimeMs : undefined
+  }
+
+  /** Deletes an entry of this very folder; false (nothing deleted) when it is not anchored or fails. */
+  remove(name: string): boolean {
+    if (!this.anchored) return false
+    try {
+      unlinkSync(this.entry(name))
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /** Renames within this very folder (atomic: of two renames of one name exactly one succeeds); false as `remove`. */
+  rename(from: string, to: string): boolean {
+    if (!this.anchored) return false
+    try {
+      renameSync(this.entry(from), this.entry(to))
+      return true
+    } catch {
+      return false
+    }
+  }
+
+  /**
+   * Writes a file 0600 atomically: a fresh temp name opened with O_EXCL|O_NOFOLLOW (a planted file
+   * or symlink there makes the open fail, never a write through it), then renamed over `name` (a
+   * rename replaces a symlink at `name` itself, never its target).
+   */
+  write(name: string, text: string): void {
+    const temp = `${name}.${randomBytes(4).toString("hex")}.tmp`
+    const fd = openSync(
+      this.entry(temp),
+      constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
+      0o600,
+    )
+    let open = true
+    try {
+      const bytes = Buffer.from(text)
+      let at = 0
+      while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
+      open = false
+      closeSync(fd)
+      renameSync(this.entry(temp), this.entry(name))
+    } catch (error) {
+      // Closed once only: the number may already name another file.
+      if (open) closeSync(fd)
+      this.removeOwn(temp)
+      throw error
+    }
+  }
+
+  /** Deletes a name this process made with a random part (its record, its temp file), anchored or not. */
+  removeOwn(name: string): void {
+    try {
+      unlinkSync(this.entry(name))
+    } catch (error) {
+      if (errorCode(error) !== "ENOENT") throw error
+    }
+  }
+
+  close(): void {
+    if (this.closed) return
+    this.closed = true
+    closeSync(this.fd)
+  }
+
+  private static openAt(
+    at: string,
+    path: string,
+    access: Access | "narrow",
+    descriptorPaths: boolean,
+  ): PrivateDir | Unsafe {
+    let fd: number
+    try {
+      fd = openSync(at, DIRECTORY_FLAGS)
+    } catch (error) {
+      return { ok: false, reason: openDirProblem(at, error) }
+    }
+    let opened: PrivateDir | Unsafe
+    try {
+      const stats = fstatSync(fd)
+      const problem = ownershipProblem(stats, access === "narrow" ? "owner" : access)
+      if (!problem && access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
+      opened = problem
+        ? { ok: false, reason: problem }
+        : new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
+    } catch (error) {
+      opened = { ok: false, reason: errorCode(error) }
+    }
+    if (!(opened instanceof PrivateDir)) closeSync(fd)
+    return opened
+  }
 }
 
-/** The names in a folder that passed `checkPrivateDir`. */
-export function listPrivateDir(dir: string, access: Access = "shared"): SafeNames | Unsafe {
-  const check = checkPrivateDir(dir, access)
-  if (!check.ok) return check
+/** Does `/proc/self/fd/<fd>` lead to the very folder that was opened? (Linux: yes; macOS: no /proc.) */
+function anchors(fd: number, stats: Stats): boolean {
   try {
-    return { ok: true, names: readdirSync(dir) }
-  } catch (error) {
-    return { ok: false, reason: errorCode(error) }
+    const through = statSync(`/proc/self/fd/${fd}`)
+    return through.ino === stats.ino && through.dev === stats.dev
+  } catch {
+    return false
   }
+}
+
+/** Why a folder could not be opened: what it is instead, when that is why. */
+function openDirProblem(at: string, error: unknown): string {
+  const code = errorCode(error)
+  if (code !== "ELOOP" && code !== "ENOTDIR") return code
+  try {
+    return `is ${typeOf(lstatSync(at))}, not a folder`
+  } catch {
+    return code
+  }
+}
+
+function orThrow(opened: PrivateDir | Unsafe): PrivateDir {
+  if (opened instanceof PrivateDir) return opened
+  throw new Error(opened.reason)
 }
 
 /**
  * Reads a regular file of the user's, at most `maxBytes`: opened with O_NOFOLLOW (a symlink fails)
  * and O_NONBLOCK (a FIFO cannot hold the open), then checked on the open descriptor.
  */
-export function readPrivateFile(path: string, maxBytes: number, access: Access = "shared"): SafeText | Unreadable {
+function readPrivateFile(path: string, maxBytes: number, access: Access): SafeText | Unreadable {
   let fd: number
   try {
     fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
@@ -123,85 +323,33 @@ export function readPrivateFile(path: string, maxBytes: number, access: Access =
   }
 }
 
-/** The modification time of a regular file of the user's (lstat: a symlink is not one), else undefined. */
-export function ownFileMtime(path: string): number | undefined {
-  try {
-    const stats = lstatSync(path)
-    const self = uid()
-    return stats.isFile() && (self === undefined || stats.uid === self) ? stats.mtimeMs : undefined
-  } catch {
-    return undefined
-  }
-}
-
-/** The inode a path names now, without following a symlink (to check a rename took the file that was read). */
-export function inodeOf(path: string): number | undefined {
-  try {
-    return lstatSync(path).ino
-  } catch {
-    return undefined
-  }
-}
-
 /**
- * Creates the folder (and missing parents) 0700; a folder of the user's that others may write is
- * narrowed to 0700. Throws when it is not the user's own real folder.
+ * What one pass over a folder skipped, counted by kind with one example each: a folder full of
+ * junk costs one log line per pass, not one per entry.
  */
-export function ensurePrivateDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: 0o700 })
-  const stats = lstatSync(dir)
-  if (!stats.isDirectory()) throw new Error(`${dir} is ${typeOf(stats)}, not a folder`)
-  const self = uid()
-  if (self !== undefined && stats.uid !== self) throw new Error(`${dir} is owned by uid ${stats.uid}, not ${self}`)
-  if ((stats.mode & 0o077) !== 0) chmodSync(dir, 0o700)
-}
+export class SkipTally {
+  private readonly kinds = new Map<string, { count: number; example: string }>()
 
-/**
- * Writes a file 0600 atomically: a fresh temp name opened with O_EXCL|O_NOFOLLOW (a planted file or
- * symlink there makes the open fail, never a write through it), then renamed over `path` (a
- * rename replaces a symlink at `path` itself, never its target).
- */
-export function writePrivateFile(path: string, text: string): void {
-  const temp = `${path}.${randomBytes(4).toString("hex")}.tmp`
-  const fd = openSync(temp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW, 0o600)
-  try {
-    const bytes = Buffer.from(text)
-    let at = 0
-    while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
-  } catch (error) {
-    closeSync(fd)
-    rmSync(temp, { force: true })
-    throw error
+  add(kind: string, name: string, detail?: string): void {
+    const seen = this.kinds.get(kind)
+    if (seen) seen.count += 1
+    else this.kinds.set(kind, { count: 1, example: detail ? `${name}: ${detail}` : name })
   }
-  closeSync(fd)
-  try {
-    renameSync(temp, path)
-  } catch (error) {
-    rmSync(temp, { force: true }) // our own temp file, created above
-    throw error
+
+  get count(): number {
+    let total = 0
+    for (const { count } of this.kinds.values()) total += count
+    return total
+  }
+
+  /** `2 not a stop request (e.g. stop-7-….json), 1 untrusted (e.g. x.json: is a symbolic link)`; "" when none. */
+  toString(): string {
+    return [...this.kinds].map(([kind, { count, example }]) => `${count} ${kind} (e.g. ${example})`).join(", ")
   }
 }
 
-/**
- * "Skipped with one log line": remembers what it already reported (a file is looked at every scan),
- * bounded so a folder full of junk cannot grow it without end.
- */
-export class SkipLog {
-  private readonly seen = new Set<string>()
-
-  constructor(
-    private readonly log: (message: string, extra: Record<string, unknown>) => void,
-    private readonly max = 256,
-  ) {}
-
-  skip(path: string, reason: string): void {
-    const key = `${path}\0${reason}`
-    if (this.seen.has(key)) return
-    if (this.seen.size >= this.max) this.seen.clear()
-    this.seen.add(key)
-    this.log("skipping an untrusted entry in the monitor state folder", { path, reason })
-  }
-}
+/** Gives the event loop a turn between slices of a long pass (other timers and I/O run first). */
+export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 function errorCode(error: unknown): string {
   return (error as NodeJS.ErrnoException)?.code ?? (error instanceof Error ? error.message : String(error))

@@ -1,25 +1,23 @@
 import { randomBytes } from "node:crypto"
-import { type FSWatcher, rmSync, watch } from "node:fs"
-import { join } from "node:path"
+import { type FSWatcher, watch } from "node:fs"
 import type { Scheduler, TimerHandle } from "../scheduler"
-import { stopRequestDir } from "./format"
-import {
-  checkPrivateDir,
-  ensurePrivateDir,
-  listPrivateDir,
-  ownFileMtime,
-  readPrivateFile,
-  SkipLog,
-  writePrivateFile,
-} from "./safe-file"
+import { STATE_FOLDER_MAX_BYTES, STOP_REQUESTS_FOLDER, stopRequestDir } from "./format"
+import { PrivateDir, SkipTally, type Unsafe, yieldToLoop } from "./safe-file"
 
 /**
- * A person's stop from the TUI (SPEC §11): the TUI drops a small file into
+ * A person's stop from the TUI: the TUI drops a small file into
  * `stopRequestDir(projectStateDir(directory))`, addressed to the server process that owns the
  * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
  * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
  */
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
+
+/**
+ * `stop-<server pid>-<12 hex>.json`, or its writer's temp file (`….<8 hex>.tmp`): anything else is
+ * not the TUI's and is left alone unread, so junk costs a name check, and another server's requests
+ * are never opened.
+ */
+const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
 export type StopRequest = {
   format: typeof STOP_REQUEST_FORMAT
@@ -30,26 +28,39 @@ export type StopRequest = {
   requestedAt: number
 }
 
-/** A request nobody took (its server is gone) is removed by any server after this long. */
+/** A request is taken only this close to its `requestedAt`; one nobody took is removed after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
 /** A request is ~150 bytes; a larger file is never read (nor re-read on every scan). */
 const STOP_REQUEST_MAX_BYTES = 4_096
+/** A pass looks at this many entries, then gives the event loop a turn. */
+const SCAN_SLICE = 32
+/** A pass starts at least this long after the last one ended: a burst of file events costs one pass. */
+export const STOP_REQUEST_RESCAN_MS = 100
 
-/** Writes a stop request; returns its path. Throws only on a real I/O error (the TUI shows it). */
+/** Writes a stop request; returns its path. Throws on an I/O error or an unusable folder (the TUI shows it). */
 export function writeStopRequest(
   projectDir: string,
   request: Omit<StopRequest, "format" | "requestedAt">,
   now = Date.now(),
 ): string {
-  const dir = stopRequestDir(projectDir)
   // The server takes requests only from 0600 files in 0700 folders of the user's (safe-file.ts).
-  ensurePrivateDir(projectDir)
-  ensurePrivateDir(dir)
-  const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
-  const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
-  const path = join(dir, name)
-  writePrivateFile(path, JSON.stringify(body))
-  return path
+  const project = PrivateDir.ensure(projectDir)
+  let dir: PrivateDir | undefined
+  try {
+    dir = project.ensureSubdir(STOP_REQUESTS_FOLDER)
+    if (dir.bytes > STATE_FOLDER_MAX_BYTES) {
+      throw new Error(
+        `${dir.path} holds too many entries for the server to read it (a folder of ${dir.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove that folder`,
+      )
+    }
+    const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
+    const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
+    dir.write(name, JSON.stringify(body))
+    return dir.pathOf(name)
+  } finally {
+    dir?.close()
+    project.close()
+  }
 }
 
 export function parseStopRequest(text: string): StopRequest | undefined {
@@ -87,111 +98,242 @@ export type StopRequestHandler = {
   scheduler?: Scheduler
   now?: () => number
   onError?: (message: string) => void
+  /** Gives the event loop a turn between slices of a pass (default: setImmediate). */
+  yieldToLoop?: () => Promise<void>
+  /** false: act as on a system without /proc/self/fd (macOS), where nothing is deleted (for tests). */
+  descriptorPaths?: boolean
 }
 
-/** One log line per skipped entry, for the life of a watcher. */
-function skipLogOf(handler: StopRequestHandler): SkipLog {
-  return new SkipLog((message, extra) => handler.onError?.(`${message}: ${extra.path} (${extra.reason})`))
+/** What a watcher keeps between passes: the requests it took (where they cannot be deleted), what it logged. */
+export type ScanMemory = { taken: Set<string>; logged: Set<string> }
+
+export const newScanMemory = (): ScanMemory => ({ taken: new Set(), logged: new Set() })
+
+/**
+ * Logs a problem line once while problems last (a folder swapped back and forth is two lines, not
+ * one a pass); a clean pass ("") forgets them, so a problem that comes back is logged again.
+ */
+function report(handler: StopRequestHandler, memory: ScanMemory, line: string): void {
+  if (!line) memory.logged.clear()
+  if (!line || memory.logged.has(line)) return
+  if (memory.logged.size >= 16) memory.logged.clear()
+  memory.logged.add(line)
+  handler.onError?.(line)
 }
 
 /**
  * One pass over the folder: takes (and removes) the requests for monitors this instance runs.
- * Only a private folder of the user's (not a symlink) is read, and in it only 0600 regular files
- * of the user's within STOP_REQUEST_MAX_BYTES; anything else is skipped with one log line and
- * left alone. Removed are only files of the plugin's own shape: requests taken, and (after
- * STOP_REQUEST_STALE_MS) requests nobody took and unparsable or oversized regular files of the
- * user's. Never throws.
+ * Only a private folder of the user's (not a symlink) is read, in slices of SCAN_SLICE entries,
+ * and only when it is within STATE_FOLDER_MAX_BYTES; in it only 0600 regular files of the
+ * user's, named as the TUI names them, addressed to this server, within STOP_REQUEST_MAX_BYTES.
+ * Removed are only files named so: requests taken, and (after STOP_REQUEST_STALE_MS) requests
+ * nobody took and unparsable or oversized ones. What is skipped is counted in one log line. Never throws.
  */
-export function scanStopRequests(
+export async function scanStopRequests(
   projectDir: string,
   handler: StopRequestHandler,
-  skips: SkipLog = skipLogOf(handler),
-): number {
-  const dir = stopRequestDir(projectDir)
-  const parent = checkPrivateDir(projectDir, "private")
-  const listed = parent.ok ? listPrivateDir(dir, "private") : parent
+  memory: ScanMemory = newScanMemory(),
+): Promise<number> {
+  const opened = openRequestFolder(projectDir, handler.descriptorPaths ?? true)
+  if (!(opened instanceof PrivateDir)) {
+    if (opened.reason !== "ENOENT") {
+      report(
+        handler,
+        memory,
+        `skipping an untrusted entry in the monitor state folder: ${opened.path} (${opened.reason})`,
+      )
+    }
+    return 0
+  }
+  try {
+    return await takeRequests(opened, handler, memory)
+  } catch (error) {
+    handler.onError?.(`stop requests: ${error instanceof Error ? error.message : String(error)}`)
+    return 0
+  } finally {
+    opened.close()
+  }
+}
+
+/** The project's folder, then its stop-requests folder through it: both private, neither through a symlink. */
+function openRequestFolder(projectDir: string, descriptorPaths: boolean): PrivateDir | (Unsafe & { path: string }) {
+  const project = PrivateDir.open(projectDir, "private", descriptorPaths)
+  if (!(project instanceof PrivateDir)) return { ...project, path: projectDir }
+  try {
+    const dir = project.subdir(STOP_REQUESTS_FOLDER, "private")
+    return dir instanceof PrivateDir ? dir : { ...dir, path: stopRequestDir(projectDir) }
+  } finally {
+    project.close()
+  }
+}
+
+type Pass = {
+  dir: PrivateDir
+  handler: StopRequestHandler
+  memory: ScanMemory
+  now: number
+  skipped: SkipTally
+}
+
+async function takeRequests(dir: PrivateDir, handler: StopRequestHandler, memory: ScanMemory): Promise<number> {
+  const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
   if (!listed.ok) {
-    if (listed.reason !== "ENOENT") skips.skip(parent.ok ? dir : projectDir, listed.reason)
+    report(handler, memory, `skipping an untrusted entry in the monitor state folder: ${dir.path} (${listed.reason})`)
     return 0
   }
   const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
-  const stale = (mtimeMs: number | undefined) => mtimeMs !== undefined && now - mtimeMs > STOP_REQUEST_STALE_MS
+  const pass: Pass = { dir, handler, memory, now, skipped: new SkipTally() }
+  const pause = handler.yieldToLoop ?? yieldToLoop
   let stopped = 0
-  for (const name of listed.names) {
-    const path = join(dir, name)
-    try {
-      if (!name.endsWith(".json")) {
-        // A temp file left by a writer that died mid-write.
-        if (name.endsWith(".tmp") && stale(ownFileMtime(path))) rmSync(path, { force: true })
-        continue
-      }
-      const read = readPrivateFile(path, STOP_REQUEST_MAX_BYTES, "private")
-      if (!read.ok) {
-        if (read.reason === "ENOENT") continue // taken by another instance a moment ago
-        if (read.tooLarge && stale(read.tooLarge.mtimeMs)) rmSync(path, { force: true })
-        else skips.skip(path, read.reason)
-        continue
-      }
-      const request = parseStopRequest(read.text)
-      if (!request) {
-        // Ignored, not deleted: removed only once it is old (a writer may still be finishing it).
-        if (stale(read.mtimeMs)) rmSync(path, { force: true })
-        else skips.skip(path, "not a stop request")
-        continue
-      }
-      if (request.serverPid !== handler.serverPid || !handler.owns(request.sessionID, request.monitorId)) {
-        // Not ours: another server or instance takes it; nobody did in a minute, so nobody will.
-        if (stale(read.mtimeMs) || now - request.requestedAt > STOP_REQUEST_STALE_MS) rmSync(path, { force: true })
-        continue
-      }
-      rmSync(path, { force: true })
-      handler.stop(request.sessionID, request.monitorId)
-      stopped += 1
-    } catch (error) {
-      handler.onError?.(`stop request ${name}: ${error instanceof Error ? error.message : String(error)}`)
-    }
+  for (const [index, name] of listed.names.entries()) {
+    if (index > 0 && index % SCAN_SLICE === 0) await pause()
+    if (takeOne(pass, name)) stopped += 1
   }
+  // Bounded by the folder: a name no longer listed is forgotten.
+  const present = new Set(listed.names)
+  for (const name of memory.taken) if (!present.has(name)) memory.taken.delete(name)
+  const skipped = pass.skipped.toString()
+  report(handler, memory, skipped && `skipping entries of the stop-requests folder ${dir.path}: ${skipped}`)
   return stopped
+}
+
+const stale = (pass: Pass, mtimeMs: number | undefined) =>
+  mtimeMs !== undefined && pass.now - mtimeMs > STOP_REQUEST_STALE_MS
+
+/** Takes one entry if it is a request for a monitor this instance runs; true when it stopped one. */
+function takeOne(pass: Pass, name: string): boolean {
+  const { dir, handler } = pass
+  const match = REQUEST_NAME.exec(name)
+  if (!match) {
+    pass.skipped.add("not named as a stop request", name)
+    return false
+  }
+  if (match[2] !== undefined || Number(match[1]) !== handler.serverPid) {
+    // A temp file its writer left, or another server's request: only its age is looked at.
+    if (stale(pass, dir.fileMtime(name, "private"))) dir.remove(name)
+    return false
+  }
+  if (pass.memory.taken.has(name)) return false
+  const read = readRequest(pass, name)
+  if (!read) return false
+  const { request } = read
+  const age = pass.now - request.requestedAt
+  if (Math.abs(age) > STOP_REQUEST_STALE_MS || !handler.owns(request.sessionID, request.monitorId)) {
+    // Left for the instance that runs it; nobody took it in a minute, so nobody will.
+    if (age > STOP_REQUEST_STALE_MS || stale(pass, read.mtimeMs)) dir.remove(name)
+    return false
+  }
+  dir.remove(name)
+  pass.memory.taken.add(name)
+  handler.stop(request.sessionID, request.monitorId)
+  return true
+}
+
+/** A well-formed request of this server's in a private regular file; else undefined (counted, or removed once old). */
+function readRequest(pass: Pass, name: string): { request: StopRequest; mtimeMs: number } | undefined {
+  const { dir, handler } = pass
+  const read = dir.read(name, STOP_REQUEST_MAX_BYTES, "private")
+  if (!read.ok) {
+    if (read.reason === "ENOENT") return undefined // taken by another instance a moment ago
+    if (read.tooLarge && stale(pass, read.tooLarge.mtimeMs)) dir.remove(name)
+    else pass.skipped.add("untrusted", name, read.reason)
+    return undefined
+  }
+  const request = parseStopRequest(read.text)
+  if (!request || request.serverPid !== handler.serverPid) {
+    if (stale(pass, read.mtimeMs)) dir.remove(name)
+    else pass.skipped.add("not a stop request", name)
+    return undefined
+  }
+  return { request, mtimeMs: read.mtimeMs }
 }
 
 /**
  * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
- * it first) and scans on every change. Creates nothing. Returns the function that stops watching.
+ * it first) and runs a pass on a change: one at a time, at most one more queued behind it, and
+ * STOP_REQUEST_RESCAN_MS apart. A request is taken within that gap plus two passes of the folder as
+ * it is (each bounded by STATE_FOLDER_MAX_BYTES), or by the next poll. Creates nothing. Returns the
+ * function that stops watching.
  */
 export function watchStopRequests(
   projectDir: string,
   handler: StopRequestHandler & { scheduler: Scheduler },
   pollMs = 1_000,
 ): () => void {
-  const { scheduler } = handler
-  const dir = stopRequestDir(projectDir)
-  let watcher: FSWatcher | undefined
-  let closed = false
-  const skips = skipLogOf(handler)
-  let timer: TimerHandle | undefined
-  const poll = () => {
-    timer = scheduler.setTimeout(poll, pollMs)
-    scan()
+  const watcher = new StopRequestWatcher(projectDir, handler, pollMs)
+  watcher.poll()
+  return () => watcher.close()
+}
+
+class StopRequestWatcher {
+  private readonly memory = newScanMemory()
+  private fsWatcher: FSWatcher | undefined
+  private closed = false
+  private pollTimer: TimerHandle | undefined
+  private queued: TimerHandle | undefined
+  private running = false
+  private again = false
+  private quietUntil = Number.NEGATIVE_INFINITY
+
+  constructor(
+    private readonly projectDir: string,
+    private readonly handler: StopRequestHandler & { scheduler: Scheduler },
+    private readonly pollMs: number,
+  ) {}
+
+  poll = (): void => {
+    this.pollTimer = this.handler.scheduler.setTimeout(this.poll, this.pollMs)
+    this.request()
   }
-  const scan = () => {
-    if (closed) return
-    if (!watcher) {
-      try {
-        watcher = watch(dir, scan)
-        watcher.on("error", () => {
-          watcher?.close()
-          watcher = undefined
-        })
-      } catch {
-        // Not there yet: the poll looks again.
-      }
+
+  /** A change may have come: a pass now, or once the running one ends and the gap has passed. */
+  private request = (): void => {
+    if (this.closed || this.queued) return
+    if (this.running) {
+      this.again = true
+      return
     }
-    scanStopRequests(projectDir, handler, skips)
+    const { scheduler } = this.handler
+    const wait = this.quietUntil - scheduler.now()
+    if (wait > 0) {
+      this.queued = scheduler.setTimeout(() => {
+        this.queued = undefined
+        this.request()
+      }, wait)
+    } else this.run()
   }
-  poll()
-  return () => {
-    closed = true
-    if (timer) scheduler.clearTimeout(timer)
-    watcher?.close()
+
+  private run(): void {
+    this.running = true
+    this.watchFolder()
+    void scanStopRequests(this.projectDir, this.handler, this.memory).finally(() => {
+      this.running = false
+      this.quietUntil = this.handler.scheduler.now() + STOP_REQUEST_RESCAN_MS
+      if (this.again) {
+        this.again = false
+        this.request()
+      }
+    })
+  }
+
+  private watchFolder(): void {
+    if (this.fsWatcher) return
+    try {
+      this.fsWatcher = watch(stopRequestDir(this.projectDir), this.request)
+      this.fsWatcher.on("error", () => {
+        this.fsWatcher?.close()
+        this.fsWatcher = undefined
+      })
+    } catch {
+      // Not there yet: the poll looks again.
+    }
+  }
+
+  close(): void {
+    this.closed = true
+    const { scheduler } = this.handler
+    if (this.pollTimer) scheduler.clearTimeout(this.pollTimer)
+    if (this.queued) scheduler.clearTimeout(this.queued)
+    this.fsWatcher?.close()
   }
 }

@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto"
-import { rmSync } from "node:fs"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
 import type { MonitorInfo, MonitorSnapshot } from "../manager"
@@ -15,7 +14,7 @@ import {
   type StateLine,
   serverStateFileName,
 } from "./format"
-import { ensurePrivateDir, writePrivateFile } from "./safe-file"
+import { PrivateDir } from "./safe-file"
 
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
@@ -51,6 +50,7 @@ export const STATE_ENDED_RETAIN_MS = 120_000
 export class MonitorStateWriter {
   readonly path: string
   private readonly dir: string
+  private readonly name: string
   private readonly server: { pid: number; pidStartTime: string | undefined }
   private readonly entries = new Map<string, MonitorStateEntry>()
   private timer: TimerHandle | undefined
@@ -64,7 +64,8 @@ export class MonitorStateWriter {
     this.dir = projectStateDir(options.directory, options.env)
     this.server = options.server
     const instance = options.instance ?? randomBytes(4).toString("hex")
-    this.path = join(this.dir, serverStateFileName(this.server.pid, this.server.pidStartTime, instance))
+    this.name = serverStateFileName(this.server.pid, this.server.pidStartTime, instance)
+    this.path = join(this.dir, this.name)
   }
 
   /** Something changed (start, exit): the record is rewritten within STATE_WRITE_MIN_INTERVAL_MS. */
@@ -145,9 +146,14 @@ export class MonitorStateWriter {
 
   private write(file: ServerStateFile): void {
     try {
-      // 0700 folders, a 0600 file, and a temp name a planted symlink cannot redirect (safe-file.ts).
-      ensurePrivateDir(this.dir)
-      writePrivateFile(this.path, `${JSON.stringify(file)}\n`)
+      // 0700 folders, a 0600 file, a temp name a planted symlink cannot redirect, all within the
+      // folder as opened (safe-file.ts).
+      const dir = PrivateDir.ensure(this.dir)
+      try {
+        dir.write(this.name, `${JSON.stringify(file)}\n`)
+      } finally {
+        dir.close()
+      }
       this.failing = false
     } catch (error) {
       this.fail("write", error)
@@ -155,10 +161,14 @@ export class MonitorStateWriter {
   }
 
   private remove(): void {
+    const dir = PrivateDir.open(this.dir)
+    if (!(dir instanceof PrivateDir)) return // no folder of ours: no record in it either
     try {
-      rmSync(this.path, { force: true })
+      dir.removeOwn(this.name)
     } catch (error) {
       this.fail("remove", error)
+    } finally {
+      dir.close()
     }
   }
 

@@ -1,8 +1,15 @@
-import { join } from "node:path"
 import { formatStatus } from "../codec"
 import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
-import { type MonitorStateEntry, parseStateFile, STATE_FILE_MAX_BYTES } from "../state/format"
-import { listPrivateDir, readPrivateFile } from "../state/safe-file"
+import {
+  type MonitorStateEntry,
+  type ParseResult,
+  parseStateFile,
+  STATE_FILE_MAX_BYTES,
+  STATE_FOLDER_MAX_BYTES,
+  STATE_RECORDS_MAX,
+  type ServerStateFile,
+} from "../state/format"
+import { PrivateDir, yieldToLoop } from "../state/safe-file"
 import type { MonitorView } from "./view"
 
 export type LocalSnapshot = {
@@ -16,90 +23,119 @@ export type LocalSnapshot = {
 
 export type LocalStateDeps = {
   isServerAlive?: (pid: number, pidStartTime: string | undefined) => boolean
-  readDir?: (dir: string) => string[]
-  /** The file's text; throws ENOENT when it is gone, `UntrustedFile` when it may not be trusted. */
-  readFile?: (path: string) => string
+  /** Records read before, by name, reused while the file is unchanged (the TUI keeps one across refreshes). */
+  cache?: Map<string, CachedRecord>
+  /** Gives the event loop a turn before each record (default: setImmediate). */
+  yieldToLoop?: () => Promise<void>
 }
 
-/** A file in the state folder that is not the user's own regular file within the size bound. */
-class UntrustedFile extends Error {
-  override name = "UntrustedFile"
-}
+/** A record as it was parsed, and the version of the file (inode, size, times) it was parsed from. */
+export type CachedRecord = { version: string; parsed: ParseResult }
 
-/** The state folder and its files as safe-file.ts allows them: never a symlink, FIFO or device, never blocking. */
-function listTrusted(dir: string): string[] {
-  const listed = listPrivateDir(dir)
-  if (!listed.ok && listed.reason === "ENOENT") return []
-  if (!listed.ok) throw new UntrustedFile(`${dir}: ${listed.reason}`)
-  return listed.names
-}
+type Counts = { unreadable: number; otherFormat: number; untrusted: number }
 
-function readTrusted(path: string): string {
-  const read = readPrivateFile(path, STATE_FILE_MAX_BYTES)
-  if (read.ok) return read.text
-  throw read.reason === "ENOENT" ? Object.assign(new Error(path), { code: "ENOENT" }) : new UntrustedFile(read.reason)
-}
-
-/** Reads every server state file of one project folder. Missing folder: nothing. Never throws. */
-export function readLocalState(projectDir: string, deps: LocalStateDeps = {}): LocalSnapshot {
-  const isAlive = deps.isServerAlive ?? isServerAlive
-  const readDir = deps.readDir ?? listTrusted
-  const readFile = deps.readFile ?? readTrusted
+/**
+ * Reads the server state files of one project folder, as safe-file.ts allows them (never a
+ * symlink, FIFO or device, never blocking): at most STATE_RECORDS_MAX, one per turn of the event
+ * loop, from a folder within STATE_FOLDER_MAX_BYTES. Missing folder: nothing. Never throws.
+ */
+export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-  let names: string[]
-  try {
-    names = readDir(projectDir).filter((name) => name.startsWith("server-") && name.endsWith(".json"))
-  } catch (error) {
-    if (error instanceof UntrustedFile) snapshot.notes.push(`monitor state folder not read: ${error.message}`)
+  const dir = PrivateDir.open(projectDir)
+  if (!(dir instanceof PrivateDir)) {
+    if (dir.reason !== "ENOENT") snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${dir.reason}`)
     return snapshot
   }
-  const newest = new Map<string, { view: MonitorView; updatedAt: number }>()
-  let unreadable = 0
-  let otherFormat = 0
-  let untrusted = 0
-  for (const name of names.sort()) {
-    let text: string
-    try {
-      text = readFile(join(projectDir, name))
-    } catch (error) {
-      // Else removed between readdir and read: its server ended.
-      if (error instanceof UntrustedFile) untrusted += 1
-      continue
+  try {
+    const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
+    if (!listed.ok) {
+      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
+      return snapshot
     }
-    const parsed = parseStateFile(text)
-    if (!parsed.ok) {
-      if (parsed.error.startsWith("unknown format")) otherFormat += 1
-      else unreadable += 1
-      continue
+    const names = listed.names.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
+    const read = names.slice(0, STATE_RECORDS_MAX)
+    const counts: Counts = { unreadable: 0, otherFormat: 0, untrusted: 0 }
+    const newest = new Map<string, { view: MonitorView; updatedAt: number }>()
+    for (const name of read) {
+      await (deps.yieldToLoop ?? yieldToLoop)()
+      const file = readRecord(dir, name, counts, deps.cache)
+      if (file) addRecord(snapshot, newest, file, deps.isServerAlive ?? isServerAlive)
     }
-    const { server, monitors } = parsed.file
-    const alive = safe(() => isAlive(server.pid, server.pidStartTime), false)
-    if (alive) snapshot.liveServers.push(server.pid)
-    for (const monitor of monitors) {
-      const view = viewOf(monitor, alive ? server.pid : undefined)
-      if (!alive && monitor.status.kind === "running") {
-        // Its server is gone and no live server took the record over: say so, never "running".
-        view.statusKind = "lost"
-        view.status = "lost (its opencode server ended)"
-      }
-      const seen = newest.get(monitor.id)
-      if (!seen || seen.updatedAt < server.updatedAt) newest.set(monitor.id, { view, updatedAt: server.updatedAt })
-    }
+    for (const name of deps.cache?.keys() ?? []) if (!read.includes(name)) deps.cache?.delete(name)
+    snapshot.monitors = [...newest.values()].map((entry) => entry.view)
+    snapshot.notes.push(...notesOf(counts, names.length - read.length))
+    return snapshot
+  } finally {
+    dir.close()
   }
-  snapshot.monitors = [...newest.values()].map((entry) => entry.view)
-  if (unreadable > 0)
-    snapshot.notes.push(`${unreadable} unreadable monitor state ${unreadable === 1 ? "file" : "files"} skipped`)
-  if (untrusted > 0) {
-    snapshot.notes.push(
-      `${untrusted} untrusted ${untrusted === 1 ? "file" : "files"} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
+}
+
+/** One record, from the cache while its file is unchanged; undefined (counted) when it cannot be used. */
+function readRecord(dir: PrivateDir, name: string, counts: Counts, cache?: Map<string, CachedRecord>) {
+  const stats = dir.stats(name)
+  if (!stats) return undefined // removed since the listing: its server ended
+  const version = `${stats.ino}:${stats.size}:${stats.mtimeMs}:${stats.ctimeMs}`
+  let parsed = cache?.get(name)?.version === version ? cache.get(name)?.parsed : undefined
+  if (!parsed) {
+    const read = dir.read(name, STATE_FILE_MAX_BYTES)
+    if (!read.ok) {
+      if (read.reason !== "ENOENT") counts.untrusted += 1
+      return undefined
+    }
+    parsed = parseStateFile(read.text)
+    cache?.set(name, { version, parsed })
+  }
+  if (parsed.ok) return parsed.file
+  if (parsed.error.startsWith("unknown format")) counts.otherFormat += 1
+  else counts.unreadable += 1
+  return undefined
+}
+
+/** A record's monitors into the snapshot: the newest record of a monitor wins. */
+function addRecord(
+  snapshot: LocalSnapshot,
+  newest: Map<string, { view: MonitorView; updatedAt: number }>,
+  file: ServerStateFile,
+  isAlive: NonNullable<LocalStateDeps["isServerAlive"]>,
+): void {
+  const { server, monitors } = file
+  const alive = safe(() => isAlive(server.pid, server.pidStartTime), false)
+  if (alive) snapshot.liveServers.push(server.pid)
+  for (const monitor of monitors) {
+    const view = viewOf(monitor, alive ? server.pid : undefined)
+    if (!alive && monitor.status.kind === "running") {
+      // Its server is gone and no live server took the record over: say so, never "running".
+      view.statusKind = "lost"
+      view.status = "lost (its opencode server ended)"
+    }
+    const seen = newest.get(monitor.id)
+    if (!seen || seen.updatedAt < server.updatedAt) newest.set(monitor.id, { view, updatedAt: server.updatedAt })
+  }
+}
+
+const files = (n: number) => (n === 1 ? "file" : "files")
+
+/** Short notes for the person, one per kind of file skipped. */
+function notesOf(counts: Counts, notRead: number): string[] {
+  const notes: string[] = []
+  if (counts.unreadable > 0)
+    notes.push(`${counts.unreadable} unreadable monitor state ${files(counts.unreadable)} skipped`)
+  if (counts.untrusted > 0) {
+    notes.push(
+      `${counts.untrusted} untrusted ${files(counts.untrusted)} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
     )
   }
-  if (otherFormat > 0) {
-    snapshot.notes.push(
-      `${otherFormat} state ${otherFormat === 1 ? "file" : "files"} from another opencode-monitor version skipped: update both parts to the same version`,
+  if (counts.otherFormat > 0) {
+    notes.push(
+      `${counts.otherFormat} state ${files(counts.otherFormat)} from another opencode-monitor version skipped: update both parts to the same version`,
     )
   }
-  return snapshot
+  if (notRead > 0) {
+    notes.push(
+      `${notRead} more monitor state ${files(notRead)} not read: at most ${STATE_RECORDS_MAX} are; remove the ones of servers that no longer run`,
+    )
+  }
+  return notes
 }
 
 function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {

@@ -2,7 +2,7 @@ import { type FSWatcher, watch } from "node:fs"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
-import { type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
+import { type CachedRecord, type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
 import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
 
 /**
@@ -35,13 +35,17 @@ export function stateFolderOf(directory: string): string {
 
 /**
  * Reads the project's state records whenever they may have changed: a poll (which also finds the
- * folder once it exists) plus a watch that makes a new record show at once. `onChange` gets the
- * snapshot only when it differs from the last one.
+ * folder once it exists) plus a watch that makes a new record show at once. One read at a time,
+ * at most one more queued behind it, however many changes come. `onChange` gets the snapshot only
+ * when it differs from the last one.
  */
 export class LocalStateWatch {
   private watcher: FSWatcher | undefined
   private lastText = ""
   private readonly seen = new Map<string, MonitorView>()
+  private readonly records = new Map<string, CachedRecord>()
+  private reading = false
+  private again = false
 
   constructor(
     private readonly folder: string,
@@ -49,12 +53,26 @@ export class LocalStateWatch {
   ) {}
 
   refresh(): void {
-    const read = this.folder ? safely(() => readLocalState(this.folder), EMPTY) : EMPTY
+    if (this.reading) {
+      this.again = true
+      return
+    }
+    this.reading = true
+    void this.read().finally(() => {
+      this.reading = false
+      if (!this.again) return
+      this.again = false
+      this.refresh()
+    })
+  }
+
+  private async read(): Promise<void> {
+    const read = this.folder ? await readLocalState(this.folder, { cache: this.records }).catch(() => EMPTY) : EMPTY
     const next = { ...read, monitors: safely(() => withRemembered(this.seen, read.monitors), read.monitors) }
     const text = safely(() => JSON.stringify(next), "")
     if (text === this.lastText) return
     this.lastText = text
-    this.onChange(next)
+    safely(() => this.onChange(next), undefined)
   }
 
   /** One poll: watch the folder if it exists now, and read it. */

@@ -1,13 +1,6 @@
-import { type MonitorStatus, parseStatus } from "../../src/codec"
+import { type EnvelopeNote, formatStatus, type MonitorStatus } from "../../src/codec"
 import type { SessionMessage } from "../../src/delivery/session-api"
 import type { MonitorStateEntry } from "../../src/state/format"
-
-/** A recorded status, written as the envelope shows it. */
-export const recorded = (text: string): MonitorStatus => {
-  const status = parseStatus(text)
-  if (!status) throw new Error(`not a status: ${text}`)
-  return status
-}
 
 /** An assistant message whose completed monitor_start calls returned these ids: what proves a session's monitor. */
 export function startMessage(...monitorIds: string[]): SessionMessage {
@@ -44,5 +37,27 @@ export function stateEntry(id: string, overrides: Partial<MonitorStateEntry> = {
       { stream: "stderr", seq: 2, text: "warning: slow" },
     ],
     ...overrides,
+  }
+}
+
+/** A user message holding one envelope the plugin sent: its text part's note says what it was. */
+export function envelopeMessage(
+  monitorId: string,
+  batch: number,
+  status: MonitorStatus,
+): Partial<SessionMessage> & { role: "user" } {
+  const note: EnvelopeNote = {
+    key: `monitor-output:${monitorId}:batch-${batch}`,
+    monitorId,
+    batch,
+    label: "x",
+    status,
+    wake: status.kind !== "running",
+  }
+  return {
+    role: "user",
+    synthetic: true,
+    text: `[OMO MONITOR OUTPUT]\nmonitor_id: ${monitorId}\nbatch: ${batch}\ncommand_label: x\n\nStatus: ${formatStatus(status)}\n[END OMO MONITOR OUTPUT]`,
+    notes: [note],
   }
 }
