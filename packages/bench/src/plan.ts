@@ -59,7 +59,8 @@ export function makePlan(quick: boolean, before?: string): Plan {
         floodLargeBytes: 2048 * MB,
         yesMs: 10_000,
         yesBytes: 1024 * MB,
-        yesThroughputBytes: 128 * MB,
+        // 128 MB until the share cap: held to a quarter of a core, 128 MB through the server path took minutes a run.
+        yesThroughputBytes: 64 * MB,
         before,
         concurrentYesMs: 10_000,
         regexMinMs: 200,
