@@ -74,6 +74,8 @@ export type RunResult = {
   lines: number
   batches: number
   stall: StallReport
+  /** A monitor run's `output_cpu_share`; undefined for a drain or a build without one. */
+  outputCpuShare?: number
 }
 
 const SESSION = "ses_bench"
@@ -143,6 +145,8 @@ export type ManagerRun = {
   cpuMs: number
   stall: StallReport
   monitors: MonitorTrace[]
+  /** The share of a core the manager's pipes could take; undefined: this build has no such cap. */
+  outputCpuShare: number | undefined
 }
 
 /**
@@ -229,7 +233,8 @@ export async function runMonitors(
   if (stopTimer !== undefined) clearTimeout(stopTimer)
   const report = stall.stop()
   await manager.shutdown()
-  return { ms, cpuMs, stall: report, monitors: [...traces.values()] }
+  const outputCpuShare = (config as { output_cpu_share?: number }).output_cpu_share
+  return { ms, cpuMs, stall: report, monitors: [...traces.values()], outputCpuShare }
 }
 
 /** hooks.ts's path for a batch of a primary session: routeBatch, then the observation budget. */
@@ -278,9 +283,14 @@ export async function monitorOnce(
     silenceMs?: number
     serverPath?: boolean
     stopAfterMs?: number
+    /** Another `output_cpu_share` than the default (this build only: older ones have no such option). */
+    outputCpuShare?: number
   } = {},
 ): Promise<RunResult> {
-  const run = await runMonitors([command], options)
+  const { outputCpuShare, ...rest } = options
+  const config =
+    outputCpuShare === undefined ? {} : { config: { ...defaultMonitorConfig(), output_cpu_share: outputCpuShare } }
+  const run = await runMonitors([command], { ...rest, ...config })
   const trace = run.monitors[0] as MonitorTrace
   return {
     ms: run.ms,
@@ -289,6 +299,7 @@ export async function monitorOnce(
     lines: trace.info.counters.total,
     batches: trace.batches,
     stall: run.stall,
+    ...(run.outputCpuShare === undefined ? {} : { outputCpuShare: run.outputCpuShare }),
   }
 }
 

@@ -5,7 +5,7 @@
 import { spawnSync } from "node:child_process"
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import { PLUGIN_PACKAGE_DIR } from "../../live-qa/src/local-registry.ts"
 import { type MonitorQA, PLUGIN_PATH, startMonitorQA } from "../../live-qa/src/monitor-qa.ts"
 import { startOpencode } from "../../live-qa/src/opencode-server.ts"
@@ -45,65 +45,109 @@ function sentAt(qa: MonitorQA, monitorId: string, batchSeq: number): number | un
   return stamp ? Date.parse(stamp) : undefined
 }
 
-async function benchWakeLatency(plan: Plan): Promise<Row[]> {
-  const runs = plan.quick ? 5 : 20
+type WakeSample = {
+  accepted: number
+  logged: number
+  answered: number
+  stall: number
+  promptAccepted: number
+  promptAnswered: number
+  baseStall: number
+}
+
+/** One wake: a person's prompt into an idle session (the baseline), then a monitor that exits after 3 s. */
+async function wakeOnce(qa: MonitorQA, probe: ReturnType<typeof stallProbe>, exitFile: string): Promise<WakeSample> {
+  const sessionID = await qa.newSession({ title: "wake" })
+  // Baseline in the same run: a person's prompt into an idle session, accepted and answered.
+  const t0 = Date.now()
+  await qa.prompt(sessionID, "warm up")
+  const promptAccepted = Date.now() - t0
+  await waitForIdle(qa.server.client, sessionID, 30_000)
+  const baseStall = probe.gap(t0, Date.now())
+  const first = (await qa.messages(sessionID)).find((m) => m.info.role === "assistant")
+  // The command stamps its own exit time just before it exits.
+  const command = `sleep 3; date +%s%3N > ${exitFile}; exit 3`
+  const monitorFrom = Date.now()
+  await qa.prompt(sessionID, `STEP monitor_start ${JSON.stringify({ command, label: "wake" })}\nSAY started`)
+  const wake = await waitFor(
+    async () => {
+      const terminal = (await qa.envelopes(sessionID)).find((e) => e.status !== "running")
+      if (!terminal) return undefined
+      const messages = await qa.messages(sessionID)
+      const index = messages.findIndex((m) => m.info.id === terminal.message.info.id)
+      const reply = messages.slice(index + 1).find((m) => m.info.role === "assistant")
+      return reply ? { terminal, reply } : undefined
+    },
+    30_000,
+    50,
+    "the wake and its reply",
+  )
+  await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+  const exitedAt = Number(readFileSync(exitFile, "utf8").trim())
+  return {
+    // Accepted = the moment opencode stored the injected message (prompt_async answers right after).
+    accepted: wake.terminal.message.info.time.created - exitedAt,
+    logged: (sentAt(qa, wake.terminal.monitorId, wake.terminal.batch) ?? Number.NaN) - exitedAt,
+    answered: wake.reply.info.time.created - exitedAt,
+    stall: probe.gap(monitorFrom, Date.now()),
+    promptAccepted,
+    promptAnswered: (first?.info.time.created ?? Number.NaN) - t0,
+    baseStall,
+  }
+}
+
+/** The opencode-monitor entry a build is loaded from: this tree's, or the `--before` build's. */
+type WakeBuild = { label: string; pluginSpec: string | undefined }
+
+/**
+ * Exit → wake latency on a real `opencode serve`, `plan.exitWakes` wakes per build. With `--before`
+ * a second server loads that build's `index.ts` beside the first, and the wakes alternate between
+ * the two, so the machine's drift hits both alike.
+ */
+export async function benchWakeLatency(plan: Plan): Promise<Row[]> {
+  const builds: WakeBuild[] = [{ label: "", pluginSpec: undefined }]
+  if (plan.before) builds.push({ label: " [before]", pluginSpec: join(resolve(plan.before), "index.ts") })
   const dir = mkdtempSync(join(tmpdir(), "bench-wake-"))
-  const probe = stallProbe()
-  const qa = await startMonitorQA({ extraPlugins: [probe.plugin] })
-  const stalls: number[] = []
-  // The server's loop during a plain prompt turn with no monitor: opencode's own stalls.
-  const baseStalls: number[] = []
-  const accepted: number[] = []
-  const logged: number[] = []
-  const answered: number[] = []
-  const promptAccepted: number[] = []
-  const promptAnswered: number[] = []
+  const servers: { build: WakeBuild; qa: MonitorQA; probe: ReturnType<typeof stallProbe>; samples: WakeSample[] }[] = []
   try {
-    for (let run = 0; run < runs; run++) {
-      const exitFile = join(dir, `exit-${run}`)
-      const sessionID = await qa.newSession({ title: `wake ${run}` })
-      // Baseline in the same run: a person's prompt into an idle session, accepted and answered.
-      const t0 = Date.now()
-      await qa.prompt(sessionID, "warm up")
-      promptAccepted.push(Date.now() - t0)
-      await waitForIdle(qa.server.client, sessionID, 30_000)
-      baseStalls.push(probe.gap(t0, Date.now()))
-      const first = (await qa.messages(sessionID)).find((m) => m.info.role === "assistant")
-      promptAnswered.push((first?.info.time.created ?? Number.NaN) - t0)
-      // The command stamps its own exit time just before it exits.
-      const command = `sleep 3; date +%s%3N > ${exitFile}; exit 3`
-      const monitorFrom = Date.now()
-      await qa.prompt(sessionID, `STEP monitor_start ${JSON.stringify({ command, label: "wake" })}\nSAY started`)
-      const wake = await waitFor(
-        async () => {
-          const terminal = (await qa.envelopes(sessionID)).find((e) => e.status !== "running")
-          if (!terminal) return undefined
-          const messages = await qa.messages(sessionID)
-          const index = messages.findIndex((m) => m.info.id === terminal.message.info.id)
-          const reply = messages.slice(index + 1).find((m) => m.info.role === "assistant")
-          return reply ? { terminal, reply } : undefined
-        },
-        30_000,
-        50,
-        "the wake and its reply",
-      )
-      await waitForIdle(qa.server.client, sessionID, 30_000, { busyGraceMs: 0 })
-      const exitedAt = Number(readFileSync(exitFile, "utf8").trim())
-      // Accepted = the moment opencode stored the injected message (prompt_async answers right after).
-      accepted.push(wake.terminal.message.info.time.created - exitedAt)
-      logged.push((sentAt(qa, wake.terminal.monitorId, wake.terminal.batch) ?? Number.NaN) - exitedAt)
-      answered.push(wake.reply.info.time.created - exitedAt)
-      stalls.push(probe.gap(monitorFrom, Date.now()))
-      log(`wake ${run + 1}/${runs}: accepted +${accepted.at(-1)} ms, assistant created +${answered.at(-1)} ms`)
+    for (const build of builds) {
+      const probe = stallProbe()
+      servers.push({
+        build,
+        probe,
+        samples: [],
+        qa: await startMonitorQA({ extraPlugins: [probe.plugin], pluginSpec: build.pluginSpec }),
+      })
+    }
+    for (let run = 0; run < plan.exitWakes; run++) {
+      for (const [index, server] of servers.entries()) {
+        const sample = await wakeOnce(server.qa, server.probe, join(dir, `exit-${run}-${index}`))
+        server.samples.push(sample)
+        log(
+          `wake ${run + 1}/${plan.exitWakes}${server.build.label}: accepted +${sample.accepted} ms, assistant created +${sample.answered} ms`,
+        )
+      }
     }
   } finally {
-    await qa.stop()
+    for (const server of servers) {
+      await server.qa.stop()
+      server.probe.remove()
+    }
     rmSync(dir, { recursive: true, force: true })
-    probe.remove()
   }
+  const rows = servers.flatMap((server) => wakeRows(server.samples, server.build.label))
+  const [now, before] = servers
+  if (now && before) rows.push(exitWakeVsBefore(now.samples, before.samples))
+  return rows
+}
+
+function wakeRows(samples: WakeSample[], label: string): Row[] {
+  const pick = (key: keyof WakeSample) => samples.map((s) => s[key])
+  const baseStalls = pick("baseStall")
+  const stalls = pick("stall")
   const row = (name: string, values: number[], base: number[], target: string, met: boolean | undefined): Row => ({
     bench: "wake latency (live)",
-    case: name,
+    case: `${name}${label}`,
     figure: `p50 ${median(values).toFixed(0)} ms, p95 ${p95(values).toFixed(0)} ms (server stall during a plain prompt turn, no monitor: ${median(baseStalls).toFixed(0)} ms)`,
     baseline: `p50 ${median(base).toFixed(0)} ms`,
     ratio: median(values) / median(base),
@@ -112,24 +156,48 @@ async function benchWakeLatency(plan: Plan): Promise<Row[]> {
     stallMs: median(stalls),
     stallWorstMs: Math.max(...stalls),
     runs: values.length,
-    detail: { runs: values, baseline: base, pluginLogLineAfterExitMs: logged, stalls, baseStalls },
+    detail: { runs: values, baseline: base, pluginLogLineAfterExitMs: pick("logged"), stalls, baseStalls },
   })
+  const accepted = pick("accepted")
+  const isBefore = label !== ""
   return [
     row(
       "process exit → terminal prompt_async accepted (baseline: a person's prompt_async round trip)",
       accepted,
-      promptAccepted,
-      "p50 ≤ 50 ms",
-      median(accepted) <= 50,
+      pick("promptAccepted"),
+      isBefore ? "–" : "p50 ≤ 50 ms",
+      isBefore ? undefined : median(accepted) <= 50,
     ),
     row(
       "process exit → woken assistant message created (baseline: a person's prompt → assistant message)",
-      answered,
-      promptAnswered,
+      pick("answered"),
+      pick("promptAnswered"),
       "–",
       undefined,
     ),
   ]
+}
+
+/** The exit wake is not delayed by the settle window: this build against `--before`, same run. */
+function exitWakeVsBefore(now: WakeSample[], before: WakeSample[]): Row {
+  const values = now.map((s) => s.accepted)
+  const base = before.map((s) => s.accepted)
+  const p50 = median(values)
+  const baseP50 = median(base)
+  const stalls = now.map((s) => s.stall)
+  return {
+    bench: "wake latency (live)",
+    case: "process exit → terminal prompt_async accepted, this build vs before (two servers, wakes alternating)",
+    figure: `p50 ${p50.toFixed(0)} ms, p95 ${p95(values).toFixed(0)} ms`,
+    baseline: `p50 ${baseP50.toFixed(0)} ms, p95 ${p95(base).toFixed(0)} ms [before]`,
+    ratio: p50 / baseP50,
+    target: "≈ 1× (unchanged: p50 ≤ 1.2× before, or ≤ 10 ms above it)",
+    met: p50 <= 1.2 * baseP50 || p50 - baseP50 <= 10,
+    stallMs: median(stalls),
+    stallWorstMs: Math.max(...stalls),
+    runs: values.length,
+    detail: { runs: values, before: base },
+  }
 }
 
 /** One busy turn (a long bash call) while a monitor runs `command`: what reached the session. */

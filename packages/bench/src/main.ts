@@ -1,19 +1,22 @@
 /**
- * `npm run bench` (add `--quick` for a ~1 minute smoke run; `--only=throughput,memory,regex,concurrent,permission,live,load,wake,state,budget,silence,table`
- * to run a subset). Prints machine info and a markdown table; writes results/latest.json.
+ * `npm run bench` (add `--quick` for a short smoke run; `--only=throughput,memory,regex,concurrent,permission,live,load,exitwake,wake,state,budget,silence,table,share,settle`
+ * to run a subset; `--before=<another build's packages/opencode-monitor/src>` to measure it beside this
+ * one). Prints machine info and a markdown table; writes results/latest.json.
  */
 import { mkdirSync, writeFileSync } from "node:fs"
 import { dirname, join } from "node:path"
 import { fileURLToPath } from "node:url"
 import { benchBudget } from "./budget.ts"
 import { benchConcurrent } from "./concurrent.ts"
-import { benchLive, benchLoadCost } from "./live.ts"
+import { benchLive, benchLoadCost, benchWakeLatency } from "./live.ts"
 import { machineInfo } from "./machine.ts"
 import { benchMemory } from "./memory.ts"
 import { benchPermission } from "./permission.ts"
 import { benchProcessTable } from "./process-table.ts"
 import { log, makePlan, type Plan } from "./plan.ts"
 import { benchRegex } from "./regex.ts"
+import { benchSettle } from "./settle.ts"
+import { benchShare } from "./share.ts"
 import { benchSilence } from "./silence.ts"
 import { markdownTable, type Row } from "./report.ts"
 import { STALL_INTERVAL_MS } from "./stall-meter.ts"
@@ -30,11 +33,15 @@ const BENCHES: Record<string, (plan: Plan) => Promise<Row[]>> = {
   live: benchLive,
   /** The load-cost rows of `live` alone. */
   load: benchLoadCost,
+  /** The exit → wake latency rows of `live` alone (with `--before`: that build on a second server). */
+  exitwake: benchWakeLatency,
   wake: benchWake,
   state: benchState,
   budget: benchBudget,
   silence: benchSilence,
   table: benchProcessTable,
+  share: benchShare,
+  settle: benchSettle,
 }
 
 async function main(): Promise<void> {
@@ -65,7 +72,8 @@ async function main(): Promise<void> {
   const rows: Row[] = []
   const errors: string[] = []
   for (const [name, bench] of Object.entries(BENCHES)) {
-    if (only ? !only.includes(name) : name === "load") continue
+    // `load` and `exitwake` are parts of `live`, run on their own only when named.
+    if (only ? !only.includes(name) : name === "load" || name === "exitwake") continue
     const t = performance.now()
     try {
       rows.push(...(await bench(plan)))

@@ -15,12 +15,21 @@ export type Plan = {
   yesBytes: number
   /** Benchmark 1's `yes | head -c N` stream (2-byte lines), a fixed volume. */
   yesThroughputBytes: number
-  /** `--before=<path to another build's packages/opencode-monitor/src>`: run benchmark 1 against it too. */
+  /**
+   * `--before=<path to another build's packages/opencode-monitor/src>`: run benchmark 1, the share,
+   * settle and exit-wake rows against it too.
+   */
   before: string | undefined
   /** Three monitors printing full speed. */
   concurrentYesMs: number
   /** Regex: minimum measuring time per repetition of one pattern. */
   regexMinMs: number
+  /** The runaway printer held to `output_cpu_share`: how long `yes` runs, and how many such runs per build. */
+  shareMs: number
+  shareReps: number
+  /** Match wakes timed per shape (a single line, a burst) and build; live exit wakes per build. */
+  settleEpisodes: number
+  exitWakes: number
 }
 
 export function makePlan(quick: boolean, before?: string): Plan {
@@ -37,6 +46,10 @@ export function makePlan(quick: boolean, before?: string): Plan {
         before,
         concurrentYesMs: 2_000,
         regexMinMs: 40,
+        shareMs: 10_000,
+        shareReps: 1,
+        settleEpisodes: 5,
+        exitWakes: 5,
       }
     : {
         quick,
@@ -46,10 +59,15 @@ export function makePlan(quick: boolean, before?: string): Plan {
         floodLargeBytes: 2048 * MB,
         yesMs: 10_000,
         yesBytes: 1024 * MB,
-        yesThroughputBytes: 128 * MB,
+        // 128 MB until the share cap: held to a quarter of a core, 128 MB through the server path took minutes a run.
+        yesThroughputBytes: 64 * MB,
         before,
         concurrentYesMs: 10_000,
         regexMinMs: 200,
+        shareMs: 60_000,
+        shareReps: 3,
+        settleEpisodes: 20,
+        exitWakes: 20,
       }
 }
 
