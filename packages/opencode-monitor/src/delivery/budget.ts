@@ -107,23 +107,22 @@ export class ObservationBudget {
   /** The whole batch (with held priority lines) when it fits; else the priority lines that fit, and the latest. */
   private admitObservation(stream: Stream, batch: OutputBatch): void {
     const available = this.room(stream)
-    const smallest = Math.min(...batch.lines.map((line) => line.size))
-    // Not one line could go: held as it is, looked at only once room may come.
-    if (ENVELOPE_OVERHEAD_BYTES + Math.min(batch.bytes, smallest) > available) {
+    const { held } = stream
+    const now = this.deps.scheduler.now()
+    if (estimate(held.known) + batch.bytes <= available) {
+      this.send(stream, this.compose(stream, batch, [...held.known, ...batch.lines]), { charge: true })
+      return
+    }
+    // Past the bucket: its lines wait for the next look, unless one may be now and a line could go.
+    if (available < SMALLEST_ENVELOPE_BYTES || now < held.nextLookAt) {
       this.hold(stream, batch)
       return
     }
-    const priority = this.priority(stream)
-    const pending = stream.held.priorityLines(priority)
-    if (estimate(pending) + batch.bytes <= available) {
-      this.send(stream, this.compose(stream, batch, [...pending, ...batch.lines]), { charge: true })
-      return
-    }
-    const candidates = [...pending, ...batch.lines.filter(priority)]
+    const candidates = held.look(this.priority(stream), now, batch.lines)
     const latest = candidates.length > 0 ? batch.lines.at(-1) : undefined
     const chosen = chooseLines(candidates, latest, available)
     if (chosen) this.send(stream, this.compose(stream, batch, chosen), { charge: true })
-    else this.hold(stream, batch)
+    else this.hold(stream, batch, true)
   }
 
   /** A person wrote in the session: its total, its monitors' buckets and summaries start afresh. */
@@ -255,15 +254,16 @@ export class ObservationBudget {
     this.deps.forward(out, how.route ?? stream.route, stream.source.label, stream.source.wakeLimit)
   }
 
-  private hold(stream: Stream, batch: OutputBatch): void {
-    stream.held.hold(batch)
+  private hold(stream: Stream, batch: OutputBatch, looked = false): void {
+    stream.held.hold(batch, looked)
     if (this.options.bytesPerMinute > 0) this.arm(stream)
   }
 
   /**
    * One timer per holding stream, at the earliest of: room for the oldest held priority line (an
    * error printed just before a silence still arrives), and the summary being due. Unlooked held
-   * lines are looked at once the bucket has room for the smallest envelope: once per refill, not per batch.
+   * lines are looked at once the bucket has room for the smallest envelope, at most once per
+   * LOOK_INTERVAL_MS: once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()
@@ -273,8 +273,9 @@ export class ObservationBudget {
     const { held } = stream
     const first = held.firstPriority
     const need = held.unsorted ? SMALLEST_ENVELOPE_BYTES : first ? estimate([first]) : Number.POSITIVE_INFINITY
-    const lineAt =
+    const roomAt =
       need > this.sessionLeft(stream.sessionID) ? Number.POSITIVE_INFINITY : stream.bucket.roomAt(need, now)
+    const lineAt = held.unsorted ? Math.max(roomAt, held.nextLookAt) : roomAt
     const look = lineAt < summaryAt && held.unsorted
     const at = Math.max(now + 1, Math.ceil(Math.min(summaryAt, lineAt)))
     if (at === Number.POSITIVE_INFINITY || (stream.timer && stream.timer.at <= at)) return
@@ -282,7 +283,7 @@ export class ObservationBudget {
     const handle = this.deps.scheduler.setTimeout(() => {
       stream.timer = undefined
       if (!look) return this.onTimer(stream)
-      held.priorityLines(this.priority(stream))
+      held.look(this.priority(stream), this.deps.scheduler.now())
       this.arm(stream)
     }, at - now)
     stream.timer = { handle, at }
@@ -292,7 +293,7 @@ export class ObservationBudget {
     const { held } = stream
     if (!held.lastBatch || held.lines === 0) return
     const available = this.room(stream)
-    const chosen = chooseLines(held.priorityLines(this.priority(stream)), held.latest, available)
+    const chosen = chooseLines(held.look(this.priority(stream), this.deps.scheduler.now()), held.latest, available)
     // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
     if (chosen) {

@@ -5,6 +5,11 @@ import { lineByteLength, type MonitorLine } from "../pipeline/line"
 const PRIORITY_MAX = 20
 /** Held lines kept to be looked at for priority lines, newest first; older ones are only counted. */
 const UNLOOKED_MAX = 2_000
+/**
+ * Held lines are looked at for priority lines (which decodes their text) at most this often: a
+ * flood past its bucket costs one look over its newest lines a second, not a look at every line.
+ */
+export const LOOK_INTERVAL_MS = 1_000
 
 /**
  * What one monitor holds back from one session since its last envelope: how many lines and bytes,
@@ -20,15 +25,27 @@ export class HeldLines {
   lastBatch: OutputBatch | undefined
   private priority: MonitorLine[] = []
   private unlooked: MonitorLine[] = []
+  private lookedAt = Number.NEGATIVE_INFINITY
 
-  /** Holds a batch back: counted, its lines to be looked at later. */
-  hold(batch: OutputBatch): void {
+  /** Holds a batch back: counted, and its lines looked at later unless they just were. */
+  hold(batch: OutputBatch, looked = false): void {
     countHeld(this, batch.lines)
     if (batch.dropped !== NO_DROPS) this.dropped = addDrops(this.dropped, batch.dropped)
     this.latest = batch.lines.at(-1) ?? this.latest
     this.lastBatch = batch
+    if (looked) return
     for (const line of batch.lines) this.unlooked.push(line)
     if (this.unlooked.length > 2 * UNLOOKED_MAX) this.unlooked = this.unlooked.slice(-UNLOOKED_MAX)
+  }
+
+  /** The priority lines found so far, without a look. */
+  get known(): readonly MonitorLine[] {
+    return this.priority
+  }
+
+  /** When the next look may be. */
+  get nextLookAt(): number {
+    return this.lookedAt + LOOK_INTERVAL_MS
   }
 
   /** Whether held lines wait to be looked at. */
@@ -41,10 +58,14 @@ export class HeldLines {
     return this.priority[0]
   }
 
-  /** The last PRIORITY_MAX priority lines held, oldest first: the unlooked ones are looked at, newest first. */
-  priorityLines(isPriority: (line: MonitorLine) => boolean): MonitorLine[] {
+  /**
+   * The last PRIORITY_MAX priority lines, oldest first: the unlooked ones (and `fresh`, newer still)
+   * are looked at, newest first.
+   */
+  look(isPriority: (line: MonitorLine) => boolean, now: number, fresh: readonly MonitorLine[] = []): MonitorLine[] {
+    this.lookedAt = now
     const found: MonitorLine[] = []
-    const unlooked = this.unlooked.slice(-UNLOOKED_MAX)
+    const unlooked = [...this.unlooked, ...fresh].slice(-UNLOOKED_MAX)
     for (let i = unlooked.length - 1; i >= 0 && found.length < PRIORITY_MAX; i--) {
       const line = unlooked[i] as MonitorLine
       if (isPriority(line)) found.push(line)
