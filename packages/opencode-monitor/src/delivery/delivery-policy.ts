@@ -16,7 +16,7 @@ export type PolicyOptions = {
 const MAX_RETRY_DELAY_MS = 30_000
 // A wake is abandoned only after failing this long (its session still existing), with a log line
 // and a toast; an observation after this many failed attempts (its lines stay in monitor_output).
-const WAKE_GIVE_UP_MS = 30 * 60_000
+export const WAKE_GIVE_UP_MS = 30 * 60_000
 const OBSERVATION_MAX_ATTEMPTS = 8
 
 /** `found`: it is in the session. `absent`: it is not and may be sent. `unknown`: cannot tell yet. */

@@ -24,7 +24,9 @@ export class HeldLines {
   latest: MonitorLine | undefined
   lastBatch: OutputBatch | undefined
   private priority: MonitorLine[] = []
-  private unlooked: MonitorLine[] = []
+  /** Held batches' lines not looked at yet, oldest first, and how many lines they hold. */
+  private unlooked: (readonly MonitorLine[])[] = []
+  private unlookedLines = 0
   private lookedAt = Number.NEGATIVE_INFINITY
 
   /** Holds a batch back: counted, and its lines looked at later unless they just were. */
@@ -33,9 +35,12 @@ export class HeldLines {
     if (batch.dropped !== NO_DROPS) this.dropped = addDrops(this.dropped, batch.dropped)
     this.latest = batch.lines.at(-1) ?? this.latest
     this.lastBatch = batch
-    if (looked) return
-    for (const line of batch.lines) this.unlooked.push(line)
-    if (this.unlooked.length > 2 * UNLOOKED_MAX) this.unlooked = this.unlooked.slice(-UNLOOKED_MAX)
+    if (looked || batch.lines.length === 0) return
+    this.unlooked.push(batch.lines)
+    this.unlookedLines += batch.lines.length
+    // Only the newest UNLOOKED_MAX could be looked at: older batches are only counted.
+    while (this.unlookedLines - (this.unlooked[0]?.length ?? 0) >= UNLOOKED_MAX)
+      this.unlookedLines -= (this.unlooked.shift() as readonly MonitorLine[]).length
   }
 
   /** The priority lines found so far, without a look. */
@@ -65,7 +70,7 @@ export class HeldLines {
   look(isPriority: (line: MonitorLine) => boolean, now: number, fresh: readonly MonitorLine[] = []): MonitorLine[] {
     this.lookedAt = now
     const found: MonitorLine[] = []
-    const unlooked = [...this.unlooked, ...fresh].slice(-UNLOOKED_MAX)
+    const unlooked = [...this.unlooked.flat(), ...fresh].slice(-UNLOOKED_MAX)
     for (let i = unlooked.length - 1; i >= 0 && found.length < PRIORITY_MAX; i--) {
       const line = unlooked[i] as MonitorLine
       if (isPriority(line)) found.push(line)
@@ -74,6 +79,7 @@ export class HeldLines {
     const older = PRIORITY_MAX - found.length
     this.priority = older > 0 ? [...this.priority.slice(-older), ...found] : found
     this.unlooked = []
+    this.unlookedLines = 0
     return this.priority
   }
 }

@@ -4,6 +4,7 @@ import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { type BatchOrigin, isRealUserTurn, ObservationBudget } from "./budget"
 import { ContextLedger } from "./context-ledger"
+import { WAKE_GIVE_UP_MS } from "./delivery-policy"
 import type { Identity } from "./gates"
 import { MonitorOutputInjector } from "./injector"
 import type { SessionApi } from "./session-api"
@@ -52,7 +53,7 @@ export class DeliveryRouter {
           api.toast(
             "error",
             "opencode-monitor: wake not delivered",
-            `${delivery.label} (${delivery.batch.monitorId}) ${isTerminalBatch(delivery.batch) ? "ended" : delivery.batch.silence ? "went silent" : "printed a wake_pattern line"}, but session ${delivery.sessionID} could not be told for 30 minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
+            `${delivery.label} (${delivery.batch.monitorId}) ${isTerminalBatch(delivery.batch) ? "ended" : delivery.batch.silence ? "went silent" : "printed a wake_pattern line"}, but session ${delivery.sessionID} could not be told for ${WAKE_GIVE_UP_MS / 60_000} minutes: ${delivery.lastError ?? "unknown error"}. Ask the agent to run monitor_list.`,
           ),
       },
     )
