@@ -354,7 +354,12 @@ describe("match wake: session sources", () => {
 })
 
 describe("pipeline: wake_pattern", () => {
-  async function pipeline(matchPattern: string | undefined, matchWakeLeft?: () => boolean, settleMs = 0) {
+  async function pipeline(
+    matchPattern: string | undefined,
+    matchWakeLeft?: () => boolean,
+    settleMs = 0,
+    flushIntervalMs = 1_000,
+  ) {
     const scheduler = new FakeScheduler()
     const batches: OutputBatch[] = []
     const p = createMonitorPipeline({
@@ -362,7 +367,7 @@ describe("pipeline: wake_pattern", () => {
       config: {
         batch_max_lines: 50,
         batch_max_bytes: 16_384,
-        flush_interval_ms: 1_000,
+        flush_interval_ms: flushIntervalMs,
         ring_max_lines: 3,
         line_max_bytes: 8_192,
         wake_settle_ms: settleMs,
@@ -462,7 +467,8 @@ describe("pipeline: wake_pattern", () => {
   })
 
   test("settle: output that never pauses sends the wake at the ceiling, 1 s after the match", async () => {
-    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200)
+    // flush_interval_ms has no upper bound: with 10 s only the ceiling can send the wake at 1 s.
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200, 10_000)
     p.push("stdout", enc.encode("FAIL a\n"))
     for (let t = 0; t < 20; t++) {
       scheduler.advance(100)

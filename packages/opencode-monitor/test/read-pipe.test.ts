@@ -98,6 +98,15 @@ describe("ReadShare: the share of a core reading output may take", () => {
     expect(readShare.hasRoom()).toBe(false)
   })
 
+  test("an idle minute banks no more than a second's worth: a flood after it waits past the burst", () => {
+    const { scheduler, readShare, work } = clocked(0.25)
+    scheduler.advance(60_000)
+    expect(readShare.hasRoom()).toBe(true)
+    // 400 ms of work from a full 250 ms bucket that refills 100 ms meanwhile: 50 ms short.
+    work(400)
+    expect(readShare.hasRoom()).toBe(false)
+  })
+
   test("over a long flood, processing gets its share of wall time and no more", () => {
     // Time moves only by the work done and by the waits the share asks for.
     let now = 0
