@@ -1,6 +1,6 @@
 import { randomBytes } from "node:crypto"
-import { type FSWatcher, watch } from "node:fs"
-import type { Scheduler, TimerHandle } from "../scheduler"
+import type { Scheduler } from "../scheduler"
+import { FolderWatch } from "./folder-watch"
 import { STATE_FOLDER_MAX_BYTES, STOP_REQUESTS_FOLDER, stopRequestDir } from "./format"
 import { PrivateDir, SkipTally, type Unsafe, yieldToLoop } from "./safe-file"
 
@@ -35,7 +35,7 @@ const STOP_REQUEST_MAX_BYTES = 4_096
 /** A pass looks at this many entries, then gives the event loop a turn. */
 const SCAN_SLICE = 32
 /** A pass starts at least this long after the last one ended: a burst of file events costs one pass. */
-export const STOP_REQUEST_RESCAN_MS = 100
+const STOP_REQUEST_RESCAN_MS = 100
 
 /** Writes a stop request; returns its path. Throws on an I/O error or an unusable folder (the TUI shows it). */
 export function writeStopRequest(
@@ -249,91 +249,17 @@ function readRequest(pass: Pass, name: string): { request: StopRequest; mtimeMs:
 }
 
 /**
- * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
- * it first) and runs a pass on a change: one at a time, at most one more queued behind it, and
- * STOP_REQUEST_RESCAN_MS apart. A request is taken within that gap plus two passes of the folder as
- * it is (each bounded by STATE_FOLDER_MAX_BYTES), or by the next poll. Creates nothing. Returns the
- * function that stops watching.
+ * Runs a pass whenever the folder may have changed (FolderWatch), STOP_REQUEST_RESCAN_MS apart: a
+ * request is taken within that gap plus two passes of the folder as it is (each bounded by
+ * STATE_FOLDER_MAX_BYTES), or by the next poll. Returns the function that stops watching.
  */
 export function watchStopRequests(
   projectDir: string,
   handler: StopRequestHandler & { scheduler: Scheduler },
   pollMs = 1_000,
 ): () => void {
-  const watcher = new StopRequestWatcher(projectDir, handler, pollMs)
-  watcher.poll()
-  return () => watcher.close()
-}
-
-class StopRequestWatcher {
-  private readonly memory = newScanMemory()
-  private fsWatcher: FSWatcher | undefined
-  private closed = false
-  private pollTimer: TimerHandle | undefined
-  private queued: TimerHandle | undefined
-  private running = false
-  private again = false
-  private quietUntil = Number.NEGATIVE_INFINITY
-
-  constructor(
-    private readonly projectDir: string,
-    private readonly handler: StopRequestHandler & { scheduler: Scheduler },
-    private readonly pollMs: number,
-  ) {}
-
-  poll = (): void => {
-    this.pollTimer = this.handler.scheduler.setTimeout(this.poll, this.pollMs)
-    this.request()
-  }
-
-  /** A change may have come: a pass now, or once the running one ends and the gap has passed. */
-  private request = (): void => {
-    if (this.closed || this.queued) return
-    if (this.running) {
-      this.again = true
-      return
-    }
-    const { scheduler } = this.handler
-    const wait = this.quietUntil - scheduler.now()
-    if (wait > 0) {
-      this.queued = scheduler.setTimeout(() => {
-        this.queued = undefined
-        this.request()
-      }, wait)
-    } else this.run()
-  }
-
-  private run(): void {
-    this.running = true
-    this.watchFolder()
-    void scanStopRequests(this.projectDir, this.handler, this.memory).finally(() => {
-      this.running = false
-      this.quietUntil = this.handler.scheduler.now() + STOP_REQUEST_RESCAN_MS
-      if (this.again) {
-        this.again = false
-        this.request()
-      }
-    })
-  }
-
-  private watchFolder(): void {
-    if (this.fsWatcher) return
-    try {
-      this.fsWatcher = watch(stopRequestDir(this.projectDir), this.request)
-      this.fsWatcher.on("error", () => {
-        this.fsWatcher?.close()
-        this.fsWatcher = undefined
-      })
-    } catch {
-      // Not there yet: the poll looks again.
-    }
-  }
-
-  close(): void {
-    this.closed = true
-    const { scheduler } = this.handler
-    if (this.pollTimer) scheduler.clearTimeout(this.pollTimer)
-    if (this.queued) scheduler.clearTimeout(this.queued)
-    this.fsWatcher?.close()
-  }
+  const memory = newScanMemory()
+  const pass = () => scanStopRequests(projectDir, handler, memory)
+  const watch = new FolderWatch(stopRequestDir(projectDir), pass, pollMs, handler.scheduler, STOP_REQUEST_RESCAN_MS)
+  return () => watch.close()
 }

@@ -7,14 +7,15 @@ import type { LocalSnapshot } from "./local-state"
 import {
   colorOf,
   detailDialog,
-  LocalStateWatch,
   listDialog,
   monitorsOfSession,
+  REFRESH_MS,
   requestStop,
   type SessionMonitors,
   safely,
   sessionOfRoute,
   stateFolderOf,
+  watchLocalState,
 } from "./model"
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
@@ -25,7 +26,6 @@ import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows 
  * (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). Props that change are getters, as Solid writes them.
  */
 const ID = "opencode-monitor"
-const REFRESH_MS = 250
 
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
 
@@ -43,16 +43,11 @@ const tui: TuiPlugin = async (api) => {
   const folder = stateFolderOf(api.state.path.directory)
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>({ monitors: [], notes: [], liveServers: [] })
   const [now, setNow] = createSignal(Date.now())
-  // The poll ticks the elapsed times and finds the folder once it exists; the watch shows a new record at once.
-  const local = new LocalStateWatch(folder, setSnapshot)
-  local.refresh()
-  const timer = setInterval(() => {
-    local.poll()
-    setNow(Date.now())
-  }, REFRESH_MS)
+  const unwatch = watchLocalState(folder, setSnapshot)
+  const timer = setInterval(() => setNow(Date.now()), REFRESH_MS)
   api.lifecycle.onDispose(() => {
     clearInterval(timer)
-    local.close()
+    unwatch()
   })
   const screen: Screen = {
     api,

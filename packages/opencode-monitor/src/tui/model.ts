@@ -1,4 +1,4 @@
-import { type FSWatcher, watch } from "node:fs"
+import { FolderWatch } from "../state/folder-watch"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
@@ -14,6 +14,8 @@ import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type 
 /** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
 const FALLBACK_GRACE_MS = 2_000
 const DETAIL_WIDTH = 100
+/** How often the records are read again, and the elapsed times tick. */
+export const REFRESH_MS = 250
 
 export type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
 type DialogOption = { title: string; value: string; description?: string; category?: string }
@@ -34,64 +36,24 @@ export function stateFolderOf(directory: string): string {
 }
 
 /**
- * Reads the project's state records whenever they may have changed: a poll (which also finds the
- * folder once it exists) plus a watch that makes a new record show at once. One read at a time,
- * at most one more queued behind it, however many changes come. `onChange` gets the snapshot only
- * when it differs from the last one.
+ * Reads the project's state records whenever they may have changed (FolderWatch: a poll that also
+ * finds the folder once it exists, plus a watch that shows a new record at once). `onChange` gets
+ * the snapshot only when it differs from the last one. Returns the function that stops watching.
  */
-export class LocalStateWatch {
-  private watcher: FSWatcher | undefined
-  private lastText = ""
-  private readonly seen = new Map<string, MonitorView>()
-  private readonly records = new Map<string, CachedRecord>()
-  private reading = false
-  private again = false
-
-  constructor(
-    private readonly folder: string,
-    private readonly onChange: (snapshot: LocalSnapshot) => void,
-  ) {}
-
-  refresh(): void {
-    if (this.reading) {
-      this.again = true
-      return
-    }
-    this.reading = true
-    void this.read().finally(() => {
-      this.reading = false
-      if (!this.again) return
-      this.again = false
-      this.refresh()
-    })
-  }
-
-  private async read(): Promise<void> {
-    const read = this.folder ? await readLocalState(this.folder, { cache: this.records }).catch(() => EMPTY) : EMPTY
-    const next = { ...read, monitors: safely(() => withRemembered(this.seen, read.monitors), read.monitors) }
+export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapshot) => void): () => void {
+  const seen = new Map<string, MonitorView>()
+  const records = new Map<string, CachedRecord>()
+  let lastText = ""
+  const pass = async () => {
+    const read = folder ? await readLocalState(folder, { cache: records }).catch(() => EMPTY) : EMPTY
+    const next = { ...read, monitors: safely(() => withRemembered(seen, read.monitors), read.monitors) }
     const text = safely(() => JSON.stringify(next), "")
-    if (text === this.lastText) return
-    this.lastText = text
-    safely(() => this.onChange(next), undefined)
+    if (text === lastText) return
+    lastText = text
+    safely(() => onChange(next), undefined)
   }
-
-  /** One poll: watch the folder if it exists now, and read it. */
-  poll(): void {
-    if (!this.watcher && this.folder) {
-      try {
-        this.watcher = watch(this.folder, () => this.refresh())
-        this.watcher.on("error", () => this.close())
-      } catch {
-        // Not there yet.
-      }
-    }
-    this.refresh()
-  }
-
-  close(): void {
-    this.watcher?.close()
-    this.watcher = undefined
-  }
+  const watch = new FolderWatch(folder, pass, REFRESH_MS)
+  return () => watch.close()
 }
 
 /**
