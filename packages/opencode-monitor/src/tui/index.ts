@@ -3,7 +3,7 @@ import { createComponent, createElement, effect, insert, setProp } from "@opentu
 import { createMemo, createSignal, For, Show } from "solid-js"
 import { tuiHostReady } from "../host-check"
 import type { MessagePart } from "./from-messages"
-import type { LocalSnapshot } from "./local-state"
+import { type LocalSnapshot, safely } from "./local-state"
 import {
   colorOf,
   detailDialog,
@@ -12,7 +12,6 @@ import {
   REFRESH_MS,
   requestStop,
   type SessionMonitors,
-  safely,
   sessionOfRoute,
   stateFolderOf,
   watchLocalState,

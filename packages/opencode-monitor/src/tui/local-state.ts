@@ -99,7 +99,7 @@ function addRecord(
   isAlive: NonNullable<LocalStateDeps["isServerAlive"]>,
 ): void {
   const { server, monitors } = file
-  const alive = safe(() => isAlive(server.pid, server.pidStartTime), false)
+  const alive = safely(() => isAlive(server.pid, server.pidStartTime), false)
   if (alive) snapshot.liveServers.push(server.pid)
   for (const monitor of monitors) {
     const view = viewOf(monitor, alive ? server.pid : undefined)
@@ -139,7 +139,7 @@ function notesOf(counts: Counts, notRead: number): string[] {
 }
 
 function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {
-  const { status, ending, wakePending: _owed, tokenHash: _proof, ...rest } = entry
+  const { status, ending, pid: _pid, pidStartTime: _start, wakePending: _owed, tokenHash: _proof, ...rest } = entry
   return {
     ...rest,
     statusKind: status.kind,
@@ -205,7 +205,8 @@ function lastAnswer(pid: number, start: string | undefined, table: ProcessTable)
   return answers.get(key) ?? true
 }
 
-function safe<T>(fn: () => T, fallback: T): T {
+/** `fn`'s value, or `fallback` when it throws: nothing the TUI part reads may throw onto the screen. */
+export function safely<T>(fn: () => T, fallback: T): T {
   try {
     return fn()
   } catch {

@@ -2,11 +2,11 @@ import { FolderWatch } from "../state/folder-watch"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
-import { type CachedRecord, type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
+import { type CachedRecord, type LocalSnapshot, readLocalState, safely, withRemembered } from "./local-state"
 import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
 
 /**
- * What the TUI part shows, as plain logic (type-checked and linted; `index.tsx` only renders it):
+ * What the TUI part shows, as plain logic (type-checked and linted; `index.ts` only renders it):
  * the local state records, the fallback from a session's messages, the dialog options, a stop.
  * Nothing here may throw onto the screen.
  */
@@ -21,14 +21,6 @@ export type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: 
 type DialogOption = { title: string; value: string; description?: string; category?: string }
 
 const EMPTY: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-
-export function safely<T>(fn: () => T, fallback: T): T {
-  try {
-    return fn()
-  } catch {
-    return fallback
-  }
-}
 
 /** The project's state folder, or "" when it cannot be known. */
 export function stateFolderOf(directory: string): string {
@@ -68,40 +60,29 @@ export function monitorsOfSession(
 ): SessionMonitors {
   return safely(
     () => {
-      if (snapshot.liveServers.length > 0 || snapshot.monitors.some((m) => m.sessionID === sessionID)) {
-        return {
-          monitors: snapshot.monitors.filter((m) => m.sessionID === sessionID),
-          local: true,
-          notes: snapshot.notes,
-        }
-      }
-      const fromMessages = monitorsFromMessages(sessionID, parts(), now)
-      const settled = fromMessages.filter((m) => now - m.startedAt >= FALLBACK_GRACE_MS)
-      return { monitors: settled, local: false, notes: snapshot.notes }
+      const local = snapshot.liveServers.length > 0 || snapshot.monitors.some((m) => m.sessionID === sessionID)
+      const monitors = local
+        ? snapshot.monitors.filter((m) => m.sessionID === sessionID)
+        : monitorsFromMessages(sessionID, parts(), now).filter((m) => now - m.startedAt >= FALLBACK_GRACE_MS)
+      return { monitors, local, notes: snapshot.notes }
     },
     { monitors: [], local: false, notes: [] },
   )
 }
 
+const THEME_COLOR = {
+  title: "text",
+  text: "text",
+  running: "info",
+  success: "success",
+  error: "error",
+  warning: "warning",
+  muted: "textMuted",
+} as const satisfies Record<Tone, string>
+
 /** The theme colour of a tone. */
-export function colorOf<C>(
-  theme: Record<"text" | "info" | "success" | "error" | "warning" | "textMuted", C>,
-  tone: Tone,
-): C {
-  switch (tone) {
-    case "running":
-      return theme.info
-    case "success":
-      return theme.success
-    case "error":
-      return theme.error
-    case "warning":
-      return theme.warning
-    case "muted":
-      return theme.textMuted
-    default:
-      return theme.text
-  }
+export function colorOf<C>(theme: Record<(typeof THEME_COLOR)[Tone], C>, tone: Tone): C {
+  return theme[THEME_COLOR[tone]]
 }
 
 /** The "Monitors" dialog: its title, and one option per monitor, then the notes. */
@@ -118,21 +99,20 @@ export function listDialog(found: SessionMonitors, now: number) {
 /** One monitor's dialog: its actions (Stop only where a stop request can reach its server), then its rows. */
 export function detailDialog(monitor: MonitorView, local: boolean, now: number) {
   const rows = detailRows(monitor, now, DETAIL_WIDTH)
-  const canStop = local && monitor.statusKind === "running" && monitor.serverPid !== undefined
+  const running = monitor.statusKind === "running"
+  if (running && !local)
+    rows.push({ text: "Stop is not available: this TUI is not on the server's machine.", tone: "muted" })
   const actions: DialogOption[] = [
-    ...(canStop
+    ...(running && local && monitor.serverPid !== undefined
       ? [{ title: "Stop", value: "stop", description: "SIGTERM to its process group, SIGKILL after the grace" }]
       : []),
     { title: "Refresh", value: "refresh" },
     { title: "Back", value: "back" },
   ]
-  const stopNote =
-    !local && monitor.statusKind === "running"
-      ? ["Stop is not available: this TUI is not on the server's machine."]
-      : []
   const options: DialogOption[] = [
     ...actions.map((a) => ({ ...a, category: "Actions" })),
-    ...[...rows.slice(1), ...stopNote.map((text) => ({ text }))]
+    ...rows
+      .slice(1)
       .filter((row) => row.text !== "")
       .map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
   ]
