@@ -12,31 +12,27 @@ import {
   type Stats,
   statSync,
   unlinkSync,
-  writeSync,
+  writeFileSync,
 } from "node:fs"
 import { readdir } from "node:fs/promises"
 import { join } from "node:path"
 
 /**
- * The one way into the state folder. Anything that runs as the user can write there, so a folder
- * or file is used only when it is the user's own, not group- or world-writable, of the right type
- * (a real folder, a regular file: never a symlink, FIFO or device), and a file is read without
- * blocking and within a size bound. What fails is skipped, never followed.
+ * The one way into the state folder, which anything running as the user can write (docs/security.md):
+ * only the user's own real folders and regular files, not writable by others, read without blocking
+ * and within a bound; what fails is skipped, never followed.
  *
  * No path is checked and then used: a folder is opened once (O_DIRECTORY|O_NOFOLLOW), checked on
- * its descriptor, and every entry in it is then named `/proc/self/fd/<fd>/<name>`, which Linux
- * resolves through the opened folder itself. Swapping the folder (or any folder above it) for a
- * symlink after the open changes nothing the plugin reads, writes, renames or deletes. Where that
- * path does not exist (macOS has no /proc) a folder is not `anchored`: entries are named by path,
- * and `remove` and `rename` refuse, so nothing is deleted there but the writer's own record and
- * temp file (`write`, `removeOwn`: names this process made, with a random part).
+ * its descriptor, and its entries are named `/proc/self/fd/<fd>/<name>`, which Linux resolves
+ * through the opened folder itself, so swapping a folder for a symlink after the open changes
+ * nothing. Without /proc (macOS) a folder is not `anchored`: entries are named by path, and
+ * nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
  */
 
 export type Unsafe = { ok: false; reason: string }
 export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */
 export type Unreadable = Unsafe & { tooLarge?: { mtimeMs: number } }
-export type SafeNames = { ok: true; names: string[] }
 
 const uid = () => process.getuid?.()
 
@@ -128,7 +124,7 @@ export class PrivateDir {
    * The names in the folder, listed off the event loop. A folder over `maxBytes` is refused
    * without being listed: listing a huge folder holds the loop however it is done.
    */
-  async list(maxBytes: number): Promise<SafeNames | Unsafe> {
+  async list(maxBytes: number): Promise<{ ok: true; names: string[] } | Unsafe> {
     if (this.bytes > maxBytes) {
       return {
         ok: false,
@@ -163,24 +159,12 @@ export class PrivateDir {
 
   /** Deletes an entry of this very folder; false (nothing deleted) when it is not anchored or fails. */
   remove(name: string): boolean {
-    if (!this.anchored) return false
-    try {
-      unlinkSync(this.entry(name))
-      return true
-    } catch {
-      return false
-    }
+    return this.anchored && succeeds(() => unlinkSync(this.entry(name)))
   }
 
   /** Renames within this very folder (atomic: of two renames of one name exactly one succeeds); false as `remove`. */
   rename(from: string, to: string): boolean {
-    if (!this.anchored) return false
-    try {
-      renameSync(this.entry(from), this.entry(to))
-      return true
-    } catch {
-      return false
-    }
+    return this.anchored && succeeds(() => renameSync(this.entry(from), this.entry(to)))
   }
 
   /**
@@ -195,17 +179,14 @@ export class PrivateDir {
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
       0o600,
     )
-    let open = true
     try {
-      const bytes = Buffer.from(text)
-      let at = 0
-      while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
-      open = false
-      closeSync(fd)
+      try {
+        writeFileSync(fd, text)
+      } finally {
+        closeSync(fd)
+      }
       renameSync(this.entry(temp), this.entry(name))
     } catch (error) {
-      // Closed once only: the number may already name another file.
-      if (open) closeSync(fd)
       this.removeOwn(temp)
       throw error
     }
@@ -275,6 +256,15 @@ function openDirProblem(at: string, error: unknown): string {
   }
 }
 
+function succeeds(operation: () => void): boolean {
+  try {
+    operation()
+    return true
+  } catch {
+    return false
+  }
+}
+
 function orThrow(opened: PrivateDir | Unsafe): PrivateDir {
   if (opened instanceof PrivateDir) return opened
   throw new Error(opened.reason)
@@ -337,9 +327,7 @@ export class SkipTally {
   }
 
   get count(): number {
-    let total = 0
-    for (const { count } of this.kinds.values()) total += count
-    return total
+    return [...this.kinds.values()].reduce((total, kind) => total + kind.count, 0)
   }
 
   /** `2 not a stop request (e.g. stop-7-….json), 1 untrusted (e.g. x.json: is a symbolic link)`; "" when none. */
