@@ -49,16 +49,9 @@ export type MonitorStateEntry = {
   lastLines: StateLine[]
   /** When its deadline stops it; absent: no deadline. */
   deadlineAt?: number
-  /**
-   * Added by the restart-safe work (optional, so older readers and writers stay compatible): the
-   * monitor ended, but its exit notice had not reached the session yet; a restarted server
-   * delivers it with the recorded status.
-   */
+  /** It ended, but its exit notice had not reached the session: a restarted server delivers it. */
   wakePending?: boolean
-  /**
-   * sha256 of the token in the monitor's environment: recovery signals a leader only when
-   * it carries the token with this hash, which a forger who names another process cannot supply.
-   */
+  /** sha256 of the token in the monitor's environment: recovery signals only a leader that carries it. */
   tokenHash?: string
 }
 
@@ -68,18 +61,13 @@ export type ServerStateFile = {
   monitors: MonitorStateEntry[]
 }
 
-type Env = Record<string, string | undefined>
-
-/** `$XDG_STATE_HOME/opencode/opencode-monitor` (opencode's own state area), `~/.local/state/…` by default. */
-function stateRoot(env: Env = process.env): string {
+/**
+ * `$XDG_STATE_HOME/opencode/opencode-monitor/<hash>` (opencode's own state area, `~/.local/state/…` by
+ * default): one folder per project directory, so a restarted server only looks at its own project's records.
+ */
+export function projectStateDir(directory: string, env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")
-  return join(base, "opencode", "opencode-monitor")
-}
-
-/** One folder per project directory, so a restarted server only looks at its own project's records. */
-export function projectStateDir(directory: string, env: Env = process.env): string {
-  const key = createHash("sha256").update(directory).digest("hex").slice(0, 16)
-  return join(stateRoot(env), key)
+  return join(base, "opencode", "opencode-monitor", createHash("sha256").update(directory).digest("hex").slice(0, 16))
 }
 
 /**
@@ -88,13 +76,6 @@ export function projectStateDir(directory: string, env: Env = process.env): stri
  */
 export function serverStateFileName(pid: number, pidStartTime: string | undefined, instance?: string): string {
   return `server-${pid}-${pidStartTime ?? "unknown"}${instance ? `-${instance}` : ""}.json`
-}
-
-/** A person asked the TUI to stop this monitor; the owning server watches this folder of the project's. */
-export const STOP_REQUESTS_FOLDER = "stop-requests"
-
-export function stopRequestDir(projectDir: string): string {
-  return join(projectDir, STOP_REQUESTS_FOLDER)
 }
 
 export type ParseResult = { ok: true; file: ServerStateFile } | { ok: false; error: string }
@@ -226,10 +207,10 @@ function readEnding(raw: unknown): Ending | undefined {
   return undefined
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value)
 }
 
-function isInt(value: unknown): value is number {
+export function isInt(value: unknown): value is number {
   return typeof value === "number" && Number.isInteger(value)
 }

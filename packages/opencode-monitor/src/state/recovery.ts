@@ -12,12 +12,11 @@ import {
   parseStateFile,
   projectStateDir,
   STATE_FILE_MAX_BYTES,
-  STATE_FOLDER_MAX_BYTES,
   STATE_RECORDS_MAX,
   type ServerStateFile,
 } from "./format"
 import { historyShowsStart, type ProcessFacts, proveLeader, tableFacts } from "./recovery-proof"
-import { PrivateDir, SkipTally, yieldToLoop } from "./safe-file"
+import { listFolder, PrivateDir, SkipTally, yieldToLoop } from "./safe-file"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
 
@@ -71,34 +70,27 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
-  const dir = PrivateDir.open(path, "shared", deps.descriptorPaths ?? true)
-  if (!(dir instanceof PrivateDir)) {
+  const listed = await listFolder(PrivateDir.open(path, "shared", deps.descriptorPaths ?? true))
+  if (!listed.ok) {
     // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
-    if (dir.reason !== "ENOENT") untrusted(deps, path, dir.reason)
+    if (listed.reason !== "ENOENT") {
+      logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason: listed.reason })
+    }
     return []
   }
   try {
-    return await recoverFrom(dir, deps)
+    return await recoverFrom(listed.dir, listed.names, deps)
   } finally {
-    dir.close()
+    listed.dir.close()
   }
 }
 
-function untrusted(deps: RecoveryDeps, path: string, reason: string): void {
-  logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason })
-}
-
-async function recoverFrom(dir: PrivateDir, deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
-  const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
-  if (!listed.ok) {
-    untrusted(deps, dir.path, listed.reason)
-    return []
-  }
+async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const self = deps.self ?? (await serverIdentity(deps.table))
   const skipped = new SkipTally()
   // Temp files and the stop-requests folder are the plugin's; any other JSON file is not.
-  for (const name of listed.names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
-  const records = listed.names.filter(isRecordName).sort()
+  for (const name of names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
+  const records = names.filter(isRecordName).sort()
   const recovered: RecoveredMonitor[] = []
   const claimed: Claim[] = []
   for (const name of records.slice(0, STATE_RECORDS_MAX)) {

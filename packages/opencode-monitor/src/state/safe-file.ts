@@ -16,6 +16,7 @@ import {
 } from "node:fs"
 import { readdir } from "node:fs/promises"
 import { join } from "node:path"
+import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 /**
  * The one way into the state folder, which anything running as the user can write (docs/security.md):
@@ -30,6 +31,8 @@ import { join } from "node:path"
  */
 
 export type Unsafe = { ok: false; reason: string }
+/** A folder not opened or not listed, and where it is. */
+export type Refused = Unsafe & { path: string }
 export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */
 export type Unreadable = Unsafe & { tooLarge?: { mtimeMs: number } }
@@ -83,7 +86,7 @@ export class PrivateDir {
   ) {}
 
   /** `descriptorPaths: false` acts as on a system without /proc/self/fd (macOS), for tests. */
-  static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Unsafe {
+  static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Refused {
     return PrivateDir.openAt(path, path, access, descriptorPaths)
   }
 
@@ -106,7 +109,7 @@ export class PrivateDir {
     return join(this.path, name)
   }
 
-  subdir(name: string, access: Access = "shared"): PrivateDir | Unsafe {
+  subdir(name: string, access: Access = "shared"): PrivateDir | Refused {
     return PrivateDir.openAt(this.entry(name), this.pathOf(name), access, this.anchored)
   }
 
@@ -118,24 +121,6 @@ export class PrivateDir {
       if (errorCode(error) !== "EEXIST") throw error
     }
     return orThrow(PrivateDir.openAt(this.entry(name), this.pathOf(name), "narrow", this.anchored))
-  }
-
-  /**
-   * The names in the folder, listed off the event loop. A folder over `maxBytes` is refused
-   * without being listed: listing a huge folder holds the loop however it is done.
-   */
-  async list(maxBytes: number): Promise<{ ok: true; names: string[] } | Unsafe> {
-    if (this.bytes > maxBytes) {
-      return {
-        ok: false,
-        reason: `holds too many entries (a folder of ${this.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`,
-      }
-    }
-    try {
-      return { ok: true, names: await readdir(this.entry(".")) }
-    } catch (error) {
-      return { ok: false, reason: errorCode(error) }
-    }
   }
 
   read(name: string, maxBytes: number, access: Access = "shared"): SafeText | Unreadable {
@@ -212,27 +197,51 @@ export class PrivateDir {
     path: string,
     access: Access | "narrow",
     descriptorPaths: boolean,
-  ): PrivateDir | Unsafe {
+  ): PrivateDir | Refused {
     let fd: number
     try {
       fd = openSync(at, DIRECTORY_FLAGS)
     } catch (error) {
-      return { ok: false, reason: openDirProblem(at, error) }
+      return { ok: false, reason: openDirProblem(at, error), path }
     }
-    let opened: PrivateDir | Unsafe
+    let opened: PrivateDir | Refused
     try {
       const stats = fstatSync(fd)
       const problem = ownershipProblem(stats, access === "narrow" ? "owner" : access)
       if (!problem && access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
       opened = problem
-        ? { ok: false, reason: problem }
+        ? { ok: false, reason: problem, path }
         : new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
     } catch (error) {
-      opened = { ok: false, reason: errorCode(error) }
+      opened = { ok: false, reason: errorCode(error), path }
     }
     if (!(opened instanceof PrivateDir)) closeSync(fd)
     return opened
   }
+}
+
+/**
+ * The names in a folder `open` gave, listed off the event loop; `close` the folder when done. One
+ * over `maxBytes` is refused (and closed) unlisted: listing a huge folder holds the loop however it
+ * is done.
+ */
+export async function listFolder(
+  dir: PrivateDir | Refused,
+  maxBytes = STATE_FOLDER_MAX_BYTES,
+): Promise<{ ok: true; dir: PrivateDir; names: string[] } | Refused> {
+  if (!(dir instanceof PrivateDir)) return dir
+  let reason: string
+  if (dir.bytes > maxBytes) {
+    reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
+  } else {
+    try {
+      return { ok: true, dir, names: await readdir(dir.entry(".")) }
+    } catch (error) {
+      reason = errorCode(error)
+    }
+  }
+  dir.close()
+  return { ok: false, reason, path: dir.path }
 }
 
 /** Does `/proc/self/fd/<fd>` lead to the very folder that was opened? (Linux: yes; macOS: no /proc.) */

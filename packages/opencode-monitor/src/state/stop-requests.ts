@@ -1,16 +1,20 @@
 import { randomBytes } from "node:crypto"
+import { join } from "node:path"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
-import { STATE_FOLDER_MAX_BYTES, STOP_REQUESTS_FOLDER, stopRequestDir } from "./format"
-import { PrivateDir, SkipTally, type Unsafe, yieldToLoop } from "./safe-file"
+import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
+import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /**
- * A person's stop from the TUI: the TUI drops a small file into
- * `stopRequestDir(projectStateDir(directory))`, addressed to the server process that owns the
- * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
- * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
+ * A person's stop from the TUI: the TUI drops a small file into this folder of the project's state
+ * folder, addressed to the server process that owns the monitor; that server watches the folder,
+ * stops the monitor as the person's stop and removes the file. Files are written atomically (temp
+ * name, then rename), so a reader never sees half of one.
  */
+const STOP_REQUESTS_FOLDER = "stop-requests"
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
+
+export const stopRequestDir = (projectDir: string): string => join(projectDir, STOP_REQUESTS_FOLDER)
 
 /**
  * `stop-<server pid>-<12 hex>.json`, or its writer's temp file (`….<8 hex>.tmp`): anything else is
@@ -64,24 +68,16 @@ export function writeStopRequest(
 }
 
 export function parseStopRequest(text: string): StopRequest | undefined {
-  let raw: unknown
+  let r: unknown
   try {
-    raw = JSON.parse(text)
+    r = JSON.parse(text)
   } catch {
     return undefined
   }
-  if (typeof raw !== "object" || raw === null) return undefined
-  const r = raw as Record<string, unknown>
-  if (r.format !== STOP_REQUEST_FORMAT) return undefined
-  if (!Number.isInteger(r.serverPid) || !Number.isInteger(r.requestedAt)) return undefined
+  if (!isObject(r) || r.format !== STOP_REQUEST_FORMAT || !isInt(r.serverPid) || !isInt(r.requestedAt)) return undefined
   if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
-  return {
-    format: STOP_REQUEST_FORMAT,
-    serverPid: r.serverPid as number,
-    sessionID: r.sessionID,
-    monitorId: r.monitorId,
-    requestedAt: r.requestedAt as number,
-  }
+  const { serverPid, sessionID, monitorId, requestedAt } = r
+  return { format: STOP_REQUEST_FORMAT, serverPid, sessionID, monitorId, requestedAt }
 }
 
 export type StopRequestHandler = {
@@ -134,34 +130,28 @@ export async function scanStopRequests(
   handler: StopRequestHandler,
   memory: ScanMemory = newScanMemory(),
 ): Promise<number> {
-  const opened = openRequestFolder(projectDir, handler.descriptorPaths ?? true)
-  if (!(opened instanceof PrivateDir)) {
-    if (opened.reason !== "ENOENT") {
-      report(
-        handler,
-        memory,
-        `skipping an untrusted entry in the monitor state folder: ${opened.path} (${opened.reason})`,
-      )
-    }
+  const listed = await listFolder(openRequestFolder(projectDir, handler.descriptorPaths ?? true))
+  if (!listed.ok) {
+    const line = `skipping an untrusted entry in the monitor state folder: ${listed.path} (${listed.reason})`
+    if (listed.reason !== "ENOENT") report(handler, memory, line)
     return 0
   }
   try {
-    return await takeRequests(opened, handler, memory)
+    return await takeRequests(listed.dir, listed.names, handler, memory)
   } catch (error) {
     handler.onError?.(`stop requests: ${error instanceof Error ? error.message : String(error)}`)
     return 0
   } finally {
-    opened.close()
+    listed.dir.close()
   }
 }
 
 /** The project's folder, then its stop-requests folder through it: both private, neither through a symlink. */
-function openRequestFolder(projectDir: string, descriptorPaths: boolean): PrivateDir | (Unsafe & { path: string }) {
+function openRequestFolder(projectDir: string, descriptorPaths: boolean): PrivateDir | Refused {
   const project = PrivateDir.open(projectDir, "private", descriptorPaths)
-  if (!(project instanceof PrivateDir)) return { ...project, path: projectDir }
+  if (!(project instanceof PrivateDir)) return project
   try {
-    const dir = project.subdir(STOP_REQUESTS_FOLDER, "private")
-    return dir instanceof PrivateDir ? dir : { ...dir, path: stopRequestDir(projectDir) }
+    return project.subdir(STOP_REQUESTS_FOLDER, "private")
   } finally {
     project.close()
   }
@@ -175,22 +165,22 @@ type Pass = {
   skipped: SkipTally
 }
 
-async function takeRequests(dir: PrivateDir, handler: StopRequestHandler, memory: ScanMemory): Promise<number> {
-  const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
-  if (!listed.ok) {
-    report(handler, memory, `skipping an untrusted entry in the monitor state folder: ${dir.path} (${listed.reason})`)
-    return 0
-  }
+async function takeRequests(
+  dir: PrivateDir,
+  names: string[],
+  handler: StopRequestHandler,
+  memory: ScanMemory,
+): Promise<number> {
   const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
   const pass: Pass = { dir, handler, memory, now, skipped: new SkipTally() }
   const pause = handler.yieldToLoop ?? yieldToLoop
   let stopped = 0
-  for (const [index, name] of listed.names.entries()) {
+  for (const [index, name] of names.entries()) {
     if (index > 0 && index % SCAN_SLICE === 0) await pause()
     if (takeOne(pass, name)) stopped += 1
   }
   // Bounded by the folder: a name no longer listed is forgotten.
-  const present = new Set(listed.names)
+  const present = new Set(names)
   for (const name of memory.taken) if (!present.has(name)) memory.taken.delete(name)
   const skipped = pass.skipped.toString()
   report(handler, memory, skipped && `skipping entries of the stop-requests folder ${dir.path}: ${skipped}`)

@@ -5,11 +5,10 @@ import {
   type ParseResult,
   parseStateFile,
   STATE_FILE_MAX_BYTES,
-  STATE_FOLDER_MAX_BYTES,
   STATE_RECORDS_MAX,
   type ServerStateFile,
 } from "../state/format"
-import { PrivateDir, yieldToLoop } from "../state/safe-file"
+import { listFolder, PrivateDir, yieldToLoop } from "../state/safe-file"
 import type { MonitorView } from "./view"
 
 export type LocalSnapshot = {
@@ -41,17 +40,14 @@ type Counts = { unreadable: number; otherFormat: number; untrusted: number }
  */
 export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-  const dir = PrivateDir.open(projectDir)
-  if (!(dir instanceof PrivateDir)) {
-    if (dir.reason !== "ENOENT") snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${dir.reason}`)
+  const listed = await listFolder(PrivateDir.open(projectDir))
+  if (!listed.ok) {
+    if (listed.reason !== "ENOENT")
+      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
     return snapshot
   }
+  const { dir } = listed
   try {
-    const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
-    if (!listed.ok) {
-      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
-      return snapshot
-    }
     const names = listed.names.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
     const read = names.slice(0, STATE_RECORDS_MAX)
     const counts: Counts = { unreadable: 0, otherFormat: 0, untrusted: 0 }
@@ -113,29 +109,18 @@ function addRecord(
   }
 }
 
-const files = (n: number) => (n === 1 ? "file" : "files")
-
 /** Short notes for the person, one per kind of file skipped. */
-function notesOf(counts: Counts, notRead: number): string[] {
-  const notes: string[] = []
-  if (counts.unreadable > 0)
-    notes.push(`${counts.unreadable} unreadable monitor state ${files(counts.unreadable)} skipped`)
-  if (counts.untrusted > 0) {
-    notes.push(
-      `${counts.untrusted} untrusted ${files(counts.untrusted)} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
-    )
-  }
-  if (counts.otherFormat > 0) {
-    notes.push(
-      `${counts.otherFormat} state ${files(counts.otherFormat)} from another opencode-monitor version skipped: update both parts to the same version`,
-    )
-  }
-  if (notRead > 0) {
-    notes.push(
+function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number): string[] {
+  const files = (n: number) => (n === 1 ? "file" : "files")
+  return [
+    unreadable > 0 && `${unreadable} unreadable monitor state ${files(unreadable)} skipped`,
+    untrusted > 0 &&
+      `${untrusted} untrusted ${files(untrusted)} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
+    otherFormat > 0 &&
+      `${otherFormat} state ${files(otherFormat)} from another opencode-monitor version skipped: update both parts to the same version`,
+    notRead > 0 &&
       `${notRead} more monitor state ${files(notRead)} not read: at most ${STATE_RECORDS_MAX} are; remove the ones of servers that no longer run`,
-    )
-  }
-  return notes
+  ].filter((note) => typeof note === "string")
 }
 
 function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {
