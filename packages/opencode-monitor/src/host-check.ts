@@ -63,16 +63,6 @@ function lookup(host: unknown, path: readonly string[]): unknown {
   return value
 }
 
-/** The APIs of `required` that `host` lacks, in the order listed. */
-function missingApi(host: unknown, required: readonly Requirement[]): string[] {
-  return required
-    .filter(({ path, kind }) => {
-      const value = lookup(host, path)
-      return kind === "object" ? typeof value !== "object" || value === null : typeof value !== kind
-    })
-    .map(({ api }) => api)
-}
-
 /** The one message a host without some API gets: what is missing, and which releases were tested. */
 export function missingApiMessage(part: "server" | "TUI", missing: readonly string[]): string {
   return (
@@ -89,13 +79,12 @@ export function askReturned(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function"
 }
 
-type Call = (argument: unknown) => unknown
-
-/** Calls `call` with `argument`, never throwing or rejecting: reporting must not fail the load. */
-function quietly(call: Call | undefined, argument: unknown): boolean {
-  if (!call) return false
+/** Calls the host's function at `path` with `argument`, never throwing or rejecting: reporting must not fail the load. */
+function quietly(host: unknown, path: readonly string[], argument: unknown): boolean {
+  const call = lookup(host, path)
+  if (typeof call !== "function") return false
   try {
-    const result = call(argument)
+    const result = call.call(lookup(host, path.slice(0, -1)), argument)
     if (askReturned(result)) Promise.resolve(result).catch(() => {})
     return true
   } catch {
@@ -103,14 +92,8 @@ function quietly(call: Call | undefined, argument: unknown): boolean {
   }
 }
 
-function bound(host: unknown, path: readonly string[]): Call | undefined {
-  const owner = lookup(host, path.slice(0, -1))
-  const fn = lookup(host, path)
-  return typeof fn === "function" ? (fn as Call).bind(owner) : undefined
-}
-
-/** Where a part says it is disabled, and how its calls wrap their fields. */
-type Voice = { log: readonly string[]; toast: readonly string[]; wrap: (fields: object) => unknown }
+/** Where a part shows a toast (both log through `client.app.log`), and how its calls wrap their fields. */
+type Voice = { toast: readonly string[]; wrap: (fields: object) => unknown }
 
 /**
  * True when `host` has every API of `required`. Otherwise it says once, in the server log and as a
@@ -118,28 +101,24 @@ type Voice = { log: readonly string[]; toast: readonly string[]; wrap: (fields: 
  * when it cannot log; the TUI part never writes there (it would garble the screen).
  */
 function hostReady(host: unknown, required: readonly Requirement[], part: "server" | "TUI", voice: Voice): boolean {
-  const missing = missingApi(host, required)
+  const missing = required
+    .filter(({ path, kind }) => {
+      const value = lookup(host, path)
+      return kind === "object" ? typeof value !== "object" || value === null : typeof value !== kind
+    })
+    .map(({ api }) => api)
   if (missing.length === 0) return true
   const message = missingApiMessage(part, missing)
   const line = { service: "opencode-monitor", level: "error", message, extra: { missing } }
-  if (!quietly(bound(host, voice.log), voice.wrap(line)) && part === "server") console.error(message)
-  quietly(bound(host, voice.toast), voice.wrap({ title: "opencode-monitor disabled", message, variant: "error" }))
+  if (!quietly(host, ["client", "app", "log"], voice.wrap(line)) && part === "server") console.error(message)
+  quietly(host, voice.toast, voice.wrap({ title: "opencode-monitor disabled", message, variant: "error" }))
   return false
 }
 
 export function serverHostReady(input: unknown): boolean {
-  const voice = {
-    log: ["client", "app", "log"],
-    toast: ["client", "tui", "showToast"],
-    wrap: (body: object) => ({ body }),
-  }
-  return hostReady(input, SERVER_API, "server", voice)
+  return hostReady(input, SERVER_API, "server", { toast: ["client", "tui", "showToast"], wrap: (body) => ({ body }) })
 }
 
 export function tuiHostReady(api: unknown): boolean {
-  return hostReady(api, TUI_API, "TUI", {
-    log: ["client", "app", "log"],
-    toast: ["ui", "toast"],
-    wrap: (fields) => fields,
-  })
+  return hostReady(api, TUI_API, "TUI", { toast: ["ui", "toast"], wrap: (fields) => fields })
 }
