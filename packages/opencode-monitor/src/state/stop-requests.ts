@@ -6,21 +6,16 @@ import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /**
- * A person's stop from the TUI: the TUI drops a small file into this folder of the project's state
- * folder, addressed to the server process that owns the monitor; that server watches the folder,
- * stops the monitor as the person's stop and removes the file. Files are written atomically (temp
- * name, then rename), so a reader never sees half of one.
+ * A person's stop from the TUI: a small file in this folder of the project's state folder, addressed
+ * to the server process that owns the monitor, which watches the folder, stops the monitor as the
+ * person's stop and removes the file.
  */
 const STOP_REQUESTS_FOLDER = "stop-requests"
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
 
 export const stopRequestDir = (projectDir: string): string => join(projectDir, STOP_REQUESTS_FOLDER)
 
-/**
- * `stop-<server pid>-<12 hex>.json`, or its writer's temp file (`….<8 hex>.tmp`): anything else is
- * not the TUI's and is left alone unread, so junk costs a name check, and another server's requests
- * are never opened.
- */
+/** `stop-<server pid>-<12 hex>.json` or its temp file: other names, and other servers' requests, stay unread. */
 const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
 export type StopRequest = {
@@ -34,7 +29,7 @@ export type StopRequest = {
 
 /** A request is taken only this close to its `requestedAt`; one nobody took is removed after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
-/** A request is ~150 bytes; a larger file is never read (nor re-read on every scan). */
+/** A request is ~150 bytes; a larger file is never read. */
 const STOP_REQUEST_MAX_BYTES = 4_096
 /** A pass looks at this many entries, then gives the event loop a turn. */
 const SCAN_SLICE = 32
@@ -118,12 +113,10 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
 }
 
 /**
- * One pass over the folder: takes (and removes) the requests for monitors this instance runs.
- * Only a private folder of the user's (not a symlink) is read, in slices of SCAN_SLICE entries,
- * and only when it is within STATE_FOLDER_MAX_BYTES; in it only 0600 regular files of the
- * user's, named as the TUI names them, addressed to this server, within STOP_REQUEST_MAX_BYTES.
- * Removed are only files named so: requests taken, and (after STOP_REQUEST_STALE_MS) requests
- * nobody took and unparsable or oversized ones. What is skipped is counted in one log line. Never throws.
+ * One pass over the folder, SCAN_SLICE entries per turn of the event loop: takes (and removes) the
+ * requests for monitors this instance runs. Only files named as requests are removed: taken ones,
+ * and after STOP_REQUEST_STALE_MS those nobody took, unparsable or oversized. What is skipped is
+ * counted in one log line. Never throws.
  */
 export async function scanStopRequests(
   projectDir: string,

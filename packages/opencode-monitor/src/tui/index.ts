@@ -44,10 +44,6 @@ const tui: TuiPlugin = async (api) => {
   const [now, setNow] = createSignal(Date.now())
   const unwatch = watchLocalState(folder, setSnapshot)
   const timer = setInterval(() => setNow(Date.now()), REFRESH_MS)
-  api.lifecycle.onDispose(() => {
-    clearInterval(timer)
-    unwatch()
-  })
   const screen: Screen = {
     api,
     folder,
@@ -81,6 +77,8 @@ const tui: TuiPlugin = async (api) => {
     ],
   } as Parameters<TuiPluginApi["keymap"]["registerLayer"]>[0])
   api.lifecycle.onDispose(() => {
+    clearInterval(timer)
+    unwatch()
     if (typeof unregister === "function") unregister()
   })
 }

@@ -1,23 +1,17 @@
 import type { StatusKind } from "../codec"
-import type { StateLine } from "../state/format"
+import type { MonitorStateEntry } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
 /** One monitor as the TUI shows it, from a state record or from the session's messages. */
-export type MonitorView = {
-  id: string
-  sessionID: string
-  label: string
-  startedAt: number
-  endedAt: number | undefined
+export type MonitorView = Pick<
+  MonitorStateEntry,
+  "id" | "sessionID" | "label" | "startedAt" | "endedAt" | "linesSeen" | "lastLines" | "deadlineAt"
+> & {
   statusKind: StatusKind
   /** The status as the envelope writes it (formatStatus). */
   status: string
   /** Who stopped it, when someone did. */
   stoppedBy?: string
-  linesSeen: number
-  lastLines: StateLine[]
-  /** When its deadline stops it; undefined: no deadline. */
-  deadlineAt?: number
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
 }
