@@ -60,13 +60,10 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * When the plugin loads: every monitor that a dead server process of this project recorded as
- * running is reported once to its session as a terminal wake with `Status: lost`; one that had
- * ended but whose exit notice was still queued gets that notice, as it ended. A live server's file
- * is never touched; a dead one's is claimed by an atomic rename first, so two servers starting on
- * the same data never both report it. At most STATE_RECORDS_MAX records are read, one per turn of
- * the event loop; what is skipped or left for the next start is counted in one log line. Never
- * throws.
+ * When the plugin loads, reports once what dead servers of this project owed their sessions: a
+ * monitor cut off while it ran, as `Status: lost`; an exit whose notice was still queued, as it
+ * ended. A dead server's record is claimed by an atomic rename first, so two servers starting on
+ * the same data never both report it. Never throws.
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
@@ -146,9 +143,8 @@ const isRecordName = (name: string) => SERVER_FILE.test(name) || CLAIMED_FILE.te
 
 /**
  * A dead server's record, taken for this process. `owned`: renamed to this server's claim, removed
- * once its notices are out; false where the folder cannot be addressed by descriptor (macOS):
- * there nothing is renamed or removed, and the session history alone keeps a notice from being
- * sent twice.
+ * once its notices are out; not where the folder is not anchored (macOS), where the session history
+ * alone keeps a notice from being sent twice.
  */
 type Claim = { name: string; file: ServerStateFile; owned: boolean }
 
@@ -273,10 +269,9 @@ type Lost = Extract<MonitorStatus, { kind: "lost" }>
 
 /**
  * The watchdog should have ended the group when the server died. A leader still running is
- * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group
- * (which cannot change hands while it has members) is then ended like any stop. The `lost` status
- * names what survives even SIGKILL, or a process under the recorded pid that does not prove it is
- * the monitor's (never signalled).
+ * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group, which
+ * cannot change hands while it has members, is then ended like any stop. The status names a
+ * survivor of SIGKILL, or an unproven process under the recorded pid (never signalled).
  */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
   const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))

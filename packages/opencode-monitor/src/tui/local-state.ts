@@ -34,9 +34,8 @@ export type CachedRecord = { version: string; parsed: ParseResult }
 type Counts = { unreadable: number; otherFormat: number; untrusted: number }
 
 /**
- * Reads the server state files of one project folder, as safe-file.ts allows them (never a
- * symlink, FIFO or device, never blocking): at most STATE_RECORDS_MAX, one per turn of the event
- * loop, from a folder within STATE_FOLDER_MAX_BYTES. Missing folder: nothing. Never throws.
+ * Reads the server state files of one project folder through safe-file.ts, at most STATE_RECORDS_MAX,
+ * one per turn of the event loop. Missing folder: nothing. Never throws.
  */
 export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }

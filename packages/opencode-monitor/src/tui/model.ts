@@ -6,9 +6,8 @@ import { type CachedRecord, type LocalSnapshot, readLocalState, safely, withReme
 import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
 
 /**
- * What the TUI part shows, as plain logic (type-checked and linted; `index.ts` only renders it):
- * the local state records, the fallback from a session's messages, the dialog options, a stop.
- * Nothing here may throw onto the screen.
+ * What the TUI part shows, as plain logic `index.ts` only renders: the local state records, the
+ * fallback from a session's messages, the dialog options, a stop. Nothing here may throw onto the screen.
  */
 
 /** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
@@ -28,8 +27,7 @@ export function stateFolderOf(directory: string): string {
 }
 
 /**
- * Reads the project's state records whenever they may have changed (FolderWatch: a poll that also
- * finds the folder once it exists, plus a watch that shows a new record at once). `onChange` gets
+ * Reads the project's state records whenever they may have changed (FolderWatch); `onChange` gets
  * the snapshot only when it differs from the last one. Returns the function that stops watching.
  */
 export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapshot) => void): () => void {
