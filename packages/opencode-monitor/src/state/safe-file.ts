@@ -68,9 +68,8 @@ function typeOf(stats: Stats): string {
 }
 
 /**
- * A real folder of the user's, opened once and addressed through its descriptor (see above).
- * `close` it when done, and not before every operation on it has settled: a closed descriptor's
- * number may name another file next.
+ * A real folder of the user's, opened once and addressed through its descriptor (see above). `close`
+ * it only once every operation on it has settled: a closed descriptor's number may name another file next.
  */
 export class PrivateDir {
   private closed = false
@@ -90,10 +89,7 @@ export class PrivateDir {
     return PrivateDir.openAt(path, path, access, descriptorPaths)
   }
 
-  /**
-   * Creates the folder (and missing parents) 0700 and opens it; a folder of the user's that others
-   * may use is narrowed to 0700 on its descriptor. Throws when it is not the user's own real folder.
-   */
+  /** Creates the folder (and parents) 0700 and opens it, narrowed to 0700; throws when it is not the user's own. */
   static ensure(path: string): PrivateDir {
     mkdirSync(path, { recursive: true, mode: 0o700 })
     return orThrow(PrivateDir.openAt(path, path, "narrow", true))
@@ -221,9 +217,8 @@ export class PrivateDir {
 }
 
 /**
- * The names in a folder `open` gave, listed off the event loop; `close` the folder when done. One
- * over `maxBytes` is refused (and closed) unlisted: listing a huge folder holds the loop however it
- * is done.
+ * The names in a folder `open` gave, listed off the event loop; `close` the folder when done. One over
+ * `maxBytes` is refused (and closed) unlisted: listing a huge folder holds the loop however it is done.
  */
 export async function listFolder(
   dir: PrivateDir | Refused,
@@ -296,13 +291,8 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
     if (!stats.isFile()) return { ok: false, reason: `is ${typeOf(stats)}, not a regular file` }
     const problem = ownershipProblem(stats, access)
     if (problem) return { ok: false, reason: problem }
-    if (stats.size > maxBytes) {
-      return {
-        ok: false,
-        reason: `too large (${stats.size} bytes, bound ${maxBytes})`,
-        tooLarge: { mtimeMs: stats.mtimeMs },
-      }
-    }
+    const tooLarge = (reason: string) => ({ ok: false as const, reason, tooLarge: { mtimeMs: stats.mtimeMs } })
+    if (stats.size > maxBytes) return tooLarge(`too large (${stats.size} bytes, bound ${maxBytes})`)
     // The file may grow between fstat and read: never read past the bound.
     const buffer = Buffer.alloc(maxBytes + 1)
     let length = 0
@@ -311,9 +301,7 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
       if (n === 0) break
       length += n
     }
-    if (length > maxBytes) {
-      return { ok: false, reason: `too large (more than ${maxBytes} bytes)`, tooLarge: { mtimeMs: stats.mtimeMs } }
-    }
+    if (length > maxBytes) return tooLarge(`too large (more than ${maxBytes} bytes)`)
     return { ok: true, text: buffer.subarray(0, length).toString("utf8"), mtimeMs: stats.mtimeMs, ino: stats.ino }
   } catch (error) {
     return { ok: false, reason: errorCode(error) }
@@ -322,10 +310,7 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
   }
 }
 
-/**
- * What one pass over a folder skipped, counted by kind with one example each: a folder full of
- * junk costs one log line per pass, not one per entry.
- */
+/** What one pass over a folder skipped, by kind with one example each: one log line per pass, not per entry. */
 export class SkipTally {
   private readonly kinds = new Map<string, { count: number; example: string }>()
 
