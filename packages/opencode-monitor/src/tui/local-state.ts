@@ -1,7 +1,6 @@
 import { formatStatus } from "../codec"
 import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
 import {
-  type MonitorStateEntry,
   type ParseResult,
   parseStateFile,
   STATE_FILE_MAX_BYTES,
@@ -97,14 +96,18 @@ function addRecord(
   const alive = safely(() => isAlive(server.pid, server.pidStartTime), false)
   if (alive) snapshot.liveServers.push(server.pid)
   for (const monitor of monitors) {
-    const view = viewOf(monitor, alive ? server.pid : undefined)
-    if (!alive && monitor.status.kind === "running") {
-      // Its server is gone and no live server took the record over: say so, never "running".
-      view.statusKind = "lost"
-      view.status = "lost (its opencode server ended)"
+    const { status, ending, pid: _pid, pidStartTime: _start, wakePending: _owed, tokenHash: _proof, ...rest } = monitor
+    // Its server is gone and no live server took the record over: say so, never "running".
+    const lost = !alive && status.kind === "running"
+    const view: MonitorView = {
+      ...rest,
+      statusKind: lost ? "lost" : status.kind,
+      status: lost ? "lost (its opencode server ended)" : formatStatus(status),
+      stoppedBy: ending?.reason === "stop" ? ending.by : undefined,
+      serverPid: alive ? server.pid : undefined,
     }
-    const seen = newest.get(monitor.id)
-    if (!seen || seen.updatedAt < server.updatedAt) newest.set(monitor.id, { view, updatedAt: server.updatedAt })
+    const seen = newest.get(view.id)
+    if (!seen || seen.updatedAt < server.updatedAt) newest.set(view.id, { view, updatedAt: server.updatedAt })
   }
 }
 
@@ -120,17 +123,6 @@ function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number
     notRead > 0 &&
       `${notRead} more monitor state ${files(notRead)} not read: at most ${STATE_RECORDS_MAX} are; remove the ones of servers that no longer run`,
   ].filter((note) => typeof note === "string")
-}
-
-function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {
-  const { status, ending, pid: _pid, pidStartTime: _start, wakePending: _owed, tokenHash: _proof, ...rest } = entry
-  return {
-    ...rest,
-    statusKind: status.kind,
-    status: formatStatus(status),
-    stoppedBy: ending?.reason === "stop" ? ending.by : undefined,
-    serverPid,
-  }
 }
 
 /**
