@@ -77,19 +77,18 @@ export type ConfigResult = { ok: true; config: MonitorConfig } | { ok: false; er
 
 /** Validates plugin options; every error names the key, the bound and the value it got. */
 export function parseMonitorConfig(options: unknown): ConfigResult {
-  const parsed = MonitorConfigSchema.safeParse(options ?? {})
+  const parsed = MonitorConfigSchema.safeParse(options ?? {}, { reportInput: true })
   if (parsed.success) return { ok: true, config: parsed.data }
-  const input = (options ?? {}) as Record<string, unknown>
-  return { ok: false, errors: parsed.error.issues.map((issue) => describeIssue(issue, input)) }
+  return { ok: false, errors: parsed.error.issues.map(describeIssue) }
 }
 
 export function defaultMonitorConfig(): MonitorConfig {
   return MonitorConfigSchema.parse({})
 }
 
-function describeIssue(issue: z.core.$ZodIssue, input: Record<string, unknown>): string {
+function describeIssue(issue: z.core.$ZodIssue): string {
   const key = issue.path.join(".") || "(options)"
-  const got = `got ${JSON.stringify(valueAt(input, issue.path))}`
+  const got = `got ${JSON.stringify(issue.input)}`
   switch (issue.code) {
     case "too_small":
       return `${key} must be >= ${issue.minimum} (${got})`
@@ -108,13 +107,4 @@ function describeIssue(issue: z.core.$ZodIssue, input: Record<string, unknown>):
 
 function article(noun: string): string {
   return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`
-}
-
-function valueAt(input: Record<string, unknown>, path: readonly PropertyKey[]): unknown {
-  let value: unknown = input
-  for (const part of path) {
-    if (value === null || typeof value !== "object") return undefined
-    value = (value as Record<PropertyKey, unknown>)[part]
-  }
-  return value
 }

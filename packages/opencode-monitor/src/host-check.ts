@@ -1,7 +1,6 @@
 /**
- * The opencode releases this package is tested on (test/versions.test.ts holds the rest of the repo
- * to them), and the check that the running opencode has the API the plugin relies on. No imports:
- * the TUI part uses it too.
+ * The opencode releases this package is tested on (test/versions.test.ts holds the repo to them),
+ * and the check that the running opencode has the API the plugin relies on. No imports: the TUI uses it.
  */
 
 /** Oldest first. `npm test` runs the live suite on the newest and a core subset on the oldest. */
@@ -12,42 +11,46 @@ export const TESTED_TEXT = `opencode ${TESTED_OPENCODE[0]}–${TESTED_OPENCODE[T
 /** `engines.opencode`: every 1.x release from the oldest tested one (2.x does not load 1.x plugins). */
 export const ENGINES_RANGE = `>=${TESTED_OPENCODE[0]} <2`
 
-/** One API the plugin uses, as a path from the object opencode hands it, and what must be there. */
+/**
+ * One API the plugin uses and what must be there, named as `client.app.log (server log)`: its path
+ * from the object opencode hands the part (`api.`: the TUI's object itself), then what it is for.
+ */
 type Requirement = { api: string; path: readonly string[]; kind: "function" | "object" | "string" }
+const need = (api: string, kind: Requirement["kind"] = "function"): Requirement => ({
+  api,
+  path: (api.split(" ")[0] as string).replace(/^api\./, "").split("."),
+  kind,
+})
 
 /**
  * What the server part reads from opencode's plugin input at load. `noReply` and `ctx.ask` cannot be
  * seen before a prompt or a tool call: `ctx.ask` is checked where it is called (`askReturned`).
  */
 export const SERVER_API: readonly Requirement[] = [
-  {
-    api: "client.session.promptAsync (prompts with noReply)",
-    path: ["client", "session", "promptAsync"],
-    kind: "function",
-  },
-  { api: "client.session.status (session status)", path: ["client", "session", "status"], kind: "function" },
-  { api: "client.session.messages (message listing)", path: ["client", "session", "messages"], kind: "function" },
-  { api: "client.session.get (session parent)", path: ["client", "session", "get"], kind: "function" },
-  { api: "client.app.log (server log)", path: ["client", "app", "log"], kind: "function" },
-  { api: "client.tui.showToast (toasts)", path: ["client", "tui", "showToast"], kind: "function" },
-  { api: "directory (the project directory)", path: ["directory"], kind: "string" },
+  need("client.session.promptAsync (prompts with noReply)"),
+  need("client.session.status (session status)"),
+  need("client.session.messages (message listing)"),
+  need("client.session.get (session parent)"),
+  need("client.app.log (server log)"),
+  need("client.tui.showToast (toasts)"),
+  need("directory (the project directory)", "string"),
 ]
 
 /** What the TUI part uses of opencode's TUI plugin API: its slots, dialogs, toasts, state and keymap. */
 export const TUI_API: readonly Requirement[] = [
-  { api: "api.slots.register (sidebar slot)", path: ["slots", "register"], kind: "function" },
-  { api: "api.ui.dialog.replace (dialog)", path: ["ui", "dialog", "replace"], kind: "function" },
-  { api: "api.ui.dialog.clear (dialog)", path: ["ui", "dialog", "clear"], kind: "function" },
-  { api: "api.ui.DialogSelect (dialog)", path: ["ui", "DialogSelect"], kind: "function" },
-  { api: "api.ui.DialogConfirm (dialog)", path: ["ui", "DialogConfirm"], kind: "function" },
-  { api: "api.ui.toast (toasts)", path: ["ui", "toast"], kind: "function" },
-  { api: "api.keymap.registerLayer (the Monitors command)", path: ["keymap", "registerLayer"], kind: "function" },
-  { api: "api.route (current session)", path: ["route"], kind: "object" },
-  { api: "api.state.session.messages (message listing)", path: ["state", "session", "messages"], kind: "function" },
-  { api: "api.state.part (message parts)", path: ["state", "part"], kind: "function" },
-  { api: "api.state.path (project directory)", path: ["state", "path"], kind: "object" },
-  { api: "api.theme (colours)", path: ["theme"], kind: "object" },
-  { api: "api.lifecycle.onDispose (cleanup)", path: ["lifecycle", "onDispose"], kind: "function" },
+  need("api.slots.register (sidebar slot)"),
+  need("api.ui.dialog.replace (dialog)"),
+  need("api.ui.dialog.clear (dialog)"),
+  need("api.ui.DialogSelect (dialog)"),
+  need("api.ui.DialogConfirm (dialog)"),
+  need("api.ui.toast (toasts)"),
+  need("api.keymap.registerLayer (the Monitors command)"),
+  need("api.route (current session)", "object"),
+  need("api.state.session.messages (message listing)"),
+  need("api.state.part (message parts)"),
+  need("api.state.path (project directory)", "object"),
+  need("api.theme (colours)", "object"),
+  need("api.lifecycle.onDispose (cleanup)"),
 ]
 
 function lookup(host: unknown, path: readonly string[]): unknown {
@@ -61,16 +64,6 @@ function lookup(host: unknown, path: readonly string[]): unknown {
     }
   }
   return value
-}
-
-/** The APIs of `required` that `host` lacks, in the order listed. */
-function missingApi(host: unknown, required: readonly Requirement[]): string[] {
-  return required
-    .filter(({ path, kind }) => {
-      const value = lookup(host, path)
-      return kind === "object" ? typeof value !== "object" || value === null : typeof value !== kind
-    })
-    .map(({ api }) => api)
 }
 
 /** The one message a host without some API gets: what is missing, and which releases were tested. */
@@ -89,13 +82,12 @@ export function askReturned(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function"
 }
 
-type Call = (argument: unknown) => unknown
-
-/** Calls `call` with `argument`, never throwing or rejecting: reporting must not fail the load. */
-function quietly(call: Call | undefined, argument: unknown): boolean {
-  if (!call) return false
+/** Calls the host's function at `path` with `argument`, never throwing or rejecting: reporting must not fail the load. */
+function quietly(host: unknown, path: readonly string[], argument: unknown): boolean {
+  const call = lookup(host, path)
+  if (typeof call !== "function") return false
   try {
-    const result = call(argument)
+    const result = call.call(lookup(host, path.slice(0, -1)), argument)
     if (askReturned(result)) Promise.resolve(result).catch(() => {})
     return true
   } catch {
@@ -103,43 +95,33 @@ function quietly(call: Call | undefined, argument: unknown): boolean {
   }
 }
 
-function bound(host: unknown, path: readonly string[]): Call | undefined {
-  const owner = lookup(host, path.slice(0, -1))
-  const fn = lookup(host, path)
-  return typeof fn === "function" ? (fn as Call).bind(owner) : undefined
-}
-
-/** Where a part says it is disabled, and how its calls wrap their fields. */
-type Voice = { log: readonly string[]; toast: readonly string[]; wrap: (fields: object) => unknown }
+/** Where a part shows a toast (both log through `client.app.log`), and how its calls wrap their fields. */
+type Voice = { toast: readonly string[]; wrap: (fields: object) => unknown }
 
 /**
- * True when `host` has every API of `required`. Otherwise it says once, in the server log and as a
- * toast, what is missing, and the caller registers nothing. The server part falls back to stderr
- * when it cannot log; the TUI part never writes there (it would garble the screen).
+ * True when `host` has every API of `required`; else it says what is missing once, in the server log
+ * and a toast, and the caller registers nothing. Only the server part falls back to stderr (it would
+ * garble the TUI's screen).
  */
 function hostReady(host: unknown, required: readonly Requirement[], part: "server" | "TUI", voice: Voice): boolean {
-  const missing = missingApi(host, required)
+  const missing = required
+    .filter(({ path, kind }) => {
+      const value = lookup(host, path)
+      return kind === "object" ? typeof value !== "object" || value === null : typeof value !== kind
+    })
+    .map(({ api }) => api)
   if (missing.length === 0) return true
   const message = missingApiMessage(part, missing)
   const line = { service: "opencode-monitor", level: "error", message, extra: { missing } }
-  if (!quietly(bound(host, voice.log), voice.wrap(line)) && part === "server") console.error(message)
-  quietly(bound(host, voice.toast), voice.wrap({ title: "opencode-monitor disabled", message, variant: "error" }))
+  if (!quietly(host, ["client", "app", "log"], voice.wrap(line)) && part === "server") console.error(message)
+  quietly(host, voice.toast, voice.wrap({ title: "opencode-monitor disabled", message, variant: "error" }))
   return false
 }
 
 export function serverHostReady(input: unknown): boolean {
-  const voice = {
-    log: ["client", "app", "log"],
-    toast: ["client", "tui", "showToast"],
-    wrap: (body: object) => ({ body }),
-  }
-  return hostReady(input, SERVER_API, "server", voice)
+  return hostReady(input, SERVER_API, "server", { toast: ["client", "tui", "showToast"], wrap: (body) => ({ body }) })
 }
 
 export function tuiHostReady(api: unknown): boolean {
-  return hostReady(api, TUI_API, "TUI", {
-    log: ["client", "app", "log"],
-    toast: ["ui", "toast"],
-    wrap: (fields) => fields,
-  })
+  return hostReady(api, TUI_API, "TUI", { toast: ["ui", "toast"], wrap: (fields) => fields })
 }

@@ -86,8 +86,9 @@ export async function parseStartRequest(
   ctx: Pick<ToolContext, "sessionID" | "directory">,
   config: MonitorConfig,
 ): Promise<StartRequest> {
-  const parsed = z.object(startArgs(config, "sh")).safeParse(args)
-  if (!parsed.success) throw new MonitorError("invalid_argument", describeIssue(parsed.error.issues[0], args, config))
+  const schema = z.object(startArgs(config, "sh"))
+  const parsed = schema.safeParse(args)
+  if (!parsed.success) throw new MonitorError("invalid_argument", describeIssue(schema, parsed.error, args, config))
   const { data } = parsed
   const command = data.command.trim()
   if (command === "") throw new MonitorError("invalid_argument", "command is empty; pass the shell command to run.")
@@ -115,19 +116,19 @@ export async function parseStartRequest(
   }
 }
 
+/** The first issue; a numeric argument's with its bounds, read from the schema itself. */
 function describeIssue(
-  issue: z.core.$ZodIssue | undefined,
+  schema: z.ZodObject<ReturnType<typeof startArgs>>,
+  error: z.ZodError,
   args: Partial<Record<string, unknown>>,
   config: MonitorConfig,
 ): string {
+  const issue = error.issues[0]
   const key = String(issue?.path[0] ?? "arguments")
   const got = JSON.stringify(args[key])
-  if (key === "timeout_ms")
-    return config.max_runtime_ms > 0
-      ? `timeout_ms must be an integer from 1 to ${config.max_runtime_ms} (max_runtime_ms); got ${got}.`
-      : `timeout_ms must be an integer from 1 to ${MAX_TIMEOUT_MS} (7 days); got ${got}.`
-  if (key === "wake_on_silence_ms")
-    return `wake_on_silence_ms must be an integer from ${SILENCE_MS_MIN} to ${SILENCE_MS_MAX}; got ${got}.`
-  if (key === "wake_limit") return `wake_limit must be an integer from 1 to ${WAKE_LIMIT_MAX}; got ${got}.`
-  return `${key}: ${issue?.message ?? "invalid"} (got ${got}).`
+  const shape = schema.shape[key as keyof StartArgs]
+  const field = shape instanceof z.ZodOptional ? shape.unwrap() : shape
+  if (!(field instanceof z.ZodNumber)) return `${key}: ${issue?.message ?? "invalid"} (got ${got}).`
+  const why = key !== "timeout_ms" ? "" : config.max_runtime_ms > 0 ? " (max_runtime_ms)" : " (7 days)"
+  return `${key} must be an integer from ${field.minValue} to ${field.maxValue}${why}; got ${got}.`
 }

@@ -23,7 +23,7 @@ import { createMonitorPlugin } from "../src/plugin"
 import { isLive, processStartTime, processTable, readProcess } from "../src/process/process-table"
 import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
 import { proveLeader } from "../src/state/recovery-proof"
-import { PrivateDir } from "../src/state/safe-file"
+import { listFolder, PrivateDir } from "../src/state/safe-file"
 import { writeStopRequest } from "../src/state/stop-requests"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
@@ -333,7 +333,7 @@ describe("a folder opened by descriptor (safe-file.ts)", () => {
       dir.write("b.json", "written")
       expect(dir.rename("b.json", "c.json")).toBe(true)
       expect(dir.remove("a.json")).toBe(true)
-      expect(await dir.list(1 << 20)).toEqual({ ok: true, names: ["c.json"] })
+      expect(await listFolder(dir, 1 << 20)).toEqual({ ok: true, dir, names: ["c.json"] })
     } finally {
       dir.close()
     }
@@ -347,10 +347,15 @@ describe("a folder opened by descriptor (safe-file.ts)", () => {
     const real = join(root, "real")
     mkdirSync(real, { mode: 0o700 })
     symlinkSync(real, join(root, "link"))
-    expect(PrivateDir.open(join(root, "link"))).toEqual({ ok: false, reason: "is a symbolic link, not a folder" })
+    const link = join(root, "link")
+    expect(PrivateDir.open(link)).toEqual({ ok: false, reason: "is a symbolic link, not a folder", path: link })
     chmodSync(real, 0o770)
-    expect(PrivateDir.open(real)).toEqual({ ok: false, reason: "group- or world-writable (mode 770)" })
-    expect(PrivateDir.open(real, "private")).toEqual({ ok: false, reason: "open to group or others (mode 770)" })
+    expect(PrivateDir.open(real)).toEqual({ ok: false, reason: "group- or world-writable (mode 770)", path: real })
+    expect(PrivateDir.open(real, "private")).toEqual({
+      ok: false,
+      reason: "open to group or others (mode 770)",
+      path: real,
+    })
     // ensure narrows a folder of the user's to 0700, through its descriptor.
     const narrowed = PrivateDir.ensure(real)
     narrowed.close()

@@ -19,12 +19,13 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
-import { projectStateDir, stopRequestDir } from "../src/state/format"
+import { projectStateDir } from "../src/state/format"
 import {
   newScanMemory,
   parseStopRequest,
   STOP_REQUEST_STALE_MS,
   scanStopRequests,
+  stopRequestDir,
   watchStopRequests,
   writeStopRequest,
 } from "../src/state/stop-requests"

@@ -22,8 +22,6 @@ function monitor(overrides: Partial<MonitorView> = {}): MonitorView {
     statusKind: "running",
     status: "running",
     stoppedBy: undefined,
-    pid: 42,
-    pidStartTime: "7",
     linesSeen: 3,
     lastLines: [],
     serverPid: 1,

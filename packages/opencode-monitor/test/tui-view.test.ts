@@ -14,8 +14,6 @@ function monitor(overrides: Partial<MonitorView> = {}): MonitorView {
     statusKind: "running",
     status: "running",
     stoppedBy: undefined,
-    pid: 42,
-    pidStartTime: "7",
     linesSeen: 0,
     lastLines: [],
     serverPid: 1,

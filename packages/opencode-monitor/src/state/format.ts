@@ -4,10 +4,8 @@ import { join } from "node:path"
 import type { Ending, MonitorStatus, StopReason } from "../codec"
 
 /**
- * The small on-disk record of a server's monitors. The server part writes one file
- * per server process, atomically (temp file + rename); the TUI part reads it to show the person
- * what runs, and a restarted server reads the files of dead servers to report monitors cut off by
- * the crash. Never the raw command: labels only. Everything here is bounded.
+ * The small on-disk record of a server's monitors, one file per server process: the TUI part shows
+ * it, a restarted server reports a dead one's. Never the raw command: labels only. Everything is bounded.
  */
 export const STATE_FORMAT = "opencode-monitor/state@2"
 
@@ -24,10 +22,7 @@ export const STATE_FILE_MAX_BYTES = 1024 * 1024
  * at, a folder flooded with junk would hold the event loop. A real one holds a few entries.
  */
 export const STATE_FOLDER_MAX_BYTES = 64 * 1024
-/**
- * At most this many server records are read per pass (a TUI refresh, a restart's recovery); the
- * rest are counted. One record per plugin instance and server process: a handful in real use.
- */
+/** At most this many server records are read per pass (the rest are counted); real use has a handful. */
 export const STATE_RECORDS_MAX = 32
 
 export type StateLine = { stream: "stdout" | "stderr"; seq: number; text: string }
@@ -49,16 +44,9 @@ export type MonitorStateEntry = {
   lastLines: StateLine[]
   /** When its deadline stops it; absent: no deadline. */
   deadlineAt?: number
-  /**
-   * Added by the restart-safe work (optional, so older readers and writers stay compatible): the
-   * monitor ended, but its exit notice had not reached the session yet; a restarted server
-   * delivers it with the recorded status.
-   */
+  /** It ended, but its exit notice had not reached the session: a restarted server delivers it. */
   wakePending?: boolean
-  /**
-   * sha256 of the token in the monitor's environment: recovery signals a leader only when
-   * it carries the token with this hash, which a forger who names another process cannot supply.
-   */
+  /** sha256 of the token in the monitor's environment: recovery signals only a leader that carries it. */
   tokenHash?: string
 }
 
@@ -68,18 +56,13 @@ export type ServerStateFile = {
   monitors: MonitorStateEntry[]
 }
 
-type Env = Record<string, string | undefined>
-
-/** `$XDG_STATE_HOME/opencode/opencode-monitor` (opencode's own state area), `~/.local/state/…` by default. */
-function stateRoot(env: Env = process.env): string {
+/**
+ * `$XDG_STATE_HOME/opencode/opencode-monitor/<hash>` (opencode's own state area, `~/.local/state/…` by
+ * default): one folder per project directory, so a restarted server only looks at its own project's records.
+ */
+export function projectStateDir(directory: string, env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")
-  return join(base, "opencode", "opencode-monitor")
-}
-
-/** One folder per project directory, so a restarted server only looks at its own project's records. */
-export function projectStateDir(directory: string, env: Env = process.env): string {
-  const key = createHash("sha256").update(directory).digest("hex").slice(0, 16)
-  return join(stateRoot(env), key)
+  return join(base, "opencode", "opencode-monitor", createHash("sha256").update(directory).digest("hex").slice(0, 16))
 }
 
 /**
@@ -88,13 +71,6 @@ export function projectStateDir(directory: string, env: Env = process.env): stri
  */
 export function serverStateFileName(pid: number, pidStartTime: string | undefined, instance?: string): string {
   return `server-${pid}-${pidStartTime ?? "unknown"}${instance ? `-${instance}` : ""}.json`
-}
-
-/** A person asked the TUI to stop this monitor; the owning server watches this folder of the project's. */
-export const STOP_REQUESTS_FOLDER = "stop-requests"
-
-export function stopRequestDir(projectDir: string): string {
-  return join(projectDir, STOP_REQUESTS_FOLDER)
 }
 
 export type ParseResult = { ok: true; file: ServerStateFile } | { ok: false; error: string }
@@ -114,24 +90,13 @@ export function parseStateFile(text: string): ParseResult {
     return { ok: false, error: "bad server section" }
   }
   if (!Array.isArray(raw.monitors)) return { ok: false, error: "monitors is not a list" }
-  const monitors: MonitorStateEntry[] = []
-  for (const entry of raw.monitors.slice(0, STATE_MAX_MONITORS)) {
-    const monitor = parseEntry(entry)
-    if (monitor) monitors.push(monitor)
-  }
-  return {
-    ok: true,
-    file: {
-      format: STATE_FORMAT,
-      server: {
-        pid: server.pid,
-        pidStartTime: typeof server.pidStartTime === "string" ? server.pidStartTime : undefined,
-        directory: server.directory,
-        updatedAt: server.updatedAt,
-      },
-      monitors,
-    },
-  }
+  const monitors = raw.monitors
+    .slice(0, STATE_MAX_MONITORS)
+    .map(parseEntry)
+    .filter((entry) => entry !== undefined)
+  const { pid, directory, updatedAt } = server
+  const header = { pid, pidStartTime: asString(server.pidStartTime), directory, updatedAt }
+  return { ok: true, file: { format: STATE_FORMAT, server: header, monitors } }
 }
 
 function parseEntry(entry: unknown): MonitorStateEntry | undefined {
@@ -158,7 +123,7 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     status,
     ending: readEnding(entry.ending),
     pid,
-    pidStartTime: typeof pidStartTime === "string" ? pidStartTime : undefined,
+    pidStartTime: asString(pidStartTime),
     linesSeen,
     lastLines,
     ...(isInt(entry.deadlineAt) ? { deadlineAt: entry.deadlineAt } : {}),
@@ -226,10 +191,12 @@ function readEnding(raw: unknown): Ending | undefined {
   return undefined
 }
 
-function isObject(value: unknown): value is Record<string, unknown> {
+export function isObject(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value)
 }
 
-function isInt(value: unknown): value is number {
+const asString = (value: unknown) => (typeof value === "string" ? value : undefined)
+
+export function isInt(value: unknown): value is number {
   return typeof value === "number" && Number.isInteger(value)
 }

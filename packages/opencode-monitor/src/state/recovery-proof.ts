@@ -3,12 +3,10 @@ import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
 import { type ProcessTable, processTable, readProcess } from "../process/process-table"
 
 /**
- * What a state record may make a restarted server do. A record is a claim
- * anyone running as the user can write, so a process is signalled only when it proves itself:
- * it is no process ≤ 1, not this server or its group, the pid still has the recorded start time,
- * it still leads its own session and group (as every monitor's `sh` does), and it carries the
- * monitor's token, whose hash the record keeps. A session is woken only when its history shows
- * the `monitor_start` call that made the monitor.
+ * What a state record, a claim anyone running as the user can write, may make a restarted server
+ * do: signal a process only when it proves it is the recorded leader (it leads its own session and
+ * group, as every monitor's `sh` does, and carries the monitor's token), and wake a session only
+ * when its history shows the `monitor_start` call that made the monitor.
  */
 
 /** The facts about a process the proof needs, one small function each (injectable for tests). */
@@ -48,27 +46,25 @@ export type LeaderClaim = { pid: number; pidStartTime: string | undefined; token
  */
 export type LeaderProof = { kind: "proven" } | { kind: "gone" } | { kind: "unverified"; reason: string }
 
+const unverified = (reason: string): LeaderProof => ({ kind: "unverified", reason })
+
 export async function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tableFacts()): Promise<LeaderProof> {
   const { pid } = claim
   // Checked before anything is read: kill(-1) and kill(-0) reach every process or our own group.
-  if (!Number.isInteger(pid) || pid <= 1) return { kind: "unverified", reason: `pid ${pid} is never signalled` }
+  if (!Number.isInteger(pid) || pid <= 1) return unverified(`pid ${pid} is never signalled`)
   const self = await facts.self()
-  if (pid === self.pid) return { kind: "unverified", reason: "it is this server" }
-  if (self.pgrp !== undefined && pid === self.pgrp) return { kind: "unverified", reason: "it is this server's group" }
+  if (pid === self.pid) return unverified("it is this server")
+  if (self.pgrp !== undefined && pid === self.pgrp) return unverified("it is this server's group")
   const stat = await facts.stat(pid)
   if (!stat || stat.state === "Z" || stat.state === "X") return { kind: "gone" }
-  if (claim.pidStartTime === undefined) return { kind: "unverified", reason: "the record has no start time" }
+  if (claim.pidStartTime === undefined) return unverified("the record has no start time")
   if (stat.start !== claim.pidStartTime) return { kind: "gone" } // the pid was reused
-  if (self.pgrp !== undefined && stat.pgrp === self.pgrp) {
-    return { kind: "unverified", reason: "it is in this server's group" }
-  }
-  if (stat.pgrp !== pid || stat.sid !== pid) {
-    return { kind: "unverified", reason: "it does not lead its own session and process group" }
-  }
-  if (claim.tokenHash === undefined) return { kind: "unverified", reason: "the record keeps no token hash" }
+  if (self.pgrp !== undefined && stat.pgrp === self.pgrp) return unverified("it is in this server's group")
+  if (stat.pgrp !== pid || stat.sid !== pid) return unverified("it does not lead its own session and process group")
+  if (claim.tokenHash === undefined) return unverified("the record keeps no token hash")
   const token = await facts.token(pid)
-  if (token === undefined) return { kind: "unverified", reason: "it carries no monitor token" }
-  if (hashToken(token) !== claim.tokenHash) return { kind: "unverified", reason: "it carries another monitor's token" }
+  if (token === undefined) return unverified("it carries no monitor token")
+  if (hashToken(token) !== claim.tokenHash) return unverified("it carries another monitor's token")
   return { kind: "proven" }
 }
 

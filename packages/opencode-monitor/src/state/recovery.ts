@@ -5,19 +5,18 @@ import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
 import { mayStillRun, type ProcessTable, processTable, serverIdentity } from "../process/process-table"
 import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
-import { type EnvelopeNote, formatStatus, type MonitorStatus } from "../codec"
+import { formatStatus, type MonitorStatus } from "../codec"
 import { type Logger, namedLogger } from "../log"
 import {
   type MonitorStateEntry,
   parseStateFile,
   projectStateDir,
   STATE_FILE_MAX_BYTES,
-  STATE_FOLDER_MAX_BYTES,
   STATE_RECORDS_MAX,
   type ServerStateFile,
 } from "./format"
 import { historyShowsStart, type ProcessFacts, proveLeader, tableFacts } from "./recovery-proof"
-import { PrivateDir, SkipTally, yieldToLoop } from "./safe-file"
+import { listFolder, PrivateDir, SkipTally, yieldToLoop } from "./safe-file"
 
 type Owner = { pid: number; pidStartTime: string | undefined }
 
@@ -61,44 +60,34 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * When the plugin loads: every monitor that a dead server process of this project recorded as
- * running is reported once to its session as a terminal wake with `Status: lost`; one that had
- * ended but whose exit notice was still queued gets that notice, as it ended. A live server's file
- * is never touched; a dead one's is claimed by an atomic rename first, so two servers starting on
- * the same data never both report it. At most STATE_RECORDS_MAX records are read, one per turn of
- * the event loop; what is skipped or left for the next start is counted in one log line. Never
- * throws.
+ * When the plugin loads, reports once what dead servers of this project owed their sessions: a
+ * monitor cut off while it ran, as `Status: lost`; an exit whose notice was still queued, as it
+ * ended. A dead server's record is claimed by an atomic rename first, so two servers starting on
+ * the same data never both report it. Never throws.
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
-  const dir = PrivateDir.open(path, "shared", deps.descriptorPaths ?? true)
-  if (!(dir instanceof PrivateDir)) {
+  const listed = await listFolder(PrivateDir.open(path, "shared", deps.descriptorPaths ?? true))
+  if (!listed.ok) {
     // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
-    if (dir.reason !== "ENOENT") untrusted(deps, path, dir.reason)
+    if (listed.reason !== "ENOENT") {
+      logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason: listed.reason })
+    }
     return []
   }
   try {
-    return await recoverFrom(dir, deps)
+    return await recoverFrom(listed.dir, listed.names, deps)
   } finally {
-    dir.close()
+    listed.dir.close()
   }
 }
 
-function untrusted(deps: RecoveryDeps, path: string, reason: string): void {
-  logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason })
-}
-
-async function recoverFrom(dir: PrivateDir, deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
-  const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
-  if (!listed.ok) {
-    untrusted(deps, dir.path, listed.reason)
-    return []
-  }
+async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const self = deps.self ?? (await serverIdentity(deps.table))
   const skipped = new SkipTally()
   // Temp files and the stop-requests folder are the plugin's; any other JSON file is not.
-  for (const name of listed.names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
-  const records = listed.names.filter(isRecordName).sort()
+  for (const name of names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
+  const records = names.filter(isRecordName).sort()
   const recovered: RecoveredMonitor[] = []
   const claimed: Claim[] = []
   for (const name of records.slice(0, STATE_RECORDS_MAX)) {
@@ -108,8 +97,23 @@ async function recoverFrom(dir: PrivateDir, deps: RecoveryDeps): Promise<Recover
     claimed.push(claim)
     recovered.push(...(await reportRecord(deps, claim, skipped)))
   }
-  logPass(deps, dir, { records: records.length, claimed: claimed.length, recovered, skipped })
   const reported = recovered.filter((r) => r.outcome === "reported")
+  const left = records.length - STATE_RECORDS_MAX
+  // One line per start, however many files: a warning when something was skipped or left.
+  if (records.length > 0 || skipped.count > 0) {
+    logOf(deps)[skipped.count > 0 || left > 0 ? "warn" : "info"](
+      "restart recovery looked at the monitor state folder",
+      {
+        folder: dir.path,
+        files: records.length,
+        claimed: claimed.length,
+        reported: reported.length,
+        ...(skipped.count > 0 ? { skipped: skipped.toString() } : {}),
+        // Read at the next start, once the ones read now are gone.
+        ...(left > 0 ? { leftForTheNextStart: left, bound: STATE_RECORDS_MAX } : {}),
+      },
+    )
+  }
   // Until the notices are out the claims stay: if this server dies too, the next one takes over
   // (and finds what was already delivered in the session history).
   if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
@@ -135,33 +139,12 @@ async function reportRecord(deps: RecoveryDeps, claim: Claim, skipped: SkipTally
   return recovered
 }
 
-/** One line per start: what was looked at, and what was skipped (a warning then), however many files. */
-function logPass(
-  deps: RecoveryDeps,
-  dir: PrivateDir,
-  pass: { records: number; claimed: number; recovered: RecoveredMonitor[]; skipped: SkipTally },
-): void {
-  const left = Math.max(0, pass.records - STATE_RECORDS_MAX)
-  if (pass.records === 0 && pass.skipped.count === 0) return
-  const warn = pass.skipped.count > 0 || left > 0
-  logOf(deps)[warn ? "warn" : "info"]("restart recovery looked at the monitor state folder", {
-    folder: dir.path,
-    files: pass.records,
-    claimed: pass.claimed,
-    reported: pass.recovered.filter((r) => r.outcome === "reported").length,
-    ...(pass.skipped.count > 0 ? { skipped: pass.skipped.toString() } : {}),
-    // Read at the next start, once the ones read now are gone.
-    ...(left > 0 ? { leftForTheNextStart: left, bound: STATE_RECORDS_MAX } : {}),
-  })
-}
-
 const isRecordName = (name: string) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)
 
 /**
  * A dead server's record, taken for this process. `owned`: renamed to this server's claim, removed
- * once its notices are out; false where the folder cannot be addressed by descriptor (macOS):
- * there nothing is renamed or removed, and the session history alone keeps a notice from being
- * sent twice.
+ * once its notices are out; not where the folder is not anchored (macOS), where the session history
+ * alone keeps a notice from being sent twice.
  */
 type Claim = { name: string; file: ServerStateFile; owned: boolean }
 
@@ -247,16 +230,12 @@ function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: Monit
 }
 
 async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
-  const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: undefined as number | undefined }
+  // An exit whose notice was still queued is reported as it ended, as the dead server's claim (never
+  // as an exit this server saw); a running one was cut off.
+  const cutOff = entry.status.kind === "running" ? await stopSurvivor(deps, entry) : undefined
+  const status = cutOff ?? ({ ...entry.status, recorded: true } as MonitorStatus)
+  const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: cutOff?.survivorPid }
   const fields = { monitorId: entry.id, sessionID: entry.sessionID, label: entry.label }
-  // An exit whose notice was still queued is reported as it ended; a running one was cut off.
-  const ended = entry.status.kind === "running" ? undefined : recorded(entry.status)
-  let unverified: { pid: number; reason: string } | undefined
-  if (!ended) {
-    const survivor = await stopSurvivor(deps, entry)
-    result.survivorPid = survivor.survivorPid
-    unverified = survivor.unverified
-  }
   if ((await deps.api.sessionExists(entry.sessionID)) === false) {
     logOf(deps).info("lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
@@ -270,70 +249,49 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     )
     return { ...result, outcome: "unproven_session" }
   }
-  const seen = envelopesOf(history, entry.id)
+  const seen = history.flatMap((message) => message.notes.filter((note) => note.monitorId === entry.id))
   if (seen.some((e) => e.status.kind !== "running")) {
     logOf(deps).info("lost monitor not reported: its session already has its exit notice", fields)
     return { ...result, outcome: "already_reported" }
   }
-  const status = ended ?? { kind: "lost", survivorPid: result.survivorPid, ...(unverified ? { unverified } : {}) }
   const batch = terminalBatch(entry, Math.max(0, ...seen.map((e) => e.batch)) + 1, status)
   logOf(deps).info(
-    ended
-      ? "delivering an exit notice its stopped server still owed"
-      : "reporting a monitor lost when its server stopped",
-    {
-      ...fields,
-      status: formatStatus(batch.status),
-      survivorPid: result.survivorPid,
-    },
+    cutOff
+      ? "reporting a monitor lost when its server stopped"
+      : "delivering an exit notice its stopped server still owed",
+    { ...fields, status: formatStatus(status), survivorPid: result.survivorPid },
   )
   await deps.deliver(batch, entry.label, entry.sessionID, history)
   return { ...result, outcome: "reported" }
 }
 
+type Lost = Extract<MonitorStatus, { kind: "lost" }>
+
 /**
  * The watchdog should have ended the group when the server died. A leader still running is
- * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group
- * (which cannot change hands while it has members) is then ended like any stop. `survivorPid`
- * when something of the group survives even SIGKILL; `unverified` when a process runs under
- * the recorded pid that does not prove it is the monitor's (never signalled).
+ * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group, which
+ * cannot change hands while it has members, is then ended like any stop. The status names a
+ * survivor of SIGKILL, or an unproven process under the recorded pid (never signalled).
  */
-async function stopSurvivor(
-  deps: RecoveryDeps,
-  entry: MonitorStateEntry,
-): Promise<{ survivorPid?: number; unverified?: { pid: number; reason: string } }> {
-  const facts = deps.facts ?? tableFacts(deps.table)
-  const proof = await proveLeader(entry, facts)
-  if (proof.kind === "gone") return {}
+async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
+  const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))
+  if (proof.kind === "gone") return { kind: "lost", survivorPid: undefined }
+  const log = { monitorId: entry.id, pid: entry.pid }
   if (proof.kind === "unverified") {
     logOf(deps).warn("a state record names a running process that does not prove it is the monitor's; not signalled", {
-      monitorId: entry.id,
-      pid: entry.pid,
+      ...log,
       reason: proof.reason,
     })
-    return { unverified: { pid: entry.pid, reason: proof.reason } }
+    return { kind: "lost", survivorPid: undefined, unverified: { pid: entry.pid, reason: proof.reason } }
   }
-  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", {
-    monitorId: entry.id,
-    pid: entry.pid,
-  })
+  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", log)
   const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
   for (const [signal, waitMs] of [
     ["SIGTERM", deps.killGraceMs],
     ["SIGKILL", 2_000],
   ] as const) {
     if (!(await groupGone())) signalGroup(entry.pid, signal)
-    if (await waitUntil(groupGone, waitMs)) return {}
+    if (await waitUntil(groupGone, waitMs)) return { kind: "lost", survivorPid: undefined }
   }
-  return { survivorPid: entry.pid }
-}
-
-/** A status a dead server's record claims: shown as its claim, never as an exit this server saw. */
-function recorded(status: MonitorStatus): MonitorStatus {
-  return { ...status, recorded: true } as MonitorStatus
-}
-
-/** This monitor's envelopes in a session history, by their notes (what each said, as data). */
-function envelopesOf(history: readonly SessionMessage[], monitorId: string): EnvelopeNote[] {
-  return history.flatMap((message) => message.notes.filter((note) => note.monitorId === monitorId))
+  return { kind: "lost", survivorPid: entry.pid }
 }

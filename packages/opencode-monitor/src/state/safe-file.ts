@@ -12,31 +12,30 @@ import {
   type Stats,
   statSync,
   unlinkSync,
-  writeSync,
+  writeFileSync,
 } from "node:fs"
 import { readdir } from "node:fs/promises"
 import { join } from "node:path"
+import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 /**
- * The one way into the state folder. Anything that runs as the user can write there, so a folder
- * or file is used only when it is the user's own, not group- or world-writable, of the right type
- * (a real folder, a regular file: never a symlink, FIFO or device), and a file is read without
- * blocking and within a size bound. What fails is skipped, never followed.
+ * The one way into the state folder, which anything running as the user can write (docs/security.md):
+ * only the user's own real folders and regular files, not writable by others, read without blocking
+ * and within a bound; what fails is skipped, never followed.
  *
  * No path is checked and then used: a folder is opened once (O_DIRECTORY|O_NOFOLLOW), checked on
- * its descriptor, and every entry in it is then named `/proc/self/fd/<fd>/<name>`, which Linux
- * resolves through the opened folder itself. Swapping the folder (or any folder above it) for a
- * symlink after the open changes nothing the plugin reads, writes, renames or deletes. Where that
- * path does not exist (macOS has no /proc) a folder is not `anchored`: entries are named by path,
- * and `remove` and `rename` refuse, so nothing is deleted there but the writer's own record and
- * temp file (`write`, `removeOwn`: names this process made, with a random part).
+ * its descriptor, and its entries are named `/proc/self/fd/<fd>/<name>`, which Linux resolves
+ * through the opened folder itself, so swapping a folder for a symlink after the open changes
+ * nothing. Without /proc (macOS) a folder is not `anchored`: entries are named by path, and
+ * nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
  */
 
 export type Unsafe = { ok: false; reason: string }
+/** A folder not opened or not listed, and where it is. */
+export type Refused = Unsafe & { path: string }
 export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */
 export type Unreadable = Unsafe & { tooLarge?: { mtimeMs: number } }
-export type SafeNames = { ok: true; names: string[] }
 
 const uid = () => process.getuid?.()
 
@@ -69,9 +68,8 @@ function typeOf(stats: Stats): string {
 }
 
 /**
- * A real folder of the user's, opened once and addressed through its descriptor (see above).
- * `close` it when done, and not before every operation on it has settled: a closed descriptor's
- * number may name another file next.
+ * A real folder of the user's, opened once and addressed through its descriptor (see above). `close`
+ * it only once every operation on it has settled: a closed descriptor's number may name another file next.
  */
 export class PrivateDir {
   private closed = false
@@ -87,14 +85,11 @@ export class PrivateDir {
   ) {}
 
   /** `descriptorPaths: false` acts as on a system without /proc/self/fd (macOS), for tests. */
-  static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Unsafe {
+  static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Refused {
     return PrivateDir.openAt(path, path, access, descriptorPaths)
   }
 
-  /**
-   * Creates the folder (and missing parents) 0700 and opens it; a folder of the user's that others
-   * may use is narrowed to 0700 on its descriptor. Throws when it is not the user's own real folder.
-   */
+  /** Creates the folder (and parents) 0700 and opens it, narrowed to 0700; throws when it is not the user's own. */
   static ensure(path: string): PrivateDir {
     mkdirSync(path, { recursive: true, mode: 0o700 })
     return orThrow(PrivateDir.openAt(path, path, "narrow", true))
@@ -110,7 +105,7 @@ export class PrivateDir {
     return join(this.path, name)
   }
 
-  subdir(name: string, access: Access = "shared"): PrivateDir | Unsafe {
+  subdir(name: string, access: Access = "shared"): PrivateDir | Refused {
     return PrivateDir.openAt(this.entry(name), this.pathOf(name), access, this.anchored)
   }
 
@@ -122,24 +117,6 @@ export class PrivateDir {
       if (errorCode(error) !== "EEXIST") throw error
     }
     return orThrow(PrivateDir.openAt(this.entry(name), this.pathOf(name), "narrow", this.anchored))
-  }
-
-  /**
-   * The names in the folder, listed off the event loop. A folder over `maxBytes` is refused
-   * without being listed: listing a huge folder holds the loop however it is done.
-   */
-  async list(maxBytes: number): Promise<SafeNames | Unsafe> {
-    if (this.bytes > maxBytes) {
-      return {
-        ok: false,
-        reason: `holds too many entries (a folder of ${this.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`,
-      }
-    }
-    try {
-      return { ok: true, names: await readdir(this.entry(".")) }
-    } catch (error) {
-      return { ok: false, reason: errorCode(error) }
-    }
   }
 
   read(name: string, maxBytes: number, access: Access = "shared"): SafeText | Unreadable {
@@ -163,24 +140,12 @@ export class PrivateDir {
 
   /** Deletes an entry of this very folder; false (nothing deleted) when it is not anchored or fails. */
   remove(name: string): boolean {
-    if (!this.anchored) return false
-    try {
-      unlinkSync(this.entry(name))
-      return true
-    } catch {
-      return false
-    }
+    return this.anchored && succeeds(() => unlinkSync(this.entry(name)))
   }
 
   /** Renames within this very folder (atomic: of two renames of one name exactly one succeeds); false as `remove`. */
   rename(from: string, to: string): boolean {
-    if (!this.anchored) return false
-    try {
-      renameSync(this.entry(from), this.entry(to))
-      return true
-    } catch {
-      return false
-    }
+    return this.anchored && succeeds(() => renameSync(this.entry(from), this.entry(to)))
   }
 
   /**
@@ -195,17 +160,14 @@ export class PrivateDir {
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
       0o600,
     )
-    let open = true
     try {
-      const bytes = Buffer.from(text)
-      let at = 0
-      while (at < bytes.length) at += writeSync(fd, bytes, at, bytes.length - at)
-      open = false
-      closeSync(fd)
+      try {
+        writeFileSync(fd, text)
+      } finally {
+        closeSync(fd)
+      }
       renameSync(this.entry(temp), this.entry(name))
     } catch (error) {
-      // Closed once only: the number may already name another file.
-      if (open) closeSync(fd)
       this.removeOwn(temp)
       throw error
     }
@@ -231,27 +193,50 @@ export class PrivateDir {
     path: string,
     access: Access | "narrow",
     descriptorPaths: boolean,
-  ): PrivateDir | Unsafe {
+  ): PrivateDir | Refused {
     let fd: number
     try {
       fd = openSync(at, DIRECTORY_FLAGS)
     } catch (error) {
-      return { ok: false, reason: openDirProblem(at, error) }
+      return { ok: false, reason: openDirProblem(at, error), path }
     }
-    let opened: PrivateDir | Unsafe
+    let opened: PrivateDir | Refused
     try {
       const stats = fstatSync(fd)
       const problem = ownershipProblem(stats, access === "narrow" ? "owner" : access)
       if (!problem && access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
       opened = problem
-        ? { ok: false, reason: problem }
+        ? { ok: false, reason: problem, path }
         : new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
     } catch (error) {
-      opened = { ok: false, reason: errorCode(error) }
+      opened = { ok: false, reason: errorCode(error), path }
     }
     if (!(opened instanceof PrivateDir)) closeSync(fd)
     return opened
   }
+}
+
+/**
+ * The names in a folder `open` gave, listed off the event loop; `close` the folder when done. One over
+ * `maxBytes` is refused (and closed) unlisted: listing a huge folder holds the loop however it is done.
+ */
+export async function listFolder(
+  dir: PrivateDir | Refused,
+  maxBytes = STATE_FOLDER_MAX_BYTES,
+): Promise<{ ok: true; dir: PrivateDir; names: string[] } | Refused> {
+  if (!(dir instanceof PrivateDir)) return dir
+  let reason: string
+  if (dir.bytes > maxBytes) {
+    reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
+  } else {
+    try {
+      return { ok: true, dir, names: await readdir(dir.entry(".")) }
+    } catch (error) {
+      reason = errorCode(error)
+    }
+  }
+  dir.close()
+  return { ok: false, reason, path: dir.path }
 }
 
 /** Does `/proc/self/fd/<fd>` lead to the very folder that was opened? (Linux: yes; macOS: no /proc.) */
@@ -272,6 +257,15 @@ function openDirProblem(at: string, error: unknown): string {
     return `is ${typeOf(lstatSync(at))}, not a folder`
   } catch {
     return code
+  }
+}
+
+function succeeds(operation: () => void): boolean {
+  try {
+    operation()
+    return true
+  } catch {
+    return false
   }
 }
 
@@ -297,13 +291,8 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
     if (!stats.isFile()) return { ok: false, reason: `is ${typeOf(stats)}, not a regular file` }
     const problem = ownershipProblem(stats, access)
     if (problem) return { ok: false, reason: problem }
-    if (stats.size > maxBytes) {
-      return {
-        ok: false,
-        reason: `too large (${stats.size} bytes, bound ${maxBytes})`,
-        tooLarge: { mtimeMs: stats.mtimeMs },
-      }
-    }
+    const tooLarge = (reason: string) => ({ ok: false as const, reason, tooLarge: { mtimeMs: stats.mtimeMs } })
+    if (stats.size > maxBytes) return tooLarge(`too large (${stats.size} bytes, bound ${maxBytes})`)
     // The file may grow between fstat and read: never read past the bound.
     const buffer = Buffer.alloc(maxBytes + 1)
     let length = 0
@@ -312,9 +301,7 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
       if (n === 0) break
       length += n
     }
-    if (length > maxBytes) {
-      return { ok: false, reason: `too large (more than ${maxBytes} bytes)`, tooLarge: { mtimeMs: stats.mtimeMs } }
-    }
+    if (length > maxBytes) return tooLarge(`too large (more than ${maxBytes} bytes)`)
     return { ok: true, text: buffer.subarray(0, length).toString("utf8"), mtimeMs: stats.mtimeMs, ino: stats.ino }
   } catch (error) {
     return { ok: false, reason: errorCode(error) }
@@ -323,10 +310,7 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
   }
 }
 
-/**
- * What one pass over a folder skipped, counted by kind with one example each: a folder full of
- * junk costs one log line per pass, not one per entry.
- */
+/** What one pass over a folder skipped, by kind with one example each: one log line per pass, not per entry. */
 export class SkipTally {
   private readonly kinds = new Map<string, { count: number; example: string }>()
 
@@ -337,9 +321,7 @@ export class SkipTally {
   }
 
   get count(): number {
-    let total = 0
-    for (const { count } of this.kinds.values()) total += count
-    return total
+    return [...this.kinds.values()].reduce((total, kind) => total + kind.count, 0)
   }
 
   /** `2 not a stop request (e.g. stop-7-….json), 1 untrusted (e.g. x.json: is a symbolic link)`; "" when none. */

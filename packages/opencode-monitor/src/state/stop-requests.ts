@@ -1,22 +1,21 @@
 import { randomBytes } from "node:crypto"
-import { type FSWatcher, watch } from "node:fs"
-import type { Scheduler, TimerHandle } from "../scheduler"
-import { STATE_FOLDER_MAX_BYTES, STOP_REQUESTS_FOLDER, stopRequestDir } from "./format"
-import { PrivateDir, SkipTally, type Unsafe, yieldToLoop } from "./safe-file"
+import { join } from "node:path"
+import type { Scheduler } from "../scheduler"
+import { FolderWatch } from "./folder-watch"
+import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
+import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /**
- * A person's stop from the TUI: the TUI drops a small file into
- * `stopRequestDir(projectStateDir(directory))`, addressed to the server process that owns the
- * monitor; that server watches the folder, stops the monitor as the person's stop and removes the
- * file. Files are written atomically (temp name, then rename), so a reader never sees half of one.
+ * A person's stop from the TUI: a small file in this folder of the project's state folder, addressed
+ * to the server process that owns the monitor, which watches the folder, stops the monitor as the
+ * person's stop and removes the file.
  */
+const STOP_REQUESTS_FOLDER = "stop-requests"
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
 
-/**
- * `stop-<server pid>-<12 hex>.json`, or its writer's temp file (`….<8 hex>.tmp`): anything else is
- * not the TUI's and is left alone unread, so junk costs a name check, and another server's requests
- * are never opened.
- */
+export const stopRequestDir = (projectDir: string): string => join(projectDir, STOP_REQUESTS_FOLDER)
+
+/** `stop-<server pid>-<12 hex>.json` or its temp file: other names, and other servers' requests, stay unread. */
 const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
 export type StopRequest = {
@@ -30,12 +29,12 @@ export type StopRequest = {
 
 /** A request is taken only this close to its `requestedAt`; one nobody took is removed after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
-/** A request is ~150 bytes; a larger file is never read (nor re-read on every scan). */
+/** A request is ~150 bytes; a larger file is never read. */
 const STOP_REQUEST_MAX_BYTES = 4_096
 /** A pass looks at this many entries, then gives the event loop a turn. */
 const SCAN_SLICE = 32
 /** A pass starts at least this long after the last one ended: a burst of file events costs one pass. */
-export const STOP_REQUEST_RESCAN_MS = 100
+const STOP_REQUEST_RESCAN_MS = 100
 
 /** Writes a stop request; returns its path. Throws on an I/O error or an unusable folder (the TUI shows it). */
 export function writeStopRequest(
@@ -64,24 +63,16 @@ export function writeStopRequest(
 }
 
 export function parseStopRequest(text: string): StopRequest | undefined {
-  let raw: unknown
+  let r: unknown
   try {
-    raw = JSON.parse(text)
+    r = JSON.parse(text)
   } catch {
     return undefined
   }
-  if (typeof raw !== "object" || raw === null) return undefined
-  const r = raw as Record<string, unknown>
-  if (r.format !== STOP_REQUEST_FORMAT) return undefined
-  if (!Number.isInteger(r.serverPid) || !Number.isInteger(r.requestedAt)) return undefined
+  if (!isObject(r) || r.format !== STOP_REQUEST_FORMAT || !isInt(r.serverPid) || !isInt(r.requestedAt)) return undefined
   if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
-  return {
-    format: STOP_REQUEST_FORMAT,
-    serverPid: r.serverPid as number,
-    sessionID: r.sessionID,
-    monitorId: r.monitorId,
-    requestedAt: r.requestedAt as number,
-  }
+  const { serverPid, sessionID, monitorId, requestedAt } = r
+  return { format: STOP_REQUEST_FORMAT, serverPid, sessionID, monitorId, requestedAt }
 }
 
 export type StopRequestHandler = {
@@ -122,46 +113,38 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
 }
 
 /**
- * One pass over the folder: takes (and removes) the requests for monitors this instance runs.
- * Only a private folder of the user's (not a symlink) is read, in slices of SCAN_SLICE entries,
- * and only when it is within STATE_FOLDER_MAX_BYTES; in it only 0600 regular files of the
- * user's, named as the TUI names them, addressed to this server, within STOP_REQUEST_MAX_BYTES.
- * Removed are only files named so: requests taken, and (after STOP_REQUEST_STALE_MS) requests
- * nobody took and unparsable or oversized ones. What is skipped is counted in one log line. Never throws.
+ * One pass over the folder, SCAN_SLICE entries per turn of the event loop: takes (and removes) the
+ * requests for monitors this instance runs. Only files named as requests are removed: taken ones,
+ * and after STOP_REQUEST_STALE_MS those nobody took, unparsable or oversized. What is skipped is
+ * counted in one log line. Never throws.
  */
 export async function scanStopRequests(
   projectDir: string,
   handler: StopRequestHandler,
   memory: ScanMemory = newScanMemory(),
 ): Promise<number> {
-  const opened = openRequestFolder(projectDir, handler.descriptorPaths ?? true)
-  if (!(opened instanceof PrivateDir)) {
-    if (opened.reason !== "ENOENT") {
-      report(
-        handler,
-        memory,
-        `skipping an untrusted entry in the monitor state folder: ${opened.path} (${opened.reason})`,
-      )
-    }
+  const listed = await listFolder(openRequestFolder(projectDir, handler.descriptorPaths ?? true))
+  if (!listed.ok) {
+    const line = `skipping an untrusted entry in the monitor state folder: ${listed.path} (${listed.reason})`
+    if (listed.reason !== "ENOENT") report(handler, memory, line)
     return 0
   }
   try {
-    return await takeRequests(opened, handler, memory)
+    return await takeRequests(listed.dir, listed.names, handler, memory)
   } catch (error) {
     handler.onError?.(`stop requests: ${error instanceof Error ? error.message : String(error)}`)
     return 0
   } finally {
-    opened.close()
+    listed.dir.close()
   }
 }
 
 /** The project's folder, then its stop-requests folder through it: both private, neither through a symlink. */
-function openRequestFolder(projectDir: string, descriptorPaths: boolean): PrivateDir | (Unsafe & { path: string }) {
+function openRequestFolder(projectDir: string, descriptorPaths: boolean): PrivateDir | Refused {
   const project = PrivateDir.open(projectDir, "private", descriptorPaths)
-  if (!(project instanceof PrivateDir)) return { ...project, path: projectDir }
+  if (!(project instanceof PrivateDir)) return project
   try {
-    const dir = project.subdir(STOP_REQUESTS_FOLDER, "private")
-    return dir instanceof PrivateDir ? dir : { ...dir, path: stopRequestDir(projectDir) }
+    return project.subdir(STOP_REQUESTS_FOLDER, "private")
   } finally {
     project.close()
   }
@@ -175,22 +158,22 @@ type Pass = {
   skipped: SkipTally
 }
 
-async function takeRequests(dir: PrivateDir, handler: StopRequestHandler, memory: ScanMemory): Promise<number> {
-  const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
-  if (!listed.ok) {
-    report(handler, memory, `skipping an untrusted entry in the monitor state folder: ${dir.path} (${listed.reason})`)
-    return 0
-  }
+async function takeRequests(
+  dir: PrivateDir,
+  names: string[],
+  handler: StopRequestHandler,
+  memory: ScanMemory,
+): Promise<number> {
   const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
   const pass: Pass = { dir, handler, memory, now, skipped: new SkipTally() }
   const pause = handler.yieldToLoop ?? yieldToLoop
   let stopped = 0
-  for (const [index, name] of listed.names.entries()) {
+  for (const [index, name] of names.entries()) {
     if (index > 0 && index % SCAN_SLICE === 0) await pause()
     if (takeOne(pass, name)) stopped += 1
   }
   // Bounded by the folder: a name no longer listed is forgotten.
-  const present = new Set(listed.names)
+  const present = new Set(names)
   for (const name of memory.taken) if (!present.has(name)) memory.taken.delete(name)
   const skipped = pass.skipped.toString()
   report(handler, memory, skipped && `skipping entries of the stop-requests folder ${dir.path}: ${skipped}`)
@@ -249,91 +232,17 @@ function readRequest(pass: Pass, name: string): { request: StopRequest; mtimeMs:
 }
 
 /**
- * Watches the folder (fs.watch once it exists, with a poll that also finds it when the TUI creates
- * it first) and runs a pass on a change: one at a time, at most one more queued behind it, and
- * STOP_REQUEST_RESCAN_MS apart. A request is taken within that gap plus two passes of the folder as
- * it is (each bounded by STATE_FOLDER_MAX_BYTES), or by the next poll. Creates nothing. Returns the
- * function that stops watching.
+ * Runs a pass whenever the folder may have changed (FolderWatch), STOP_REQUEST_RESCAN_MS apart: a
+ * request is taken within that gap plus two passes of the folder as it is (each bounded by
+ * STATE_FOLDER_MAX_BYTES), or by the next poll. Returns the function that stops watching.
  */
 export function watchStopRequests(
   projectDir: string,
   handler: StopRequestHandler & { scheduler: Scheduler },
   pollMs = 1_000,
 ): () => void {
-  const watcher = new StopRequestWatcher(projectDir, handler, pollMs)
-  watcher.poll()
-  return () => watcher.close()
-}
-
-class StopRequestWatcher {
-  private readonly memory = newScanMemory()
-  private fsWatcher: FSWatcher | undefined
-  private closed = false
-  private pollTimer: TimerHandle | undefined
-  private queued: TimerHandle | undefined
-  private running = false
-  private again = false
-  private quietUntil = Number.NEGATIVE_INFINITY
-
-  constructor(
-    private readonly projectDir: string,
-    private readonly handler: StopRequestHandler & { scheduler: Scheduler },
-    private readonly pollMs: number,
-  ) {}
-
-  poll = (): void => {
-    this.pollTimer = this.handler.scheduler.setTimeout(this.poll, this.pollMs)
-    this.request()
-  }
-
-  /** A change may have come: a pass now, or once the running one ends and the gap has passed. */
-  private request = (): void => {
-    if (this.closed || this.queued) return
-    if (this.running) {
-      this.again = true
-      return
-    }
-    const { scheduler } = this.handler
-    const wait = this.quietUntil - scheduler.now()
-    if (wait > 0) {
-      this.queued = scheduler.setTimeout(() => {
-        this.queued = undefined
-        this.request()
-      }, wait)
-    } else this.run()
-  }
-
-  private run(): void {
-    this.running = true
-    this.watchFolder()
-    void scanStopRequests(this.projectDir, this.handler, this.memory).finally(() => {
-      this.running = false
-      this.quietUntil = this.handler.scheduler.now() + STOP_REQUEST_RESCAN_MS
-      if (this.again) {
-        this.again = false
-        this.request()
-      }
-    })
-  }
-
-  private watchFolder(): void {
-    if (this.fsWatcher) return
-    try {
-      this.fsWatcher = watch(stopRequestDir(this.projectDir), this.request)
-      this.fsWatcher.on("error", () => {
-        this.fsWatcher?.close()
-        this.fsWatcher = undefined
-      })
-    } catch {
-      // Not there yet: the poll looks again.
-    }
-  }
-
-  close(): void {
-    this.closed = true
-    const { scheduler } = this.handler
-    if (this.pollTimer) scheduler.clearTimeout(this.pollTimer)
-    if (this.queued) scheduler.clearTimeout(this.queued)
-    this.fsWatcher?.close()
-  }
+  const memory = newScanMemory()
+  const pass = () => scanStopRequests(projectDir, handler, memory)
+  const watch = new FolderWatch(stopRequestDir(projectDir), pass, pollMs, handler.scheduler, STOP_REQUEST_RESCAN_MS)
+  return () => watch.close()
 }

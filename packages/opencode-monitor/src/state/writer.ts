@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
-import type { MonitorInfo, MonitorSnapshot } from "../manager"
+import type { MonitorSnapshot } from "../manager"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
   type MonitorStateEntry,
@@ -36,10 +36,7 @@ export type StateWriterOptions = {
 export const STATE_WRITE_MIN_INTERVAL_MS = 250
 /** While a monitor runs its counters and last lines are looked at this often (the TUI wants ≤ 1 s). */
 export const STATE_POLL_MS = 500
-/**
- * An ended monitor stays in the record this long, for the TUI's "recently exited" list. It is
- * never reported by a restarted server: only entries still marked running are.
- */
+/** An ended monitor stays in the record this long, for the TUI's "recently exited" list. */
 export const STATE_ENDED_RETAIN_MS = 120_000
 
 /**
@@ -51,7 +48,6 @@ export class MonitorStateWriter {
   readonly path: string
   private readonly dir: string
   private readonly name: string
-  private readonly server: { pid: number; pidStartTime: string | undefined }
   private readonly entries = new Map<string, MonitorStateEntry>()
   private timer: TimerHandle | undefined
   private timerAt = 0
@@ -62,9 +58,8 @@ export class MonitorStateWriter {
 
   constructor(private readonly options: StateWriterOptions) {
     this.dir = projectStateDir(options.directory, options.env)
-    this.server = options.server
     const instance = options.instance ?? randomBytes(4).toString("hex")
-    this.name = serverStateFileName(this.server.pid, this.server.pidStartTime, instance)
+    this.name = serverStateFileName(options.server.pid, options.server.pidStartTime, instance)
     this.path = join(this.dir, this.name)
   }
 
@@ -90,7 +85,7 @@ export class MonitorStateWriter {
     this.collect(now)
     return {
       format: STATE_FORMAT,
-      server: { ...this.server, directory: this.options.directory, updatedAt: now },
+      server: { ...this.options.server, directory: this.options.directory, updatedAt: now },
       monitors: bounded([...this.entries.values()]),
     }
   }
@@ -127,12 +122,12 @@ export class MonitorStateWriter {
   }
 
   private collect(now: number): void {
-    for (const { info, pid, pidStartTime: started, tokenHash, lastLines } of this.options.source()) {
-      const known = this.entries.get(info.id)
+    for (const monitor of this.options.source()) {
+      const { id, status } = monitor.info
+      const known = this.entries.get(id)
       // Taken once, while the leader surely runs; an ended leader's pid may already be reused.
-      const pidStartTime =
-        known?.pidStartTime ?? (known === undefined && info.status.kind === "running" ? started : undefined)
-      this.entries.set(info.id, { ...toEntry(info, pid, pidStartTime, lastLines), ...(tokenHash ? { tokenHash } : {}) })
+      const pidStartTime = known ? known.pidStartTime : status.kind === "running" ? monitor.pidStartTime : undefined
+      this.entries.set(id, toEntry(monitor, pidStartTime))
     }
     for (const [id, entry] of this.entries) {
       if (entry.status.kind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
@@ -183,12 +178,7 @@ export class MonitorStateWriter {
   }
 }
 
-function toEntry(
-  info: MonitorInfo,
-  pid: number,
-  pidStartTime: string | undefined,
-  lastLines: MonitorSnapshot["lastLines"],
-): MonitorStateEntry {
+function toEntry({ info, pid, tokenHash, lastLines }: MonitorSnapshot, pidStartTime?: string): MonitorStateEntry {
   return {
     id: info.id,
     sessionID: info.sessionID,
@@ -206,6 +196,7 @@ function toEntry(
         (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
       ),
     ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
+    ...(tokenHash ? { tokenHash } : {}),
   }
 }
 

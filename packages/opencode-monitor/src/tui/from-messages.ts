@@ -25,25 +25,19 @@ const START_TOOLS = new Set(["monitor_start", "monitor_restart"])
 export function monitorsFromMessages(sessionID: string, parts: readonly MessagePart[], now: number): MonitorView[] {
   const byId = new Map<string, MonitorView>()
   const entry = (id: string, label: string, at: number): MonitorView => {
-    let view = byId.get(id)
-    if (!view) {
-      view = {
-        id,
-        sessionID,
-        label,
-        startedAt: at,
-        endedAt: undefined,
-        statusKind: "running",
-        status: "running",
-        stoppedBy: undefined,
-        pid: 0,
-        pidStartTime: undefined,
-        linesSeen: 0,
-        lastLines: [],
-        serverPid: undefined,
-      }
-      byId.set(id, view)
+    const view = byId.get(id) ?? {
+      id,
+      sessionID,
+      label,
+      startedAt: at,
+      endedAt: undefined,
+      statusKind: "running",
+      status: "running",
+      linesSeen: 0,
+      lastLines: [],
+      serverPid: undefined,
     }
+    byId.set(id, view)
     return view
   }
   for (const part of parts) {
@@ -62,8 +56,7 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
       const line = raw.match(LINE)
       if (line) lines.push({ stream: line[1] as "stdout" | "stderr", seq: Number(line[2]), text: line[3] as string })
     }
-    const seqs = lines.map((l) => l.seq)
-    view.linesSeen = Math.max(view.linesSeen, ...seqs)
+    view.linesSeen = Math.max(view.linesSeen, ...lines.map((l) => l.seq))
     view.lastLines = [...view.lastLines, ...lines].slice(-STATE_LAST_LINES)
     view.status = formatStatus(note.status)
     view.statusKind = note.status.kind

@@ -3,18 +3,18 @@ import { createComponent, createElement, effect, insert, setProp } from "@opentu
 import { createMemo, createSignal, For, Show } from "solid-js"
 import { tuiHostReady } from "../host-check"
 import type { MessagePart } from "./from-messages"
-import type { LocalSnapshot } from "./local-state"
+import { type LocalSnapshot, safely } from "./local-state"
 import {
   colorOf,
   detailDialog,
-  LocalStateWatch,
   listDialog,
   monitorsOfSession,
+  REFRESH_MS,
   requestStop,
   type SessionMonitors,
-  safely,
   sessionOfRoute,
   stateFolderOf,
+  watchLocalState,
 } from "./model"
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
@@ -25,7 +25,6 @@ import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows 
  * (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). Props that change are getters, as Solid writes them.
  */
 const ID = "opencode-monitor"
-const REFRESH_MS = 250
 
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
 
@@ -43,17 +42,8 @@ const tui: TuiPlugin = async (api) => {
   const folder = stateFolderOf(api.state.path.directory)
   const [snapshot, setSnapshot] = createSignal<LocalSnapshot>({ monitors: [], notes: [], liveServers: [] })
   const [now, setNow] = createSignal(Date.now())
-  // The poll ticks the elapsed times and finds the folder once it exists; the watch shows a new record at once.
-  const local = new LocalStateWatch(folder, setSnapshot)
-  local.refresh()
-  const timer = setInterval(() => {
-    local.poll()
-    setNow(Date.now())
-  }, REFRESH_MS)
-  api.lifecycle.onDispose(() => {
-    clearInterval(timer)
-    local.close()
-  })
+  const unwatch = watchLocalState(folder, setSnapshot)
+  const timer = setInterval(() => setNow(Date.now()), REFRESH_MS)
   const screen: Screen = {
     api,
     folder,
@@ -87,6 +77,8 @@ const tui: TuiPlugin = async (api) => {
     ],
   } as Parameters<TuiPluginApi["keymap"]["registerLayer"]>[0])
   api.lifecycle.onDispose(() => {
+    clearInterval(timer)
+    unwatch()
     if (typeof unregister === "function") unregister()
   })
 }

@@ -1,15 +1,13 @@
 import { formatStatus } from "../codec"
 import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
 import {
-  type MonitorStateEntry,
   type ParseResult,
   parseStateFile,
   STATE_FILE_MAX_BYTES,
-  STATE_FOLDER_MAX_BYTES,
   STATE_RECORDS_MAX,
   type ServerStateFile,
 } from "../state/format"
-import { PrivateDir, yieldToLoop } from "../state/safe-file"
+import { listFolder, PrivateDir, yieldToLoop } from "../state/safe-file"
 import type { MonitorView } from "./view"
 
 export type LocalSnapshot = {
@@ -35,23 +33,19 @@ export type CachedRecord = { version: string; parsed: ParseResult }
 type Counts = { unreadable: number; otherFormat: number; untrusted: number }
 
 /**
- * Reads the server state files of one project folder, as safe-file.ts allows them (never a
- * symlink, FIFO or device, never blocking): at most STATE_RECORDS_MAX, one per turn of the event
- * loop, from a folder within STATE_FOLDER_MAX_BYTES. Missing folder: nothing. Never throws.
+ * Reads the server state files of one project folder through safe-file.ts, at most STATE_RECORDS_MAX,
+ * one per turn of the event loop. Missing folder: nothing. Never throws.
  */
 export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-  const dir = PrivateDir.open(projectDir)
-  if (!(dir instanceof PrivateDir)) {
-    if (dir.reason !== "ENOENT") snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${dir.reason}`)
+  const listed = await listFolder(PrivateDir.open(projectDir))
+  if (!listed.ok) {
+    if (listed.reason !== "ENOENT")
+      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
     return snapshot
   }
+  const { dir } = listed
   try {
-    const listed = await dir.list(STATE_FOLDER_MAX_BYTES)
-    if (!listed.ok) {
-      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
-      return snapshot
-    }
     const names = listed.names.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
     const read = names.slice(0, STATE_RECORDS_MAX)
     const counts: Counts = { unreadable: 0, otherFormat: 0, untrusted: 0 }
@@ -99,54 +93,36 @@ function addRecord(
   isAlive: NonNullable<LocalStateDeps["isServerAlive"]>,
 ): void {
   const { server, monitors } = file
-  const alive = safe(() => isAlive(server.pid, server.pidStartTime), false)
+  const alive = safely(() => isAlive(server.pid, server.pidStartTime), false)
   if (alive) snapshot.liveServers.push(server.pid)
   for (const monitor of monitors) {
-    const view = viewOf(monitor, alive ? server.pid : undefined)
-    if (!alive && monitor.status.kind === "running") {
-      // Its server is gone and no live server took the record over: say so, never "running".
-      view.statusKind = "lost"
-      view.status = "lost (its opencode server ended)"
+    const { status, ending, pid: _pid, pidStartTime: _start, wakePending: _owed, tokenHash: _proof, ...rest } = monitor
+    // Its server is gone and no live server took the record over: say so, never "running".
+    const lost = !alive && status.kind === "running"
+    const view: MonitorView = {
+      ...rest,
+      statusKind: lost ? "lost" : status.kind,
+      status: lost ? "lost (its opencode server ended)" : formatStatus(status),
+      stoppedBy: ending?.reason === "stop" ? ending.by : undefined,
+      serverPid: alive ? server.pid : undefined,
     }
-    const seen = newest.get(monitor.id)
-    if (!seen || seen.updatedAt < server.updatedAt) newest.set(monitor.id, { view, updatedAt: server.updatedAt })
+    const seen = newest.get(view.id)
+    if (!seen || seen.updatedAt < server.updatedAt) newest.set(view.id, { view, updatedAt: server.updatedAt })
   }
 }
-
-const files = (n: number) => (n === 1 ? "file" : "files")
 
 /** Short notes for the person, one per kind of file skipped. */
-function notesOf(counts: Counts, notRead: number): string[] {
-  const notes: string[] = []
-  if (counts.unreadable > 0)
-    notes.push(`${counts.unreadable} unreadable monitor state ${files(counts.unreadable)} skipped`)
-  if (counts.untrusted > 0) {
-    notes.push(
-      `${counts.untrusted} untrusted ${files(counts.untrusted)} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
-    )
-  }
-  if (counts.otherFormat > 0) {
-    notes.push(
-      `${counts.otherFormat} state ${files(counts.otherFormat)} from another opencode-monitor version skipped: update both parts to the same version`,
-    )
-  }
-  if (notRead > 0) {
-    notes.push(
+function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number): string[] {
+  const files = (n: number) => (n === 1 ? "file" : "files")
+  return [
+    unreadable > 0 && `${unreadable} unreadable monitor state ${files(unreadable)} skipped`,
+    untrusted > 0 &&
+      `${untrusted} untrusted ${files(untrusted)} in the monitor state folder skipped (a symlink, FIFO or device, someone else's, writable by others, or too large)`,
+    otherFormat > 0 &&
+      `${otherFormat} state ${files(otherFormat)} from another opencode-monitor version skipped: update both parts to the same version`,
+    notRead > 0 &&
       `${notRead} more monitor state ${files(notRead)} not read: at most ${STATE_RECORDS_MAX} are; remove the ones of servers that no longer run`,
-    )
-  }
-  return notes
-}
-
-function viewOf(entry: MonitorStateEntry, serverPid: number | undefined): MonitorView {
-  const { status, ending, wakePending: _owed, tokenHash: _proof, ...rest } = entry
-  return {
-    ...rest,
-    statusKind: status.kind,
-    status: formatStatus(status),
-    stoppedBy: ending?.reason === "stop" ? ending.by : undefined,
-    serverPid,
-  }
+  ].filter((note) => typeof note === "string")
 }
 
 /**
@@ -205,7 +181,8 @@ function lastAnswer(pid: number, start: string | undefined, table: ProcessTable)
   return answers.get(key) ?? true
 }
 
-function safe<T>(fn: () => T, fallback: T): T {
+/** `fn`'s value, or `fallback` when it throws: nothing the TUI part reads may throw onto the screen. */
+export function safely<T>(fn: () => T, fallback: T): T {
   try {
     return fn()
   } catch {

@@ -1,32 +1,25 @@
-import { type FSWatcher, watch } from "node:fs"
+import { FolderWatch } from "../state/folder-watch"
 import { projectStateDir } from "../state/format"
 import { writeStopRequest } from "../state/stop-requests"
 import { type MessagePart, monitorsFromMessages } from "./from-messages"
-import { type CachedRecord, type LocalSnapshot, readLocalState, withRemembered } from "./local-state"
+import { type CachedRecord, type LocalSnapshot, readLocalState, safely, withRemembered } from "./local-state"
 import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
 
 /**
- * What the TUI part shows, as plain logic (type-checked and linted; `index.tsx` only renders it):
- * the local state records, the fallback from a session's messages, the dialog options, a stop.
- * Nothing here may throw onto the screen.
+ * What the TUI part shows, as plain logic `index.ts` only renders: the local state records, the
+ * fallback from a session's messages, the dialog options, a stop. Nothing here may throw onto the screen.
  */
 
 /** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
 const FALLBACK_GRACE_MS = 2_000
 const DETAIL_WIDTH = 100
+/** How often the records are read again, and the elapsed times tick. */
+export const REFRESH_MS = 250
 
 export type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
 type DialogOption = { title: string; value: string; description?: string; category?: string }
 
 const EMPTY: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-
-export function safely<T>(fn: () => T, fallback: T): T {
-  try {
-    return fn()
-  } catch {
-    return fallback
-  }
-}
 
 /** The project's state folder, or "" when it cannot be known. */
 export function stateFolderOf(directory: string): string {
@@ -34,64 +27,23 @@ export function stateFolderOf(directory: string): string {
 }
 
 /**
- * Reads the project's state records whenever they may have changed: a poll (which also finds the
- * folder once it exists) plus a watch that makes a new record show at once. One read at a time,
- * at most one more queued behind it, however many changes come. `onChange` gets the snapshot only
- * when it differs from the last one.
+ * Reads the project's state records whenever they may have changed (FolderWatch); `onChange` gets
+ * the snapshot only when it differs from the last one. Returns the function that stops watching.
  */
-export class LocalStateWatch {
-  private watcher: FSWatcher | undefined
-  private lastText = ""
-  private readonly seen = new Map<string, MonitorView>()
-  private readonly records = new Map<string, CachedRecord>()
-  private reading = false
-  private again = false
-
-  constructor(
-    private readonly folder: string,
-    private readonly onChange: (snapshot: LocalSnapshot) => void,
-  ) {}
-
-  refresh(): void {
-    if (this.reading) {
-      this.again = true
-      return
-    }
-    this.reading = true
-    void this.read().finally(() => {
-      this.reading = false
-      if (!this.again) return
-      this.again = false
-      this.refresh()
-    })
-  }
-
-  private async read(): Promise<void> {
-    const read = this.folder ? await readLocalState(this.folder, { cache: this.records }).catch(() => EMPTY) : EMPTY
-    const next = { ...read, monitors: safely(() => withRemembered(this.seen, read.monitors), read.monitors) }
+export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapshot) => void): () => void {
+  const seen = new Map<string, MonitorView>()
+  const records = new Map<string, CachedRecord>()
+  let lastText = ""
+  const pass = async () => {
+    const read = folder ? await readLocalState(folder, { cache: records }).catch(() => EMPTY) : EMPTY
+    const next = { ...read, monitors: safely(() => withRemembered(seen, read.monitors), read.monitors) }
     const text = safely(() => JSON.stringify(next), "")
-    if (text === this.lastText) return
-    this.lastText = text
-    safely(() => this.onChange(next), undefined)
+    if (text === lastText) return
+    lastText = text
+    safely(() => onChange(next), undefined)
   }
-
-  /** One poll: watch the folder if it exists now, and read it. */
-  poll(): void {
-    if (!this.watcher && this.folder) {
-      try {
-        this.watcher = watch(this.folder, () => this.refresh())
-        this.watcher.on("error", () => this.close())
-      } catch {
-        // Not there yet.
-      }
-    }
-    this.refresh()
-  }
-
-  close(): void {
-    this.watcher?.close()
-    this.watcher = undefined
-  }
+  const watch = new FolderWatch(folder, pass, REFRESH_MS)
+  return () => watch.close()
 }
 
 /**
@@ -106,40 +58,29 @@ export function monitorsOfSession(
 ): SessionMonitors {
   return safely(
     () => {
-      if (snapshot.liveServers.length > 0 || snapshot.monitors.some((m) => m.sessionID === sessionID)) {
-        return {
-          monitors: snapshot.monitors.filter((m) => m.sessionID === sessionID),
-          local: true,
-          notes: snapshot.notes,
-        }
-      }
-      const fromMessages = monitorsFromMessages(sessionID, parts(), now)
-      const settled = fromMessages.filter((m) => now - m.startedAt >= FALLBACK_GRACE_MS)
-      return { monitors: settled, local: false, notes: snapshot.notes }
+      const local = snapshot.liveServers.length > 0 || snapshot.monitors.some((m) => m.sessionID === sessionID)
+      const monitors = local
+        ? snapshot.monitors.filter((m) => m.sessionID === sessionID)
+        : monitorsFromMessages(sessionID, parts(), now).filter((m) => now - m.startedAt >= FALLBACK_GRACE_MS)
+      return { monitors, local, notes: snapshot.notes }
     },
     { monitors: [], local: false, notes: [] },
   )
 }
 
+const THEME_COLOR = {
+  title: "text",
+  text: "text",
+  running: "info",
+  success: "success",
+  error: "error",
+  warning: "warning",
+  muted: "textMuted",
+} as const satisfies Record<Tone, string>
+
 /** The theme colour of a tone. */
-export function colorOf<C>(
-  theme: Record<"text" | "info" | "success" | "error" | "warning" | "textMuted", C>,
-  tone: Tone,
-): C {
-  switch (tone) {
-    case "running":
-      return theme.info
-    case "success":
-      return theme.success
-    case "error":
-      return theme.error
-    case "warning":
-      return theme.warning
-    case "muted":
-      return theme.textMuted
-    default:
-      return theme.text
-  }
+export function colorOf<C>(theme: Record<(typeof THEME_COLOR)[Tone], C>, tone: Tone): C {
+  return theme[THEME_COLOR[tone]]
 }
 
 /** The "Monitors" dialog: its title, and one option per monitor, then the notes. */
@@ -156,21 +97,20 @@ export function listDialog(found: SessionMonitors, now: number) {
 /** One monitor's dialog: its actions (Stop only where a stop request can reach its server), then its rows. */
 export function detailDialog(monitor: MonitorView, local: boolean, now: number) {
   const rows = detailRows(monitor, now, DETAIL_WIDTH)
-  const canStop = local && monitor.statusKind === "running" && monitor.serverPid !== undefined
+  const running = monitor.statusKind === "running"
+  if (running && !local)
+    rows.push({ text: "Stop is not available: this TUI is not on the server's machine.", tone: "muted" })
   const actions: DialogOption[] = [
-    ...(canStop
+    ...(running && local && monitor.serverPid !== undefined
       ? [{ title: "Stop", value: "stop", description: "SIGTERM to its process group, SIGKILL after the grace" }]
       : []),
     { title: "Refresh", value: "refresh" },
     { title: "Back", value: "back" },
   ]
-  const stopNote =
-    !local && monitor.statusKind === "running"
-      ? ["Stop is not available: this TUI is not on the server's machine."]
-      : []
   const options: DialogOption[] = [
     ...actions.map((a) => ({ ...a, category: "Actions" })),
-    ...[...rows.slice(1), ...stopNote.map((text) => ({ text }))]
+    ...rows
+      .slice(1)
       .filter((row) => row.text !== "")
       .map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
   ]

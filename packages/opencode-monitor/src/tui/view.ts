@@ -1,25 +1,17 @@
 import type { StatusKind } from "../codec"
-import type { StateLine } from "../state/format"
+import type { MonitorStateEntry } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
 /** One monitor as the TUI shows it, from a state record or from the session's messages. */
-export type MonitorView = {
-  id: string
-  sessionID: string
-  label: string
-  startedAt: number
-  endedAt: number | undefined
+export type MonitorView = Pick<
+  MonitorStateEntry,
+  "id" | "sessionID" | "label" | "startedAt" | "endedAt" | "linesSeen" | "lastLines" | "deadlineAt"
+> & {
   statusKind: StatusKind
   /** The status as the envelope writes it (formatStatus). */
   status: string
   /** Who stopped it, when someone did. */
-  stoppedBy: string | undefined
-  pid: number
-  pidStartTime: string | undefined
-  linesSeen: number
-  lastLines: StateLine[]
-  /** When its deadline stops it; undefined: no deadline. */
-  deadlineAt?: number
+  stoppedBy?: string
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
 }
@@ -44,6 +36,9 @@ export const REMOTE_NOTE = "(from messages; stop unavailable)"
 
 /** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
 export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 60_000, maxEnded: 3 }
+
+const labelOf = (monitor: MonitorView) => screenLine(monitor.label) || "command"
+const linesOf = (monitor: MonitorView) => `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
 
 /** The short status: `running 12s`, `exited (code=3)`, `timed out`, `stopped`, `lost`. */
 export function shortStatus(monitor: MonitorView, now: number): string {
@@ -104,12 +99,11 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
   for (const monitor of [...running, ...recent]) {
     const status = shortStatus(monitor, options.now)
     const room = width - displayWidth(status) - 3
-    const label = truncateToWidth(screenLine(monitor.label) || "command", Math.max(1, room))
+    const label = truncateToWidth(labelOf(monitor), Math.max(1, room))
     const gap = " ".repeat(Math.max(1, width - 2 - displayWidth(label) - displayWidth(status)))
     rows.push({ text: truncateToWidth(`• ${label}${gap}${status}`, width), tone: toneOf(monitor) })
     const last = monitor.lastLines.at(-1)
-    const count = `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
-    const detail = last ? `  ${count} › ${screenLine(last.text)}` : `  ${count}`
+    const detail = `  ${linesOf(monitor)}${last ? ` › ${screenLine(last.text)}` : ""}`
     rows.push({ text: truncateToWidth(detail, width), tone: "muted" })
   }
   if (folded > 0) rows.push({ text: truncateToWidth(`  + ${folded} ended earlier`, width), tone: "muted" })
@@ -119,10 +113,9 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
 
 /** One option of the monitors dialog. */
 export function dialogOption(monitor: MonitorView, now: number): { title: string; description: string } {
-  const count = `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
   return {
-    title: truncateToWidth(screenLine(monitor.label) || "command", 48),
-    description: `${shortStatus(monitor, now)} · ${count} · ${monitor.id}`,
+    title: truncateToWidth(labelOf(monitor), 48),
+    description: `${shortStatus(monitor, now)} · ${linesOf(monitor)} · ${monitor.id}`,
   }
 }
 
@@ -130,7 +123,7 @@ export function dialogOption(monitor: MonitorView, now: number): { title: string
 export function detailRows(monitor: MonitorView, now: number, width: number): Row[] {
   const rows: Row[] = []
   const line = (text: string, tone: Tone) => rows.push({ text: truncateToWidth(text, width), tone })
-  line(`${screenLine(monitor.label) || "command"} (${screenLine(monitor.id)})`, "title")
+  line(`${labelOf(monitor)} (${screenLine(monitor.id)})`, "title")
   line(`Status: ${screenLine(monitor.status) || monitor.statusKind}`, toneOf(monitor))
   if (monitor.stoppedBy) line(`Stopped by: ${screenLine(monitor.stoppedBy)}`, "muted")
   const run = formatElapsed((monitor.endedAt ?? now) - monitor.startedAt)

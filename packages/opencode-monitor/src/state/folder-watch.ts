@@ -1,0 +1,83 @@
+import { type FSWatcher, watch } from "node:fs"
+import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
+
+/**
+ * Runs `pass` whenever a folder may have changed: on fs.watch events once the folder exists, and on
+ * a poll that also finds it when it is created later. One pass at a time, at most one more queued
+ * behind it, each starting at least `gapMs` after the last one ended, so a burst of events costs one
+ * pass. Creates nothing.
+ */
+export class FolderWatch {
+  private fsWatcher: FSWatcher | undefined
+  private pollTimer: TimerHandle | undefined
+  private queued: TimerHandle | undefined
+  private running = false
+  private again = false
+  private closed = false
+  private quietUntil = Number.NEGATIVE_INFINITY
+
+  constructor(
+    private readonly folder: string,
+    private readonly pass: () => Promise<unknown>,
+    private readonly pollMs: number,
+    private readonly scheduler: Scheduler = realScheduler,
+    private readonly gapMs = 0,
+  ) {
+    this.poll()
+  }
+
+  private poll = (): void => {
+    this.pollTimer = this.scheduler.setTimeout(this.poll, this.pollMs)
+    this.request()
+  }
+
+  private request = (): void => {
+    if (this.closed || this.queued) return
+    if (this.running) {
+      this.again = true
+      return
+    }
+    const wait = this.quietUntil - this.scheduler.now()
+    if (wait > 0) {
+      this.queued = this.scheduler.setTimeout(() => {
+        this.queued = undefined
+        this.request()
+      }, wait)
+    } else this.run()
+  }
+
+  private run(): void {
+    this.running = true
+    this.watchFolder()
+    void this.pass()
+      .catch(() => {})
+      .finally(() => {
+        this.running = false
+        this.quietUntil = this.scheduler.now() + this.gapMs
+        if (this.again) {
+          this.again = false
+          this.request()
+        }
+      })
+  }
+
+  private watchFolder(): void {
+    if (this.fsWatcher) return
+    try {
+      this.fsWatcher = watch(this.folder, this.request)
+      this.fsWatcher.on("error", () => {
+        this.fsWatcher?.close()
+        this.fsWatcher = undefined
+      })
+    } catch {
+      // Not there yet: the poll looks again.
+    }
+  }
+
+  close(): void {
+    this.closed = true
+    if (this.pollTimer) this.scheduler.clearTimeout(this.pollTimer)
+    if (this.queued) this.scheduler.clearTimeout(this.queued)
+    this.fsWatcher?.close()
+  }
+}
