@@ -69,6 +69,45 @@ export interface ProcessTable {
   watchdogFunctions(variable: string): string[]
 }
 
+/** `read` shared by concurrent callers: while one runs, the others get its result. */
+export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined
+  return () =>
+    (running ??= read().finally(() => {
+      running = undefined
+    }))
+}
+
+/**
+ * `search` for one entry, the searches asked while one runs answered together by the next one:
+ * concurrent stops read the table once, not once each.
+ */
+export function searchedTogether(
+  search: (entries: string[]) => Promise<EnvironmentSearch[]>,
+): (entry: string) => Promise<EnvironmentSearch> {
+  let queued: { entry: string; resolve: (answer: EnvironmentSearch) => void }[] = []
+  let searching = false
+  const drain = async () => {
+    // Let the other stops of the same moment queue their search first.
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    while (queued.length > 0) {
+      const queries = queued
+      queued = []
+      const answers = await search(queries.map((query) => query.entry))
+      for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
+    }
+    searching = false
+  }
+  return (entry) =>
+    new Promise((resolve) => {
+      queued.push({ entry, resolve })
+      if (!searching) {
+        searching = true
+        void drain()
+      }
+    })
+}
+
 export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =>
   entry !== undefined && entry.state !== "Z" && entry.state !== "X"
 

@@ -1,5 +1,11 @@
 import { execFile } from "node:child_process"
-import type { EnvironmentSearch, ProcessEntry, ProcessTable } from "./process-table"
+import {
+  type EnvironmentSearch,
+  type ProcessEntry,
+  type ProcessTable,
+  searchedTogether,
+  sharedWhileRunning,
+} from "./process-table"
 
 /**
  * The `ps` back end, for systems without /proc (macOS). Only what Linux procps and macOS ps both
@@ -27,7 +33,6 @@ const CUT_ROW_CHARS = 128 * 1024 - 1
 export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(options.platform ?? process.platform)
   const lsof = options.lsof === undefined ? "lsof" : options.lsof
-  let inflightScan: Promise<ProcessEntry[]> | undefined
   return {
     kind: "ps",
     async read(pids) {
@@ -36,15 +41,8 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       return parseTable(await run("ps", [...FIELDS, "-p", wanted.join(",")])).filter((e) => wanted.includes(e.pid))
     },
     cheap: undefined,
-    scan() {
-      inflightScan ??= run("ps", ["-A", ...FIELDS])
-        .then(parseTable)
-        .finally(() => {
-          inflightScan = undefined
-        })
-      return inflightScan
-    },
-    findByEnvironment: environmentSearch(environmentFlag),
+    scan: sharedWhileRunning(async () => parseTable(await run("ps", ["-A", ...FIELDS]))),
+    findByEnvironment: searchedTogether((entries) => searchEnvironments(entries, environmentFlag)),
     async environmentValue(pid, name) {
       const prefix = `${name}=`
       // Not in what could be read: not known (a value with spaces is cut at its first: the monitor's token is hex).
@@ -145,40 +143,19 @@ function commandRows(text: string): Map<number, Row> {
   return rows
 }
 
-type EnvironmentQuery = { entry: string; resolve: (search: EnvironmentSearch) => void }
-
 /**
- * Processes other than this one whose environment holds `entry` as one word, and those whose
- * environment could not be listed whole. Only rows that spell an entry somewhere (or were cut)
- * are listed again without their environment. Queries made while a listing runs are answered
- * together by the next one: concurrent stops run ps once, not once each.
+ * For each entry: the processes other than this one whose environment holds it as one word, and
+ * those whose environment could not be listed whole. Only rows that spell an entry somewhere (or
+ * were cut) are listed again without their environment.
  */
-function environmentSearch(environmentFlag: string): (entry: string) => Promise<EnvironmentSearch> {
-  let queued: EnvironmentQuery[] = []
-  let listingRuns = false
-  const drain = async () => {
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    while (queued.length > 0) {
-      const queries = queued
-      queued = []
-      const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
-      rows.delete(process.pid)
-      for (const [pid, row] of rows) {
-        if (!row.cut && !queries.some((query) => row.text.includes(query.entry))) rows.delete(pid)
-      }
-      const listed = splitEnvironments(rows, await commandLines(rows.keys()))
-      for (const query of queries) query.resolve(answer(listed, query.entry))
-    }
-    listingRuns = false
+async function searchEnvironments(entries: string[], environmentFlag: string): Promise<EnvironmentSearch[]> {
+  const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
+  rows.delete(process.pid)
+  for (const [pid, row] of rows) {
+    if (!row.cut && !entries.some((entry) => row.text.includes(entry))) rows.delete(pid)
   }
-  return (entry) =>
-    new Promise((resolve) => {
-      queued.push({ entry, resolve })
-      if (!listingRuns) {
-        listingRuns = true
-        void drain()
-      }
-    })
+  const listed = splitEnvironments(rows, await commandLines(rows.keys()))
+  return entries.map((entry) => answer(listed, entry))
 }
 
 function answer(listed: readonly ListedEnvironment[], entry: string): EnvironmentSearch {
