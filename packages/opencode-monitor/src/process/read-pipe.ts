@@ -170,13 +170,8 @@ function pieceEnd(chunk: Uint8Array, offset: number): number {
  */
 export function readPipe(stream: Readable, onChunk: (chunk: Uint8Array) => void, share?: ReadShare): Promise<void> {
   return new Promise((resolve) => {
-    let settled = false
-    const reader = new PipeReader(stream, onChunk, share, () => {
-      if (!settled) {
-        settled = true
-        resolve()
-      }
-    })
+    // Ends more than once (`end`, then `close`): resolving again does nothing.
+    const reader = new PipeReader(stream, onChunk, share, resolve)
     stream.on("data", (chunk: Uint8Array) => reader.push(chunk))
     stream.once("end", () => reader.end())
     stream.once("close", () => reader.end())
