@@ -73,8 +73,10 @@ export class DescendantTracker {
     this.catchUp(await this.table.scan(), startedAt)
   }
 
-  /** Adds, from a full scan, the members of the command's session or group not yet tracked. */
-  adopt(snapshot: readonly ProcessEntry[], startedAt: number): void {
+  /** Adds, from one shared scan of the whole table, the members of the command's session or group not yet tracked. */
+  async adopt(): Promise<void> {
+    const startedAt = performance.now()
+    const snapshot = await this.table.scan()
     for (const entry of snapshot) {
       if (!isLive(entry) || this.tracked.has(entry.pid)) continue
       if (entry.sid === this.leader || entry.pgrp === this.leader) this.note(entry)
