@@ -130,17 +130,7 @@ async function tick(): Promise<void> {
   if (ticking) return
   ticking = true
   try {
-    const byTable = new Map<ProcessTable, DescendantTracker[]>()
-    for (const t of active) byTable.set(t.table, [...(byTable.get(t.table) ?? []), t])
-    for (const [table, trackers] of byTable) {
-      if (table.cheap) {
-        for (const t of trackers) t.refresh()
-        continue
-      }
-      const startedAt = performance.now()
-      const snapshot = await table.scan()
-      for (const t of trackers) if (active.has(t)) t.catchUp(snapshot, startedAt)
-    }
+    await Promise.all([...active].map((tracker) => tracker.update()))
   } finally {
     ticking = false
   }
