@@ -139,7 +139,7 @@ export class MonitorRun {
 
   private requestStop(by: StopReason): StopOutcome {
     if (this.info.status.kind !== "running") return "ended"
-    const leaderGone = this.info.ending?.reason === "exit" || !pidExists(this.process.pid)
+    const leaderGone = this.info.ending?.reason === "exit" || !this.process.leaderExists()
     if (this.stopSignal !== undefined || leaderGone) return "ending"
     // A shutdown signal may have decided the ending already (terminateNow): it stands, the stop still escalates.
     const decided = this.info.ending === undefined
@@ -258,14 +258,4 @@ function statusOf(
     return { kind: "stopped", signal, ...(ending.by === "person" ? { byPerson: true } : {}), ...leftovers }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown", ...leftovers }
   return { kind: "exited", code: exit.code, ...leftovers }
-}
-
-/** False once the process is reaped (its exit event may still be on its way). */
-function pidExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }

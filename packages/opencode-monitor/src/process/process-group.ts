@@ -52,13 +52,16 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
   })
-  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
-  // holds them once the leader is gone. A leader that exits at once may be gone already.
   const table = options.table ?? processTable
-  // The leader as it started: the watchdog knows the group by it, the tracker starts from it.
-  const [outputs, [leader]] = await holdingPipes([stdout, stderr], () =>
-    Promise.all([table.outputTargets(pid), table.read([pid])]),
-  )
+  // Bun drops what a child wrote if it exits before anything reads its pipes: they are read into
+  // their own buffers (up to their high-water mark, then the writer waits) meanwhile.
+  const hold = () => {}
+  for (const pipe of [stdout, stderr]) pipe.on("readable", hold)
+  // The child's ends of its output pipes (Bun: socket pairs), to find whoever holds them once the
+  // leader is gone, and the leader as it started: the watchdog and the tracker know the group by it.
+  const [outputs, [leader]] = await Promise.all([table.outputTargets(pid), table.read([pid])]).finally(() => {
+    for (const pipe of [stdout, stderr]) pipe.off("readable", hold)
+  })
   const watchdog = startWatchdog(
     { pid, start: leader?.start },
     { graceMs: options.killGraceMs, variable: TOKEN_VARIABLE, token, table },
@@ -112,20 +115,6 @@ async function startLeader(options: SpawnOptions, token: string) {
   const { pid, stdout, stderr } = child
   if (pid === undefined || !stdout || !stderr) throw new SpawnError("the process started without a pid or pipes")
   return { child, pid, stdout, stderr }
-}
-
-/**
- * Runs `work` while the pipes are read into their own buffers (up to their high-water mark, then
- * the writer waits): Bun drops what a child wrote if it exits before anything reads its pipes.
- */
-async function holdingPipes<T>(pipes: Readable[], work: () => Promise<T>): Promise<T> {
-  const hold = () => {}
-  for (const pipe of pipes) pipe.on("readable", hold)
-  try {
-    return await work()
-  } finally {
-    for (const pipe of pipes) pipe.off("readable", hold)
-  }
 }
 
 /**
@@ -215,7 +204,10 @@ export class MonitoredProcess {
     await tracker.track(await this.tokenCarriers())
     await tracker.adopt()
     const left = tracker.live().filter((stat) => stat.pid !== this.pid && isLive(stat))
-    return Promise.all(left.map(async ({ pid }) => ({ pid, name: await commandName(pid, tracker.table) })))
+    // A process sets its own name (any bytes): only plain characters go into the status line.
+    const nameOf = async (pid: number) =>
+      ((await tracker.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
+    return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))
   }
 
   /**
@@ -228,6 +220,11 @@ export class MonitoredProcess {
       ...(this.survivors.length > 0 ? { survivors: this.survivors } : {}),
       ...(this.unsearched.size > 0 ? { unsearched: [...this.unsearched] } : {}),
     }
+  }
+
+  /** False once the leader is reaped (its exit event may still be on its way). */
+  leaderExists(): boolean {
+    return signalPid(this.pid, 0) !== "gone"
   }
 
   /** Disarms the watchdog once the group is known to be gone. */
@@ -254,14 +251,6 @@ export class MonitoredProcess {
     for (const pid of search.unreadable) this.unsearched.add(pid)
     return search.found
   }
-}
-
-/**
- * The short command name of a process (the table's), "?" when it cannot be read. A process sets
- * its own name (any bytes): only plain characters are kept, as it lands in a status line.
- */
-async function commandName(pid: number, table: ProcessTable): Promise<string> {
-  return ((await table.commandName(pid)) ?? "").replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
 }
 
 /** How a state record names a token without holding it. */
