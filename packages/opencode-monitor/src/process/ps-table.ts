@@ -46,7 +46,8 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
     async environmentValue(pid, name) {
       const prefix = `${name}=`
       // Not in what could be read: not known (a value with spaces is cut at its first: the monitor's token is hex).
-      const environment = await environmentOf(pid, environmentFlag)
+      const rows = commandRows(await run("ps", ["-p", String(pid), ...COMMAND_FIELDS, environmentFlag]))
+      const [environment] = splitEnvironments(rows, await commandLines(rows.keys()))
       return environment?.words.find((word) => word.startsWith(prefix))?.slice(prefix.length)
     },
     async commandName(pid) {
@@ -61,11 +62,8 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
     async findHolders(targets) {
       if (lsof === null || targets.length === 0) return []
       const wanted = new Set(targets)
-      const holders: number[] = []
-      for (const [pid, files] of parseLsof(await run(lsof, ["-n", "-P", "-w", "-F", "ftDi"]))) {
-        if (pid !== process.pid && files.some((f) => wanted.has(f))) holders.push(pid)
-      }
-      return holders
+      const open = [...parseLsof(await run(lsof, ["-n", "-P", "-w", "-F", "ftDi"]))]
+      return open.filter(([pid, files]) => pid !== process.pid && files.some((f) => wanted.has(f))).map(([pid]) => pid)
     },
     watchdogFunctions: (variable) => [
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
@@ -96,12 +94,6 @@ const WATCHDOG_AWK = [
  * program between the two listings), and whether that is all of it (`whole`: the row was not cut).
  */
 type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
-
-/** One process's environment as ps lists it (splitEnvironments); undefined when it is gone. */
-async function environmentOf(pid: number, environmentFlag: string): Promise<ListedEnvironment | undefined> {
-  const withEnvironment = commandRows(await run("ps", ["-p", String(pid), ...COMMAND_FIELDS, environmentFlag]))
-  return splitEnvironments(withEnvironment, await commandLines(withEnvironment.keys()))[0]
-}
 
 /** The command lines of these processes, by pid (none when none is asked for). */
 async function commandLines(pids: Iterable<number>): Promise<Map<number, Row>> {
@@ -155,16 +147,10 @@ async function searchEnvironments(entries: string[], environmentFlag: string): P
     if (!row.cut && !entries.some((entry) => row.text.includes(entry))) rows.delete(pid)
   }
   const listed = splitEnvironments(rows, await commandLines(rows.keys()))
-  return entries.map((entry) => answer(listed, entry))
-}
-
-function answer(listed: readonly ListedEnvironment[], entry: string): EnvironmentSearch {
-  const search: EnvironmentSearch = { found: [], unreadable: [] }
-  for (const { pid, words, whole } of listed) {
-    if (words.includes(entry)) search.found.push(pid)
-    else if (!whole) search.unreadable.push(pid)
-  }
-  return search
+  return entries.map((entry) => ({
+    found: listed.filter(({ words }) => words.includes(entry)).map(({ pid }) => pid),
+    unreadable: listed.filter(({ words, whole }) => !whole && !words.includes(entry)).map(({ pid }) => pid),
+  }))
 }
 
 /** How ps is asked to append each process's environment to its command line. */
