@@ -75,11 +75,8 @@ export class MonitorRun {
   readonly pipeline: MonitorPipeline
   /** Resolves once the run has ended: status set, terminal batch emitted (or not, after a quiet stop). */
   readonly done: Promise<void>
-  /**
-   * The first stop that asked that nothing more of this monitor be delivered (every stop but a
-   * person's): decided once, so a person's stop that comes later never lifts it.
-   */
-  private silencedBy: StopReason | undefined
+  /** Nothing more is delivered: set by every stop but a person's, and never lifted. */
+  private quiet = false
   private stopSignal: Promise<NodeJS.Signals | null> | undefined
 
   constructor(
@@ -99,7 +96,7 @@ export class MonitorRun {
       matchWakeLeft: () => deps.matchWakeLeft?.(id, request.wakeLimit) ?? true,
       scheduler: deps.scheduler,
       onBatch: (batch) => {
-        if (this.delivering) deps.deliver(batch, this.info)
+        if (!this.quiet) deps.deliver(batch, this.info)
       },
     })
     this.info = {
@@ -123,15 +120,10 @@ export class MonitorRun {
       .then(() => deps.ended(this))
   }
 
-  /** Batches still go out: no stop asked for quiet. */
-  get delivering(): boolean {
-    return this.silencedBy === undefined
-  }
-
   /** Asks for a stop and waits for the end. A leader that already exited is not stopped: its exit stands. */
   async stop(by: StopReason): Promise<StopOutcome> {
     // Nothing more goes to the agent after its own stop; a person's stop is news to it.
-    if (by !== "person") this.silencedBy ??= by
+    if (by !== "person") this.quiet = true
     const outcome = this.requestStop(by)
     await this.done
     return outcome

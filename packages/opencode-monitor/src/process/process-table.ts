@@ -133,7 +133,6 @@ export function createProcessTable(
 export const processTable: ProcessTable = createProcessTable()
 
 export async function readProcess(pid: number, table: ProcessTable = processTable): Promise<ProcessEntry | undefined> {
-  if (!Number.isInteger(pid) || pid <= 0) return undefined
   return (await table.read([pid]))[0]
 }
 
@@ -157,7 +156,7 @@ export async function mayStillRun(
 /** `mayStillRun` answered at once where the table reads cheaply (/proc); undefined where it cannot (ps). */
 export function mayStillRunNow(pid: number, start: string | undefined, table: ProcessTable): boolean | undefined {
   if (!table.cheap) return undefined
-  return Number.isInteger(pid) && pid > 0 && runsAs(table.cheap.read([pid])[0], start)
+  return runsAs(table.cheap.read([pid])[0], start)
 }
 
 const runsAs = (entry: ProcessEntry | undefined, start: string | undefined) =>

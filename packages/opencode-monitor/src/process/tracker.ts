@@ -47,7 +47,7 @@ export class DescendantTracker {
    * Brings the tracked set up to date from a whole-table scan begun at `startedAt`: children by
    * their parent pid, gone and reused pids dropped (but not what was added after the scan began).
    */
-  catchUp(snapshot: readonly ProcessEntry[], startedAt: number): void {
+  private catchUp(snapshot: readonly ProcessEntry[], startedAt: number): void {
     const byPid = new Map(snapshot.map((entry) => [entry.pid, entry]))
     const children = new Map<number, number[]>()
     for (const entry of snapshot) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid])
