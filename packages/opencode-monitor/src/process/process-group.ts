@@ -30,18 +30,12 @@ const POLL_MS = 25
 const ENVIRONMENT_RESCAN_MS = 50
 /** Set in the command's environment to a token of its monitor. */
 export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
-/**
- * The standard switches that make a runtime flush stdout per line into a pipe, where it would
- * otherwise wait for a full block. Only Python has one: Node, Deno, Bun, Go, Rust, Java, .NET
- * and PHP's CLI already write each line, and C stdio, Perl and Ruby have no environment switch.
- */
+/** Makes a runtime flush stdout per line into a pipe; only Python needs and has one (docs/delivery-and-waking.md). */
 const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1" }
 
 /**
- * Runs `sh -c <command>` as the leader of a new session and process group, stdin closed, stdout
- * and stderr piped. A watchdog process holds a pipe from this process: if the host dies, even by
- * SIGKILL, the pipe closes and the watchdog terminates the group (TERM, then KILL after grace),
- * because opencode gives plugins no hook on a hard kill.
+ * Runs `<shell> -c <command>` as the leader of a new session and process group, stdin closed,
+ * stdout and stderr piped, with a watchdog that stops the group if this server dies (watchdog.ts).
  */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
   // Every process the command starts inherits this unless it clears its environment: what finds
@@ -148,9 +142,9 @@ export class MonitoredProcess {
   }
 
   /**
-   * SIGTERM to the whole group and to tracked processes that left it, SIGKILL after the grace;
-   * resolves with the last signal sent (null: nothing was left) once none is left, or 2 s after
-   * the SIGKILL with the rest in `leftovers()`.
+   * SIGTERM to the group and to tracked processes that left it, SIGKILL after the grace; resolves
+   * with the last signal sent (null: none was needed) once none is left, or 2 s after the SIGKILL
+   * with the rest in `leftovers()`.
    */
   async terminateGroup(): Promise<NodeJS.Signals | null> {
     // One full scan (shared with concurrent stops, yielding) finds members that were never
@@ -189,9 +183,7 @@ export class MonitoredProcess {
 
   /**
    * After the leader exited: what of the monitor still runs (an escaped daemon, a group member),
-   * found once more by the token search (plus the pipe-holder search when the pipes are still
-   * open), the session and group, and the processes tracked since the start. Named by pid and
-   * command name, so the status can say them.
+   * by the token, the pipes while open, the session and group, and tracking; named for the status.
    */
   async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
     const { tracker, outputs } = this
@@ -236,10 +228,7 @@ export class MonitoredProcess {
       watchdog.kill("SIGKILL")
   }
 
-  /**
-   * Signals the group and the tracked processes that left it, as last refreshed (terminateGroup
-   * signals right after a check that brought the tracker up to date).
-   */
+  /** Signals the group and the tracked processes that left it, as last refreshed. */
   private signalAll(signal: NodeJS.Signals): void {
     signalGroup(this.pid, signal)
     for (const entry of this.tracker.live()) if (entry.pgrp !== this.pid) signalPid(entry.pid, signal)

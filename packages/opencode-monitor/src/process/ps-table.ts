@@ -8,13 +8,9 @@ import {
 } from "./process-table"
 
 /**
- * The `ps` back end, for systems without /proc (macOS). Only what Linux procps and macOS ps both
- * accept: `-A`, `-p list`, `-ww`, repeated `-o keyword=` with `pid ppid pgid stat lstart command`.
- * Not used: `sess` (macOS prints the kernel's session pointer, not an id: session leadership comes from STAT's `s`,
- * which both document), `etimes` (procps only). `lstart` runs under LC_ALL=C and TZ=UTC0 so its
- * text is the same for every reader. The environment listing is the one thing without a common
- * flag (procps: BSD `e`; macOS: `-E`, where `e` would mean "all processes"), so it follows the platform.
- * What ps cannot see at all, the holders of a pipe, comes from `lsof` when it is installed.
+ * The `ps` back end, for systems without /proc (macOS): only the options Linux procps and macOS ps
+ * both accept, `lstart` under LC_ALL=C and TZ=UTC0, the environment listing flag per platform, and
+ * `lsof` for the holders of a pipe (docs/macos-and-proc.md says what holds where).
  */
 export type PsTableOptions = {
   platform?: NodeJS.Platform
