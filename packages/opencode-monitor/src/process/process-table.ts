@@ -20,14 +20,6 @@ export type ProcessEntry = {
   start: string
 }
 
-/** Reads answered at once, where they are cheap: /proc's small per-process files. */
-export type CheapReads = {
-  /** These processes, read now; the ones that do not exist are left out. */
-  read(pids: readonly number[]): ProcessEntry[]
-  /** Direct children of `pid`. */
-  childrenOf(pid: number): number[]
-}
-
 /**
  * What an environment search found: the processes carrying the entry in their environment, and
  * those of this user whose environment could not be read whole (any of them may carry it too).
@@ -43,8 +35,8 @@ export interface ProcessTable {
   readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */
   read(pids: readonly number[]): Promise<ProcessEntry[]>
-  /** The same read and the children, synchronous, where they are cheap (/proc); undefined for ps. */
-  readonly cheap: CheapReads | undefined
+  /** The same read and the direct children of a pid, synchronous, where they are cheap (/proc); undefined for ps. */
+  readonly cheap: { read(pids: readonly number[]): ProcessEntry[]; childrenOf(pid: number): number[] } | undefined
   /** Every process. Concurrent callers share one read. */
   scan(): Promise<ProcessEntry[]>
   /** Processes other than this one whose environment, never their command line, holds `entry` (`NAME=value`). */
