@@ -124,7 +124,7 @@ export class MonitorManager {
     if (!old) return undefined
     const slot = this.slots.take(sessionID, { of: monitorId, running: old.info.status.kind === "running" })
     try {
-      const previous = await this.end(old, "agent")
+      const previous = await old.stop("agent")
       try {
         return { previous, started: await this.launch(slot, old.request) }
       } catch (error) {
@@ -152,7 +152,7 @@ export class MonitorManager {
     this.monitors.set(run.info.id, run)
     this.guard(run.info.id, () => this.deps.onStarted?.(run.info))
     if (slot.cancelledBy) {
-      await this.end(run, slot.cancelledBy)
+      await run.stop(slot.cancelledBy)
       throw cancelledStart(slot.cancelledBy)
     }
     return run.info
@@ -186,13 +186,7 @@ export class MonitorManager {
 
   /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
   async stop(sessionID: string, monitorId: string, by: StopReason): Promise<StopResult | undefined> {
-    const monitor = this.find(sessionID, monitorId)
-    return monitor && this.end(monitor, by)
-  }
-
-  /** Asks the monitor's run to stop; resolves once it has ended and is retained. */
-  private async end(run: MonitorRun, by: StopReason): Promise<StopResult> {
-    return { info: run.info, outcome: await run.stop(by) }
+    return this.find(sessionID, monitorId)?.stop(by)
   }
 
   get(sessionID: string, monitorId: string): MonitorInfo | undefined {
@@ -231,7 +225,7 @@ export class MonitorManager {
   /** Stops the monitors (of one session, or all) and cancels the starts under way, which stop what they started. */
   private async endAll(by: StartCancel, sessionID?: string): Promise<void> {
     const ending = [...this.monitors.values()].filter((m) => sessionID === undefined || m.info.sessionID === sessionID)
-    await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => this.end(m, by))])
+    await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => m.stop(by))])
   }
 
   /**

@@ -120,13 +120,16 @@ export class MonitorRun {
       .then(() => deps.ended(this))
   }
 
-  /** Asks for a stop and waits for the end. A leader that already exited is not stopped: its exit stands. */
-  async stop(by: StopReason): Promise<StopOutcome> {
+  /**
+   * Asks for a stop and waits until the run has ended and is retained. A leader that already
+   * exited is not stopped: its exit stands.
+   */
+  async stop(by: StopReason): Promise<StopResult> {
     // Nothing more goes to the agent after its own stop; a person's stop is news to it.
     if (by !== "person") this.quiet = true
     const outcome = this.requestStop(by)
     await this.done
-    return outcome
+    return { info: this.info, outcome }
   }
 
   private requestStop(by: StopReason): StopOutcome {
