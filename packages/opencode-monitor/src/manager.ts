@@ -56,7 +56,7 @@ export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {
   newId?: () => string
 }
 
-// The stderr lines an end's fields carry (from the last 50 lines the ring retains).
+// The stderr lines an end's fields carry, from the last 50 lines it printed.
 const STDERR_TAIL_LINES = 5
 // Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
@@ -263,15 +263,15 @@ export class MonitorManager {
   /** How the run ended, as fields: label, cwd, exit code or signal, and the stderr tail. */
   private endFields({ info, pipeline }: MonitorRun): MonitorFields {
     const { status } = info
-    const recent = pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - 50), limit: 50 })
-    const stderrTail = recent.filter((line) => line.stream === "stderr").map(lineText)
+    const recent = (line: MonitorLine) => line.stream === "stderr" && line.seq > info.counters.lastSeq - 50
+    const stderrTail = pipeline.ring.latest(STDERR_TAIL_LINES, recent).map(lineText)
     return {
       label: info.label,
       cwd: info.cwd,
       monitorId: info.id,
       ...(status.kind === "exited" ? { exitCode: status.code } : {}),
       ...("signal" in status && status.signal ? { signal: status.signal } : {}),
-      ...(stderrTail.length > 0 ? { stderrTail: stderrTail.slice(-STDERR_TAIL_LINES) } : {}),
+      ...(stderrTail.length > 0 ? { stderrTail } : {}),
     }
   }
 
