@@ -69,30 +69,24 @@ export function neutralizeMarkers(text: string): string {
   return text.replace(MARKER_WORDS, "OMO-MONITOR-OUTPUT")
 }
 
-const BY_PERSON = "stopped (by the person at the screen)"
-const LOST = "lost (the opencode server stopped while it ran"
-const SURVIVORS = "; still running after SIGKILL: pid "
-const LEFT_BEHIND = "; stopped what it left running: "
-const RECORDED = ", as the previous opencode server recorded it (not observed by this server)"
-const UNVERIFIED = "; its record names process "
-const UNSEARCHED = "; the search for its processes could not read the whole environment of pid "
-const PIPES_HELD =
-  "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
-
 /** The `Status:` text of an envelope, also used in tool results and toasts. */
 export function formatStatus(status: MonitorStatus): string {
   if (status.kind === "running") return "running"
   let text = formatEnd(status)
   if (status.leftBehind?.length) {
-    text += `${LEFT_BEHIND}${status.leftBehind.map((p) => `pid ${p.pid} (${p.name})`).join(", ")}`
+    text += `; stopped what it left running: ${status.leftBehind.map((p) => `pid ${p.pid} (${p.name})`).join(", ")}`
   }
-  if (status.recorded) text += RECORDED
+  if (status.recorded) text += ", as the previous opencode server recorded it (not observed by this server)"
   if (status.survivors?.length) {
-    text += `${SURVIVORS}${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
+    text += `; still running after SIGKILL: pid ${status.survivors.join(", ")} (not stopped by the monitor: stop them yourself, e.g. kill -9 <pid>)`
   }
-  if (status.unsearched?.length)
-    text += `${UNSEARCHED}${status.unsearched.join(", ")} (any of them may be one still running)`
-  if (status.pipesHeld) text += PIPES_HELD
+  if (status.unsearched?.length) {
+    text += `; the search for its processes could not read the whole environment of pid ${status.unsearched.join(", ")} (any of them may be one still running)`
+  }
+  if (status.pipesHeld) {
+    text +=
+      "; a process outside the monitor's reach kept the output pipes open after the command ended (output after that is lost)"
+  }
   return text
 }
 
@@ -105,15 +99,17 @@ function formatEnd(status: Exclude<MonitorStatus, { kind: "running" }>): string 
     case "timed_out":
       return `timed out after ${status.afterMs} ms (signal=${status.signal ?? "none"})`
     case "stopped":
-      return status.byPerson ? BY_PERSON : "stopped"
+      return status.byPerson ? "stopped (by the person at the screen)" : "stopped"
     case "lost":
-      if (status.unverified) {
-        return `${LOST}${UNVERIFIED}${status.unverified.pid} as still running, unverified: ${status.unverified.reason}, so it was not signalled)`
-      }
-      return status.survivorPid === undefined
-        ? `${LOST})`
-        : `${LOST}; its process ${status.survivorPid} is still running and could not be stopped)`
+      return `lost (the opencode server stopped while it ran${lostDetail(status)})`
   }
+}
+
+function lostDetail({ unverified, survivorPid }: Extract<MonitorStatus, { kind: "lost" }>): string {
+  if (unverified) {
+    return `; its record names process ${unverified.pid} as still running, unverified: ${unverified.reason}, so it was not signalled`
+  }
+  return survivorPid === undefined ? "" : `; its process ${survivorPid} is still running and could not be stopped`
 }
 
 /** The metadata key of the text part an envelope is sent as. */

@@ -1,20 +1,30 @@
-import type { StopReason } from "./codec"
+import { formatEnding, formatStatus, type StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
-import type { MonitorFields } from "./errors"
-import { compileFilters, type LaunchDeps, spawnRequest, superviseRun } from "./launch"
-import type { MonitorInfo, MonitorRun, StopResult } from "./monitor-run"
+import { type MonitorFields, MonitorError } from "./errors"
+import {
+  type Filters,
+  type MonitorInfo,
+  MonitorRun,
+  type RunDeps,
+  type StopOutcome,
+  type StopResult,
+} from "./monitor-run"
 import type { OutputBatch } from "./pipeline/batcher"
+import { compileLineFilter, PatternError } from "./pipeline/filter"
 import { lineText, type MonitorLine } from "./pipeline/line"
 import type { RingQuery } from "./pipeline/ring-buffer"
+import { type MonitoredProcess, SpawnError, spawnInGroup } from "./process/process-group"
+import type { ProcessTable } from "./process/process-table"
+import { findMissingProgram } from "./process/program-check"
 import { ReadShare } from "./process/read-pipe"
-import { type RestartResult, restartMonitor } from "./restart"
 import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
-import { cancelledStart, MonitorSlots, type Reservation, type StartCancel } from "./slots"
+import { cancelledStart, cancelReason, MonitorSlots, type Reservation, type StartCancel } from "./slots"
 import type { StartRequest } from "./start-request"
 
 export type { MonitorInfo, StopResult } from "./monitor-run"
-export type { RestartResult } from "./restart"
+
+export type RestartResult = { previous: StopResult; started: MonitorInfo }
 
 /** A monitor as the state record sees it: its info, group leader and last retained lines. */
 export type MonitorSnapshot = {
@@ -29,7 +39,12 @@ export type MonitorSnapshot = {
   lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
 }
 
-export type ManagerDeps = Pick<LaunchDeps, "env" | "shell" | "processTable" | "matchWakeLeft"> & {
+export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {
+  env?: NodeJS.ProcessEnv
+  /** The shell commands run in (process/shell.ts resolves it); `sh` when not given. */
+  shell?: () => string
+  /** The process table monitors are tracked with (process/process-table.ts); this server's when not given. */
+  processTable?: ProcessTable
   onBatch: (batch: OutputBatch, monitor: MonitorInfo) => void
   /** The run ended; `end` says how, as fields (exit code or signal, the last stderr lines). */
   onEnded?: (monitor: MonitorInfo, end: MonitorFields) => void
@@ -41,21 +56,18 @@ export type ManagerDeps = Pick<LaunchDeps, "env" | "shell" | "processTable" | "m
   newId?: () => string
 }
 
-/** `request`: what started it, the raw command included: kept in memory for monitor_restart, never shown or written. */
-type Monitor = { info: MonitorInfo; run: MonitorRun; done: Promise<void>; request: StartRequest }
-
-// The stderr lines an end's fields carry (from the last 50 lines the ring retains).
+// The stderr lines an end's fields carry, from the last 50 lines it printed.
 const STDERR_TAIL_LINES = 5
 // Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
 
 /** Owns every monitor of the server: start, stop, list, read output, and cleanup. */
 export class MonitorManager {
-  private readonly monitors = new Map<string, Monitor>()
+  private readonly monitors = new Map<string, MonitorRun>()
   private readonly slots: MonitorSlots
   private readonly scheduler: Scheduler
   private readonly retention: ExitedRetention
-  private readonly launchDeps: LaunchDeps
+  private readonly runDeps: RunDeps
 
   constructor(
     readonly config: MonitorConfig,
@@ -77,16 +89,14 @@ export class MonitorManager {
       this.scheduler,
       (id) => this.monitors.delete(id),
     )
-    this.launchDeps = {
+    this.runDeps = {
       config,
       scheduler: this.scheduler,
-      env: deps.env,
-      shell: deps.shell,
-      processTable: deps.processTable,
       matchWakeLeft: deps.matchWakeLeft,
       readShare: new ReadShare(config.output_cpu_share),
       deliver: (batch, info) => this.guard(info.id, () => deps.onBatch(batch, info)),
       onError: (monitorId, error) => this.report(monitorId, error),
+      ended: (run) => this.ended(run),
     }
   }
 
@@ -104,16 +114,25 @@ export class MonitorManager {
     }
   }
 
-  /** monitor_restart (restart.ts); undefined when the id is unknown or belongs to another session. */
+  /**
+   * monitor_restart: stops the old monitor, waits until its processes are gone (so the port they
+   * held is free), then starts its request again. A running monitor hands its own slot over, once.
+   * Undefined when the id is unknown or belongs to another session.
+   */
   async restart(sessionID: string, monitorId: string): Promise<RestartResult | undefined> {
     const old = this.find(sessionID, monitorId)
     if (!old) return undefined
-    return restartMonitor({
-      old,
-      slots: this.slots,
-      stop: () => this.end(old, "agent"),
-      launch: (slot, request) => this.launch(slot, request),
-    })
+    const slot = this.slots.take(sessionID, { of: monitorId, running: old.info.status.kind === "running" })
+    try {
+      const previous = await old.stop("agent")
+      try {
+        return { previous, started: await this.launch(slot, old.request) }
+      } catch (error) {
+        throw error instanceof MonitorError ? restartFailed(previous, slot, error) : error
+      }
+    } finally {
+      this.slots.release(slot)
+    }
   }
 
   /** The request a monitor of this session was started with (memory only), for a restart. */
@@ -128,34 +147,46 @@ export class MonitorManager {
   private async launch(slot: Reservation, request: StartRequest): Promise<MonitorInfo> {
     const filters = await compileFilters(request, this.config)
     if (slot.cancelledBy) throw cancelledStart(slot.cancelledBy)
-    const child = await spawnRequest(request, this.launchDeps)
-    const monitor = this.register(request, superviseRun(slot.id, request, filters, child, this.launchDeps))
+    const child = await this.spawn(request)
+    const run = new MonitorRun(slot.id, request, filters, child, this.runDeps)
+    this.monitors.set(run.info.id, run)
+    this.guard(run.info.id, () => this.deps.onStarted?.(run.info))
     if (slot.cancelledBy) {
-      await this.end(monitor, slot.cancelledBy)
+      await run.stop(slot.cancelledBy)
       throw cancelledStart(slot.cancelledBy)
     }
-    return monitor.info
+    return run.info
   }
 
-  private register(request: StartRequest, run: MonitorRun): Monitor {
-    const { info } = run
-    const monitor: Monitor = { info, run, done: run.done.then(() => this.ended(monitor)), request }
-    this.monitors.set(info.id, monitor)
-    this.guard(info.id, () => this.deps.onStarted?.(info))
-    return monitor
+  /** The start's command spawned in its own process group; spawn_failed when it cannot start. */
+  private async spawn(request: StartRequest): Promise<MonitoredProcess> {
+    const env = this.deps.env ?? process.env
+    const shell = this.deps.shell?.() ?? "sh"
+    const failed = (why: string) =>
+      new MonitorError("spawn_failed", `Cannot start the command (${request.label}): ${why}.`, {
+        label: request.label,
+        cwd: request.directory,
+      })
+    const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
+    if (missing) throw failed(missing)
+    try {
+      return await spawnInGroup({
+        command: request.command,
+        shell,
+        cwd: request.directory,
+        killGraceMs: this.config.kill_grace_ms,
+        env,
+        table: this.deps.processTable,
+        unbufferedRuntimes: this.config.unbuffered_runtimes,
+      })
+    } catch (error) {
+      throw error instanceof SpawnError ? failed(error.message) : error
+    }
   }
 
   /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
   async stop(sessionID: string, monitorId: string, by: StopReason): Promise<StopResult | undefined> {
-    const monitor = this.find(sessionID, monitorId)
-    return monitor && this.end(monitor, by)
-  }
-
-  /** Asks the monitor's run to stop; resolves once it has ended and is retained. */
-  private async end(monitor: Monitor, by: StopReason): Promise<StopResult> {
-    const outcome = await monitor.run.stop(by)
-    await monitor.done
-    return { info: monitor.info, outcome }
+    return this.find(sessionID, monitorId)?.stop(by)
   }
 
   get(sessionID: string, monitorId: string): MonitorInfo | undefined {
@@ -175,7 +206,7 @@ export class MonitorManager {
   ): { info: MonitorInfo; lines: MonitorLine[] } | undefined {
     const monitor = this.find(sessionID, monitorId)
     if (!monitor) return undefined
-    return { info: monitor.info, lines: monitor.run.pipeline.ring.query(query) }
+    return { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
   }
 
   /** Stops every monitor of a session and its starts under way, and forgets them (the session is gone). */
@@ -194,7 +225,7 @@ export class MonitorManager {
   /** Stops the monitors (of one session, or all) and cancels the starts under way, which stop what they started. */
   private async endAll(by: StartCancel, sessionID?: string): Promise<void> {
     const ending = [...this.monitors.values()].filter((m) => sessionID === undefined || m.info.sessionID === sessionID)
-    await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => this.end(m, by))])
+    await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => m.stop(by))])
   }
 
   /**
@@ -202,45 +233,45 @@ export class MonitorManager {
    * monitor's watchdog sends SIGKILL after the grace period once this process is gone.
    */
   terminateAllNow(): void {
-    for (const monitor of this.monitors.values()) monitor.run.terminateNow()
+    for (const run of this.monitors.values()) run.terminateNow()
   }
 
   /** Every monitor with its group leader's pid and its last retained lines (for the state record). */
   snapshot(lastLines: number): MonitorSnapshot[] {
-    return [...this.monitors.values()].map(({ info, run }) => ({
+    return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
       info,
-      pid: run.process.pid,
-      pidStartTime: run.process.startTime,
-      tokenHash: run.process.tokenHash,
-      lastLines: run.pipeline.ring
+      pid: process.pid,
+      pidStartTime: process.startTime,
+      tokenHash: process.tokenHash,
+      lastLines: pipeline.ring
         .latest(lastLines)
         .map((line) => ({ stream: line.stream, seq: line.seq, text: lineText(line) })),
     }))
   }
 
-  private find(sessionID: string, monitorId: string): Monitor | undefined {
+  private find(sessionID: string, monitorId: string): MonitorRun | undefined {
     const monitor = this.monitors.get(monitorId)
     return monitor && monitor.info.sessionID === sessionID ? monitor : undefined
   }
 
   /** The run ended (status set, terminal batch out): keep it for monitor_list/monitor_output, then tell. */
-  private ended(monitor: Monitor): void {
-    this.retainExited(monitor)
-    this.guard(monitor.info.id, () => this.deps.onEnded?.(monitor.info, this.endFields(monitor)))
+  private ended(run: MonitorRun): void {
+    this.retainExited(run)
+    this.guard(run.info.id, () => this.deps.onEnded?.(run.info, this.endFields(run)))
   }
 
   /** How the run ended, as fields: label, cwd, exit code or signal, and the stderr tail. */
-  private endFields({ info, run }: Monitor): MonitorFields {
+  private endFields({ info, pipeline }: MonitorRun): MonitorFields {
     const { status } = info
-    const recent = run.pipeline.ring.query({ sinceSequence: Math.max(0, info.counters.lastSeq - 50), limit: 50 })
-    const stderrTail = recent.filter((line) => line.stream === "stderr").map(lineText)
+    const recent = (line: MonitorLine) => line.stream === "stderr" && line.seq > info.counters.lastSeq - 50
+    const stderrTail = pipeline.ring.latest(STDERR_TAIL_LINES, recent).map(lineText)
     return {
       label: info.label,
       cwd: info.cwd,
       monitorId: info.id,
       ...(status.kind === "exited" ? { exitCode: status.code } : {}),
       ...("signal" in status && status.signal ? { signal: status.signal } : {}),
-      ...(stderrTail.length > 0 ? { stderrTail: stderrTail.slice(-STDERR_TAIL_LINES) } : {}),
+      ...(stderrTail.length > 0 ? { stderrTail } : {}),
     }
   }
 
@@ -261,8 +292,8 @@ export class MonitorManager {
     }
   }
 
-  private retainExited(monitor: Monitor): void {
-    const { sessionID, id } = monitor.info
+  private retainExited(run: MonitorRun): void {
+    const { sessionID, id } = run.info
     if (!this.monitors.has(id)) return
     const exited = [...this.monitors.values()].filter(
       (m) => m.info.sessionID === sessionID && m.info.status.kind !== "running",
@@ -271,13 +302,41 @@ export class MonitorManager {
       this.forget(old.info.id)
     }
     // The server-wide budget (retention.ts) may evict older monitors of any session.
-    if (this.monitors.has(id)) this.retention.admit(id, monitor.run.pipeline.ring.compact())
+    if (this.monitors.has(id)) this.retention.admit(id, run.pipeline.ring.compact())
   }
 
   private forget(id: string): void {
     this.monitors.delete(id)
     this.retention.forget(id)
   }
+}
+
+/** The start's match_pattern and wake_pattern, compiled; invalid_pattern when one is bad. */
+async function compileFilters(request: StartRequest, config: MonitorConfig): Promise<Filters> {
+  try {
+    return {
+      match: await compileLineFilter(request.matchPattern, config.pattern_max_length),
+      wake: await compileLineFilter(request.wakePattern, config.pattern_max_length, "wake_pattern"),
+    }
+  } catch (error) {
+    if (error instanceof PatternError) throw new MonitorError("invalid_pattern", error.message)
+    throw error
+  }
+}
+
+/** A restart whose new start failed: the agent learns how the old monitor ended, and why nothing replaced it. */
+function restartFailed({ info, outcome }: StopResult, slot: Reservation, error: MonitorError): MonitorError {
+  const old = `The old monitor ${info.id} (${info.label}) ${howItEnded(outcome, info)}, with status ${formatStatus(info.status)}`
+  const message = slot.cancelledBy
+    ? `${old}, but the new one was not started: ${cancelReason(slot.cancelledBy)}. Nothing runs in its place.`
+    : `${old}, but the new one did not start: ${error.message} Nothing runs in its place; start it again with monitor_start once that is fixed.`
+  return new MonitorError(error.code, message, error.fields)
+}
+
+function howItEnded(outcome: StopOutcome, info: MonitorInfo): string {
+  if (outcome === "stopped") return "was stopped"
+  if (outcome === "ended" || !info.ending) return "had already ended"
+  return `was already ending (${formatEnding(info.ending)})`
 }
 
 function randomMonitorId(): string {

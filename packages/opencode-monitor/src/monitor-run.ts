@@ -1,9 +1,13 @@
 import type { Ending, Leftovers, MonitorStatus, StopReason } from "./codec"
-import type { MonitorPipeline } from "./pipeline/pipeline"
+import type { MonitorConfig } from "./config"
+import type { OutputBatch } from "./pipeline/batcher"
+import type { LineFilter } from "./pipeline/filter"
+import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
 import type { MonitoredProcess, ProcessExit } from "./process/process-group"
 import { type ReadShare, readPipe } from "./process/read-pipe"
 import type { Scheduler, TimerHandle } from "./scheduler"
+import type { StartRequest } from "./start-request"
 
 /** What callers may see of a monitor: never the raw command. */
 export type MonitorInfo = {
@@ -37,14 +41,24 @@ export type StopOutcome = "stopped" | "ending" | "ended"
 /** What one stop request did, and the monitor as it ended. */
 export type StopResult = { info: MonitorInfo; outcome: StopOutcome }
 
+/** What every run of a manager shares. */
 export type RunDeps = {
+  config: MonitorConfig
   scheduler: Scheduler
-  killGraceMs: number
   /** The share of a core reading output may take, shared by every monitor of the plugin instance. */
-  readShare?: ReadShare
+  readShare: ReadShare
+  /** The monitor may still cause a match wake (`wake_limit` not used up); past it a match is a plain line. */
+  matchWakeLeft?: (monitorId: string, wakeLimit: number) => boolean
+  /** A batch that may go out (no stop asked for quiet). */
+  deliver: (batch: OutputBatch, monitor: MonitorInfo) => void
   /** The supervision itself failed somewhere; the run still ends with a status. */
-  onError: (error: unknown) => void
+  onError: (monitorId: string, error: unknown) => void
+  /** The run ended: status set, terminal batch out; `done` waits for this too. */
+  ended: (run: MonitorRun) => void
 }
+
+/** The start's match_pattern and wake_pattern, compiled. */
+export type Filters = { match: LineFilter | undefined; wake: LineFilter | undefined }
 
 // How long the pipes may stay open after the leader exited (a grandchild holding them) before
 // the rest of the group is terminated, and how long after that before they are closed.
@@ -57,46 +71,75 @@ const DRAIN_AFTER_TERMINATE_MS = 1_000
  * Every timer is on the injected Scheduler.
  */
 export class MonitorRun {
+  readonly info: MonitorInfo
+  readonly pipeline: MonitorPipeline
   /** Resolves once the run has ended: status set, terminal batch emitted (or not, after a quiet stop). */
   readonly done: Promise<void>
-  /**
-   * The first stop that asked that nothing more of this monitor be delivered (every stop but a
-   * person's): decided once, so a person's stop that comes later never lifts it.
-   */
-  private silencedBy: StopReason | undefined
+  /** Nothing more is delivered: set by every stop but a person's, and never lifted. */
+  private quiet = false
   private stopSignal: Promise<NodeJS.Signals | null> | undefined
 
   constructor(
-    readonly info: MonitorInfo,
-    readonly pipeline: MonitorPipeline,
+    id: string,
+    /** What started it, the raw command included: kept in memory for monitor_restart, never shown or written. */
+    readonly request: StartRequest,
+    filters: Filters,
     readonly process: MonitoredProcess,
     private readonly deps: RunDeps,
   ) {
-    this.done = this.supervise().catch((error) => deps.onError(error))
+    this.pipeline = createMonitorPipeline({
+      monitorId: id,
+      config: deps.config,
+      filter: filters.match,
+      wakeFilter: filters.wake,
+      silenceMs: request.silenceMs,
+      matchWakeLeft: () => deps.matchWakeLeft?.(id, request.wakeLimit) ?? true,
+      scheduler: deps.scheduler,
+      onBatch: (batch) => {
+        if (!this.quiet) deps.deliver(batch, this.info)
+      },
+    })
+    this.info = {
+      id,
+      sessionID: request.sessionID,
+      label: request.label,
+      cwd: request.directory,
+      pattern: request.matchPattern,
+      wakePattern: filters.wake ? request.wakePattern : undefined,
+      wakeLimit: filters.wake ? request.wakeLimit : 0,
+      silenceMs: request.silenceMs,
+      startedAt: deps.scheduler.now(),
+      endedAt: undefined,
+      timeoutMs: request.timeoutMs,
+      status: { kind: "running" },
+      ending: undefined,
+      counters: this.pipeline.ring.counters,
+    }
+    this.done = this.supervise()
+      .catch((error) => this.failed(error))
+      .then(() => deps.ended(this))
   }
 
-  /** Batches still go out: no stop asked for quiet. */
-  get delivering(): boolean {
-    return this.silencedBy === undefined
-  }
-
-  /** Asks for a stop and waits for the end. A leader that already exited is not stopped: its exit stands. */
-  async stop(by: StopReason): Promise<StopOutcome> {
+  /**
+   * Asks for a stop and waits until the run has ended and is retained. A leader that already
+   * exited is not stopped: its exit stands.
+   */
+  async stop(by: StopReason): Promise<StopResult> {
     // Nothing more goes to the agent after its own stop; a person's stop is news to it.
-    if (by !== "person") this.silencedBy ??= by
+    if (by !== "person") this.quiet = true
     const outcome = this.requestStop(by)
     await this.done
-    return outcome
+    return { info: this.info, outcome }
   }
 
   private requestStop(by: StopReason): StopOutcome {
     if (this.info.status.kind !== "running") return "ended"
-    const leaderGone = this.info.ending?.reason === "exit" || !pidExists(this.process.pid)
+    const leaderGone = this.info.ending?.reason === "exit" || !this.process.leaderExists()
     if (this.stopSignal !== undefined || leaderGone) return "ending"
     // A shutdown signal may have decided the ending already (terminateNow): it stands, the stop still escalates.
     const decided = this.info.ending === undefined
     this.info.ending ??= { reason: "stop", by }
-    this.stopSignal = this.process.terminateGroup(this.deps.killGraceMs)
+    this.stopSignal = this.process.terminateGroup()
     return decided ? "stopped" : "ending"
   }
 
@@ -110,14 +153,12 @@ export class MonitorRun {
   /** Runs the process from spawn to its end. */
   private async supervise(): Promise<void> {
     const { process: child, pipeline, info, deps } = this
-    const reading = Promise.all([
-      readPipe(child.stdout, (chunk) => pipeline.push("stdout", chunk), deps.readShare).then(() =>
-        pipeline.endStream("stdout"),
-      ),
-      readPipe(child.stderr, (chunk) => pipeline.push("stderr", chunk), deps.readShare).then(() =>
-        pipeline.endStream("stderr"),
-      ),
-    ]).catch((error) => deps.onError(error))
+    const reading = Promise.all(
+      (["stdout", "stderr"] as const).map(async (stream) => {
+        await readPipe(child[stream], (chunk) => pipeline.push(stream, chunk), deps.readShare)
+        pipeline.endStream(stream)
+      }),
+    ).catch((error) => this.failed(error))
     const deadline = this.armDeadline()
 
     let exit: ProcessExit = { code: null, signal: null }
@@ -136,26 +177,23 @@ export class MonitorRun {
       // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
       // token: searched once more, stopped, and named in the status before it says how it ended.
       leftBehind = await child.leftBehind(!drained)
-      if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup(deps.killGraceMs)
+      if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup()
       if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
         pipesHeld = true
         child.stdout.destroy()
         child.stderr.destroy()
       }
     } catch (error) {
-      deps.onError(error)
-      if (child.groupAlive()) await child.terminateGroup(deps.killGraceMs).catch(() => null)
+      this.failed(error)
+      if (child.groupAlive()) await child.terminateGroup().catch(() => null)
     } finally {
       if (deadline) deps.scheduler.clearTimeout(deadline)
       child.release()
     }
     // Whatever failed above, the run ends with a status and (unless a stop asked for quiet) its terminal batch.
-    const survivors = child.survivors()
-    const unsearched = child.unsearched()
     info.status = statusOf(info, exit, exit.signal ?? sentSignal, {
       ...(leftBehind.length > 0 ? { leftBehind } : {}),
-      ...(survivors.length > 0 ? { survivors } : {}),
-      ...(unsearched.length > 0 ? { unsearched } : {}),
+      ...child.leftovers(),
       ...(pipesHeld ? { pipesHeld: true } : {}),
     })
     info.endedAt = deps.scheduler.now()
@@ -169,7 +207,7 @@ export class MonitorRun {
     return deps.scheduler.setTimeout(() => {
       if (this.stopSignal !== undefined) return
       info.ending = { reason: "deadline" }
-      this.stopSignal = this.process.terminateGroup(deps.killGraceMs)
+      this.stopSignal = this.process.terminateGroup()
     }, info.timeoutMs)
   }
 
@@ -183,8 +221,12 @@ export class MonitorRun {
       if (ending?.reason === "stop" && ending.by !== "person") this.pipeline.close()
       else this.pipeline.finish(this.info.status)
     } catch (error) {
-      this.deps.onError(error)
+      this.failed(error)
     }
+  }
+
+  private failed(error: unknown): void {
+    this.deps.onError(this.info.id, error)
   }
 
   /** True when `promise` settles within `ms` on the injected clock. */
@@ -211,14 +253,4 @@ function statusOf(
     return { kind: "stopped", signal, ...(ending.by === "person" ? { byPerson: true } : {}), ...leftovers }
   if (exit.code === null) return { kind: "signaled", signal: exit.signal ?? "unknown", ...leftovers }
   return { kind: "exited", code: exit.code, ...leftovers }
-}
-
-/** False once the process is reaped (its exit event may still be on its way). */
-function pidExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0)
-    return true
-  } catch {
-    return false
-  }
 }

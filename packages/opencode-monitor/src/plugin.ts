@@ -50,8 +50,9 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
   const scheduler = deps.scheduler ?? realScheduler
   const router = new DeliveryRouter(config, { api, scheduler })
   // The bash tool's shell: opencode.json's `shell` (from the `config` hook) or $SHELL, resolved once.
-  const shell = { configured: undefined as string | undefined, resolved: undefined as string | undefined }
-  const currentShell = () => (shell.resolved ??= resolveShell(shell.configured, { env: deps.env }))
+  let configuredShell: string | undefined
+  let shell: string | undefined
+  const currentShell = () => (shell ??= resolveShell(configuredShell, { env: deps.env }))
   let writer: MonitorStateWriter | undefined
   const manager = createManager(config, {
     ...deps,
@@ -60,13 +61,10 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     shell: currentShell,
     changed: () => writer?.changed(),
   })
-  writer = deps.directory
-    ? keepStateRecord(config, { ...deps, directory: deps.directory, scheduler, manager, router })
-    : undefined
+  const wiring = deps.directory !== undefined && { ...deps, directory: deps.directory, scheduler, manager, router }
+  writer = wiring ? keepStateRecord(config, wiring) : undefined
+  const stopWatching = wiring ? takeStopRequests(wiring) : () => {}
   const stopOnSignal = stopGroupsOnShutdownSignal(manager)
-  const stopWatching = deps.directory
-    ? takeStopRequests({ ...deps, directory: deps.directory, scheduler, manager })
-    : () => {}
   const hooks = monitorHooks({
     config,
     manager,
@@ -74,8 +72,8 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
     log: namedLogger(api, "hooks"),
     shell: currentShell,
     setShell(configured) {
-      shell.configured = configured
-      shell.resolved = undefined
+      configuredShell = configured
+      shell = undefined
     },
     async dispose() {
       stopOnSignal()
@@ -124,13 +122,13 @@ function createManager(
   })
 }
 
-type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: MonitorManager }
+type Wiring = PluginDeps & { directory: string; scheduler: Scheduler; manager: MonitorManager; router: DeliveryRouter }
 
 /**
  * The on-disk record of this server's monitors, and the report of the monitors a
  * dead server of this project left behind, which runs once as the plugin loads.
  */
-function keepStateRecord(config: MonitorConfig, deps: Wiring & { router: DeliveryRouter }): MonitorStateWriter {
+function keepStateRecord(config: MonitorConfig, deps: Wiring): MonitorStateWriter {
   const { api, scheduler, manager, router } = deps
   const log = namedLogger(api, "state")
   const table = deps.processTable ?? processTable

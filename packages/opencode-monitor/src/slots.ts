@@ -23,7 +23,8 @@ export type SlotDeps = {
   newId: () => string
 }
 
-type Held = { slot: Reservation; released: Promise<void>; release: () => void }
+/** A slot held by a start under way; it resolves when the start gives it back. */
+type Held = { slot: Reservation } & ReturnType<typeof Promise.withResolvers<void>>
 
 /**
  * The monitors a session may still start (`max_monitors_per_session`), fresh ids, and the starts
@@ -47,13 +48,12 @@ export class MonitorSlots {
     }
     if (!restart?.running) this.checkCap(sessionID)
     const slot: Reservation = { id: this.freshId(), sessionID, restarts: restart?.of, cancelledBy: undefined }
-    const { promise: released, resolve: release } = Promise.withResolvers<void>()
-    this.held.set(slot.id, { slot, released, release })
+    this.held.set(slot.id, { slot, ...Promise.withResolvers<void>() })
     return slot
   }
 
   release(slot: Reservation): void {
-    this.held.get(slot.id)?.release()
+    this.held.get(slot.id)?.resolve()
     this.held.delete(slot.id)
   }
 
@@ -62,7 +62,7 @@ export class MonitorSlots {
     if (by === "shutdown") this.shutDown = true
     const starts = [...this.held.values()].filter((h) => sessionID === undefined || h.slot.sessionID === sessionID)
     for (const { slot } of starts) slot.cancelledBy ??= by
-    await Promise.all(starts.map((h) => h.released))
+    await Promise.all(starts.map((h) => h.promise))
   }
 
   private checkCap(sessionID: string): void {

@@ -4,30 +4,27 @@
 const ARITY = new Map<string, number>(
   Object.entries({
     // one word
-    ...words(
+    ...listed(
       1,
       "cat cd chmod chown cp echo env export grep kill killall ln ls mkdir mv ps pwd rm rmdir sleep source tail touch unset which",
     ),
     // two words
-    ...words(
+    ...listed(
       2,
       "bazel brew bun cargo cdk cf cmake composer consul crictl deno docker eksctl firebase flyctl git go gradle helm heroku hugo ip kind kubectl kustomize make mc minikube mongosh mysql mvn ng npm nvm nx openssl pip pipenv pnpm poetry podman psql pulumi pyenv python rake rbenv redis-cli rustup serverless skaffold sls sst swift systemctl terraform tmux turbo ufw vault vercel volta wp yarn",
     ),
     // three words
-    ...words(3, "aws az doctl gcloud gh sfdx"),
-    ...phrases(
+    ...listed(3, "aws az doctl gcloud gh sfdx"),
+    ...listed(
       3,
       "bun run|bun x|cargo add|cargo run|consul kv|deno task|docker builder|docker compose|docker container|docker image|docker network|docker volume|eksctl create|git config|git remote|git stash|ip addr|ip link|ip netns|ip route|kind create|kubectl kustomize|kubectl rollout|mc admin|npm exec|npm init|npm run|npm view|openssl req|openssl x509|pnpm dlx|pnpm exec|pnpm run|podman container|podman image|pulumi stack|terraform workspace|vault auth|vault kv|yarn dlx|yarn run",
     ),
   }),
 )
 
-function words(arity: number, list: string): Record<string, number> {
-  return Object.fromEntries(list.split(" ").map((word) => [word, arity]))
-}
-
-function phrases(arity: number, list: string): Record<string, number> {
-  return Object.fromEntries(list.split("|").map((phrase) => [phrase, arity]))
+/** Words separated by spaces, or phrases by `|`, each counting `arity` words. */
+function listed(arity: number, list: string): Record<string, number> {
+  return Object.fromEntries(list.split(list.includes("|") ? "|" : " ").map((phrase) => [phrase, arity]))
 }
 
 /** The leading words that name the command: the longest listed phrase decides how many. */

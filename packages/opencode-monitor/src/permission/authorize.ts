@@ -40,7 +40,7 @@ export async function authorizeCommand(
   })
 }
 
-/** `ctx.ask`, refusing to run when this opencode's answer is not a promise (SPEC §16: nothing is asked then). */
+/** `ctx.ask`, refusing to run when this opencode's answer is not a promise: then nothing was asked. */
 async function ask(ctx: ToolContext, input: Parameters<ToolContext["ask"]>[0]): Promise<void> {
   const answer: unknown = ctx.ask(input)
   if (!askReturned(answer)) {

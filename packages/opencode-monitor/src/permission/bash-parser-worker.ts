@@ -10,6 +10,7 @@ import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
 import { fileURLToPath } from "node:url"
 import type { Node, Parser } from "web-tree-sitter"
+import { errorText } from "../errors"
 import type { ParseAnswer, ParseRequest, SimpleCommand } from "./bash-parser"
 
 declare const self: Worker
@@ -83,14 +84,12 @@ function simpleCommand(node: Node): SimpleCommand {
   return { text: statement.text.trim(), words, argv }
 }
 
-const message = (error: unknown) => (error instanceof Error ? error.message : String(error))
-
 function answer(parser: Parser, request: ParseRequest): ParseAnswer {
   try {
     const commands = parseSimpleCommands(parser, request)
     return commands ? { commands } : { tooLarge: true }
   } catch (error) {
-    return { error: message(error) }
+    return { error: errorText(error) }
   }
 }
 
@@ -99,5 +98,5 @@ try {
   self.onmessage = ({ data }: MessageEvent<ParseRequest>) => self.postMessage(answer(parser, data))
   self.postMessage({ ready: true })
 } catch (error) {
-  self.postMessage({ error: `cannot load the bash parser: ${message(error)}` })
+  self.postMessage({ error: `cannot load the bash parser: ${errorText(error)}` })
 }

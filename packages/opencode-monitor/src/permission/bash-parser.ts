@@ -31,43 +31,38 @@ const WORKER_FILES = ["./bash-parser-worker.ts", "./bash-parser-worker.js", "../
 const SPLIT_IT = "split it into smaller commands, or put the script in a file and run that file"
 
 /**
- * The worker, asked one command at a time and awaited, never waited for on this thread: a command
- * it takes too long over ends it (the next parse starts a new one), and this thread stays free.
+ * Asks the worker one command and awaits it, never waiting on this thread: a command it takes too
+ * long over ends it (the next parse starts a new one), and this thread stays free.
  */
-class ParserThread {
-  constructor(private readonly worker: Worker) {}
-
-  parse(command: string, limits: ParseLimits): Promise<SimpleCommand[]> {
-    const { worker } = this
-    return new Promise((resolve, reject) => {
-      const end = (error: Error) => {
-        clearTimeout(timer)
-        parser = undefined
-        worker.terminate()
-        reject(error)
-      }
-      const timer = setTimeout(
-        () => end(refusal(`the bash parser took longer than ${limits.timeMs} ms over it`)),
-        limits.timeMs,
-      )
-      worker.onerror = (event) => end(new Error(`the bash parser's worker failed: ${event.message}`))
-      // Referenced only while it parses: an idle parser never holds the process open.
-      worker.ref()
-      worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => {
-        clearTimeout(timer)
-        worker.unref()
-        // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
-        // straight from a worker's message (oven-sh/bun#37189).
-        setTimeout(() => {
-          if ("commands" in data) resolve(data.commands)
-          else if ("tooLarge" in data)
-            reject(refusal(`its simple commands come to more than ${limits.answerChars} characters`))
-          else reject(new Error(data.error))
-        }, 0)
-      }
-      worker.postMessage({ command, maxChars: limits.answerChars } satisfies ParseRequest)
-    })
-  }
+function parseIn(worker: Worker, command: string, limits: ParseLimits): Promise<SimpleCommand[]> {
+  return new Promise((resolve, reject) => {
+    const end = (error: Error) => {
+      clearTimeout(timer)
+      parser = undefined
+      worker.terminate()
+      reject(error)
+    }
+    const timer = setTimeout(
+      () => end(refusal(`the bash parser took longer than ${limits.timeMs} ms over it`)),
+      limits.timeMs,
+    )
+    worker.onerror = (event) => end(new Error(`the bash parser's worker failed: ${event.message}`))
+    // Referenced only while it parses: an idle parser never holds the process open.
+    worker.ref()
+    worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => {
+      clearTimeout(timer)
+      worker.unref()
+      // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
+      // straight from a worker's message (oven-sh/bun#37189).
+      setTimeout(() => {
+        if ("commands" in data) resolve(data.commands)
+        else if ("tooLarge" in data)
+          reject(refusal(`its simple commands come to more than ${limits.answerChars} characters`))
+        else reject(new Error(data.error))
+      }, 0)
+    }
+    worker.postMessage({ command, maxChars: limits.answerChars } satisfies ParseRequest)
+  })
 }
 
 /** A command the permission check cannot judge within its limits: refused, never run unjudged. */
@@ -78,7 +73,7 @@ function refusal(why: string): MonitorError {
   )
 }
 
-let parser: Promise<ParserThread> | undefined
+let parser: Promise<Worker> | undefined
 // Parses run one after another: a worker that is ended for one command takes no other with it.
 let queue: Promise<unknown> = Promise.resolve()
 
@@ -95,8 +90,8 @@ export function bashParserRequested(): boolean {
 }
 
 /** Starts the parser's worker and loads the bash grammar there once, on first use (never at plugin load). */
-export function loadBashParser(): Promise<ParserThread> {
-  parser ??= new Promise<ParserThread>((resolve, reject) => {
+export function loadBashParser(): Promise<Worker> {
+  parser ??= new Promise<Worker>((resolve, reject) => {
     const worker = new Worker(workerUrl())
     const fail = (error: Error) => {
       parser = undefined
@@ -105,7 +100,7 @@ export function loadBashParser(): Promise<ParserThread> {
     }
     worker.onmessage = ({ data }: MessageEvent<{ ready?: true; error?: string }>) => {
       worker.unref()
-      if (data.ready) resolve(new ParserThread(worker))
+      if (data.ready) resolve(worker)
       else fail(new Error(data.error ?? "the bash parser's worker failed"))
     }
     worker.onerror = (event) => fail(new Error(`the bash parser's worker failed: ${event.message}`))
@@ -124,7 +119,7 @@ export function parseSimpleCommands(command: string, limits: ParseLimits = PARSE
   if (bytes > limits.commandBytes) {
     return Promise.reject(refusal(`${bytes} bytes, at most ${limits.commandBytes}`))
   }
-  const turn = queue.then(async () => (await loadBashParser()).parse(command, limits))
+  const turn = queue.then(async () => parseIn(await loadBashParser(), command, limits))
   queue = turn.catch(() => {})
   return turn
 }

@@ -50,52 +50,28 @@ export async function permissionQuestions(
   place: Place,
   isDirectory: (path: string) => boolean = (path) => statSync(path, { throwIfNoEntry: false })?.isDirectory() === true,
 ): Promise<PermissionQuestions> {
-  const questions = {
-    dirs: new Set<string>(),
-    patterns: new Set<string>(),
-    always: new Set<string>(),
-    programs: [] as string[],
-  }
-  for (const simple of commands) {
+  const dirs = new Set<string>()
+  const patterns = new Set<string>()
+  const always = new Set<string>()
+  const programs: string[] = []
+  // `depth` 0: a command the bash tool sees itself; deeper: one hidden in another, asked as a pattern of its own.
+  const add = async (simple: SimpleCommand, depth: number): Promise<void> => {
     const name = simple.words[0]
     if (name !== undefined && PATH_COMMANDS.has(name)) {
-      for (const dir of outsideDirectories(simple, place, isDirectory)) questions.dirs.add(dir)
+      for (const dir of outsideDirectories(simple, place, isDirectory)) dirs.add(dir)
     }
-    if (simple.words.length > 0 && (name === undefined || !DIRECTORY_COMMANDS.has(name))) {
-      questions.patterns.add(simple.text)
-      questions.always.add(`${arityPrefix(simple.words).join(" ")} *`)
+    if (name !== undefined && (depth > 0 || !DIRECTORY_COMMANDS.has(name))) patterns.add(simple.text)
+    if (name !== undefined && depth === 0 && !DIRECTORY_COMMANDS.has(name)) {
+      always.add(`${arityPrefix(simple.words).join(" ")} *`)
     }
-    await addHidden(simple, place, isDirectory, questions, 1)
+    const program = programWord(simple.argv)
+    if (program !== undefined) programs.push(program)
+    const inner = hiddenCommand(simple.argv)
+    if (inner === undefined || depth >= MAX_NESTING) return
+    for (const nested of await parseSimpleCommands(inner)) await add(nested, depth + 1)
   }
-  return {
-    externalDirectories: [...questions.dirs],
-    patterns: [...questions.patterns],
-    always: [...questions.always],
-    programs: questions.programs,
-  }
-}
-
-type Collected = { dirs: Set<string>; patterns: Set<string>; programs: string[] }
-
-async function addHidden(
-  simple: SimpleCommand,
-  place: Place,
-  isDirectory: (path: string) => boolean,
-  into: Collected,
-  depth: number,
-): Promise<void> {
-  const program = programWord(simple.argv)
-  if (program !== undefined) into.programs.push(program)
-  const inner = hiddenCommand(simple.argv)
-  if (inner === undefined || depth > MAX_NESTING) return
-  for (const nested of await parseSimpleCommands(inner)) {
-    if (nested.words.length > 0) into.patterns.add(nested.text)
-    const name = nested.words[0]
-    if (name !== undefined && PATH_COMMANDS.has(name)) {
-      for (const dir of outsideDirectories(nested, place, isDirectory)) into.dirs.add(dir)
-    }
-    await addHidden(nested, place, isDirectory, into, depth + 1)
-  }
+  for (const simple of commands) await add(simple, 0)
+  return { externalDirectories: [...dirs], patterns: [...patterns], always: [...always], programs }
 }
 
 /** The command string a wrapper runs, when its words (`argv`) say it literally; undefined otherwise. */

@@ -1,24 +1,23 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { readdir, readFile, readlink } from "node:fs/promises"
-import type { EnvironmentSearch, ProcessEntry, ProcessTable } from "./process-table"
+import {
+  type EnvironmentSearch,
+  type ProcessEntry,
+  type ProcessTable,
+  searchedTogether,
+  sharedWhileRunning,
+} from "./process-table"
 
 const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
 
 /** The /proc back end (Linux): per-process files, so a read of a few processes costs O(those). */
 export function createProcTable(): ProcessTable {
-  let inflightScan: Promise<ProcessEntry[]> | undefined
-  const environment = environmentSearch()
   return {
     kind: "proc",
     read: async (pids) => readAll(pids),
     cheap: { read: readAll, childrenOf },
-    scan() {
-      inflightScan ??= scanAll().finally(() => {
-        inflightScan = undefined
-      })
-      return inflightScan
-    },
-    findByEnvironment: environment,
+    scan: sharedWhileRunning(scanAll),
+    findByEnvironment: searchedTogether(findByEnvironment),
     async environmentValue(pid, name) {
       const environment = await readFile(`/proc/${pid}/environ`, "latin1").catch(() => undefined)
       // Bounded by the kernel's argument limit; anything larger is not a process's environment.
@@ -32,7 +31,7 @@ export function createProcTable(): ProcessTable {
     async commandName(pid) {
       return (await readFile(`/proc/${pid}/comm`, "latin1").catch(() => undefined))?.trim()
     },
-    outputTargets: async (pid) => [descriptorTarget(pid, 1), descriptorTarget(pid, 2)].filter((t) => t !== undefined),
+    outputTargets: async (pid) => [1, 2].flatMap((fd) => attempt(() => readlinkSync(`/proc/${pid}/fd/${fd}`)) ?? []),
     findHolders,
     watchdogFunctions: (variable) => [
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
@@ -45,13 +44,17 @@ export function createProcTable(): ProcessTable {
   }
 }
 
-function readAll(pids: readonly number[]): ProcessEntry[] {
-  const entries: ProcessEntry[] = []
-  for (const pid of pids) {
-    const entry = readStat(pid)
-    if (entry) entries.push(entry)
+/** The value `read` gives, undefined when it throws: the process ended meanwhile, or is another user's. */
+function attempt<T>(read: () => T): T | undefined {
+  try {
+    return read()
+  } catch {
+    return undefined
   }
-  return entries
+}
+
+function readAll(pids: readonly number[]): ProcessEntry[] {
+  return pids.flatMap((pid) => readStat(pid) ?? [])
 }
 
 /** /proc/<pid>/stat; the command name (field 2) may hold spaces and parentheses: fields restart after the last ")". */
@@ -66,61 +69,46 @@ function parseStat(pid: number, stat: string): ProcessEntry | undefined {
 
 function readStat(pid: number): ProcessEntry | undefined {
   if (!Number.isInteger(pid) || pid <= 0) return undefined
-  try {
-    return parseStat(pid, readFileSync(`/proc/${pid}/stat`, "latin1"))
-  } catch {
-    return undefined
-  }
+  const stat = attempt(() => readFileSync(`/proc/${pid}/stat`, "latin1"))
+  return stat === undefined ? undefined : parseStat(pid, stat)
 }
 
 /** Direct children of a process (every thread's), from /proc/<pid>/task/<tid>/children. */
 function childrenOf(pid: number): number[] {
-  const children: number[] = []
-  let tasks: string[]
-  try {
-    tasks = readdirSync(`/proc/${pid}/task`)
-  } catch {
-    return children
-  }
-  for (const tid of tasks) {
-    try {
-      const text = readFileSync(`/proc/${pid}/task/${tid}/children`, "latin1").trim()
-      if (text) for (const child of text.split(" ")) children.push(Number(child))
-    } catch {
-      // The thread or process ended meanwhile.
-    }
-  }
-  return children
+  return (attempt(() => readdirSync(`/proc/${pid}/task`)) ?? []).flatMap((tid) => {
+    const text = attempt(() => readFileSync(`/proc/${pid}/task/${tid}/children`, "latin1").trim())
+    return text ? text.split(" ").map(Number) : []
+  })
 }
 
 /** The pid directories of /proc (none if it cannot be read). */
-async function processIds(): Promise<string[]> {
+async function processIds(): Promise<number[]> {
   const entries = await readdir("/proc").catch(() => [] as string[])
-  return entries.filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57)
+  return entries.filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57).map(Number)
 }
 
-/** Every process, asynchronous and yielding, so thousands of processes do not stall the event loop. */
-async function scanAll(): Promise<ProcessEntry[]> {
+/**
+ * `/proc/<pid>/<file>` of every process, read `batch` at a time, asynchronous and yielding, so
+ * thousands of processes do not stall the event loop; unreadable ones are skipped.
+ */
+async function eachProcessFile(file: string, batch: number, visit: (pid: number, content: Buffer) => void) {
   const pids = await processIds()
-  const entries: ProcessEntry[] = []
-  for (let i = 0; i < pids.length; i += 64) {
-    const slice = pids.slice(i, i + 64)
-    const texts = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/stat`, "latin1").catch(() => undefined)))
-    texts.forEach((text, k) => {
-      const entry = text === undefined ? undefined : parseStat(Number(slice[k]), text)
-      if (entry) entries.push(entry)
+  for (let i = 0; i < pids.length; i += batch) {
+    const slice = pids.slice(i, i + batch)
+    const contents = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/${file}`).catch(() => undefined)))
+    contents.forEach((content, k) => {
+      if (content) visit(slice[k] as number, content)
     })
   }
-  return entries
 }
 
-/** What a process's descriptor points at (`pipe:[123]`, `socket:[456]`), or undefined. */
-function descriptorTarget(pid: number, fd: number): string | undefined {
-  try {
-    return readlinkSync(`/proc/${pid}/fd/${fd}`)
-  } catch {
-    return undefined
-  }
+async function scanAll(): Promise<ProcessEntry[]> {
+  const entries: ProcessEntry[] = []
+  await eachProcessFile("stat", 64, (pid, stat) => {
+    const entry = parseStat(pid, stat.toString("latin1"))
+    if (entry) entries.push(entry)
+  })
+  return entries
 }
 
 /** Reads every process's descriptors, yielding: for the rare case of pipes held open after the command ended. */
@@ -128,12 +116,12 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
   const wanted = new Set(targets)
   const holders: number[] = []
   for (const pid of await processIds()) {
-    if (Number(pid) === process.pid) continue
+    if (pid === process.pid) continue
     const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])
     for (const fd of fds) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => undefined)
       if (target !== undefined && wanted.has(target)) {
-        holders.push(Number(pid))
+        holders.push(pid)
         break
       }
     }
@@ -141,46 +129,15 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
   return holders
 }
 
-type EnvironmentQuery = { entry: Buffer; found: number[]; resolve: (search: EnvironmentSearch) => void }
-
-/**
- * Reads the environment of every process this user may read, yielding; other users' are skipped.
- * Queries made while a scan runs are answered together by the next one, so concurrent stops read
- * the table once.
- */
-function environmentSearch(): (entry: string) => Promise<EnvironmentSearch> {
-  let queued: EnvironmentQuery[] = []
-  let scanning = false
-  const run = async () => {
-    // Let the other stops of the same moment queue their query first.
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    while (queued.length > 0) {
-      const queries = queued
-      queued = []
-      const pids = await processIds()
-      for (let i = 0; i < pids.length; i += 32) {
-        const slice = pids.slice(i, i + 32)
-        const environments = await Promise.all(
-          slice.map((pid) => readFile(`/proc/${pid}/environ`).catch(() => undefined)),
-        )
-        environments.forEach((environment, k) => {
-          if (!environment || Number(slice[k]) === process.pid) return
-          for (const query of queries) if (holdsEntry(environment, query.entry)) query.found.push(Number(slice[k]))
-        })
-      }
-      // An environment this user may read is read whole: nothing is left unknown.
-      for (const query of queries) query.resolve({ found: query.found, unreadable: [] })
-    }
-    scanning = false
-  }
-  return (entry) =>
-    new Promise((resolve) => {
-      queued.push({ entry: Buffer.from(entry), found: [], resolve })
-      if (!scanning) {
-        scanning = true
-        void run()
-      }
-    })
+/** Reads the environment of every process this user may read; other users' are skipped. */
+async function findByEnvironment(entries: string[]): Promise<EnvironmentSearch[]> {
+  const wanted = entries.map((entry) => ({ entry: Buffer.from(entry), found: [] as number[] }))
+  await eachProcessFile("environ", 32, (pid, environment) => {
+    if (pid === process.pid) return
+    for (const query of wanted) if (holdsEntry(environment, query.entry)) query.found.push(pid)
+  })
+  // An environment this user may read is read whole: nothing is left unknown.
+  return wanted.map(({ found }) => ({ found, unreadable: [] }))
 }
 
 /** `entry` as one whole NUL-separated variable of `environment`. */

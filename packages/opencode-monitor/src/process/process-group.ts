@@ -1,6 +1,7 @@
 import { type ChildProcess, spawn } from "node:child_process"
 import { createHash } from "node:crypto"
 import type { Readable } from "node:stream"
+import type { Leftovers } from "../codec"
 import { shellInvocation } from "./shell"
 import { isLive, type ProcessTable, processTable } from "./process-table"
 import { attach, DescendantTracker, detach } from "./tracker"
@@ -10,42 +11,6 @@ export type ProcessExit = { code: number | null; signal: NodeJS.Signals | null }
 
 export class SpawnError extends Error {
   override name = "SpawnError"
-}
-
-export interface MonitoredProcess {
-  readonly pid: number
-  /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
-  readonly tokenHash: string
-  /** The leader's start time as read when it started; undefined when it was gone by then. */
-  readonly startTime: string | undefined
-  readonly stdout: Readable
-  readonly stderr: Readable
-  /** Resolves when the group leader (`sh -c`) has exited. */
-  readonly exited: Promise<ProcessExit>
-  /**
-   * SIGTERM to the whole group and to tracked processes that left it, SIGKILL after `graceMs`;
-   * resolves when none is left, or 2 s after the SIGKILL with the rest in `survivors()`.
-   */
-  terminateGroup(graceMs: number): Promise<NodeJS.Signals | null>
-  /** SIGTERM to the whole group now, without waiting (for signal handlers). */
-  signalGroupNow(): void
-  /** True while any live (non-zombie) process remains in the group or among tracked escapees. */
-  groupAlive(): boolean
-  /** Processes still running after the final SIGKILL of `terminateGroup` (or not signallable). */
-  survivors(): number[]
-  /**
-   * Processes whose environment the token searches could not read whole (ps cuts a long row):
-   * any of them may be the monitor's, so its end cannot be called clean.
-   */
-  unsearched(): number[]
-  /**
-   * After the leader exited: what of the monitor still runs, found once more by the token search
-   * (plus the pipe-holder search when the pipes are still open), the session and group, and the
-   * processes tracked since the start. Named by pid and command name, so the status can say them.
-   */
-  leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]>
-  /** Disarms the watchdog once the group is known to be gone. */
-  release(): void
 }
 
 export type SpawnOptions = {
@@ -65,18 +30,12 @@ const POLL_MS = 25
 const ENVIRONMENT_RESCAN_MS = 50
 /** Set in the command's environment to a token of its monitor. */
 export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
-/**
- * The standard switches that make a runtime flush stdout per line into a pipe, where it would
- * otherwise wait for a full block. Only Python has one: Node, Deno, Bun, Go, Rust, Java, .NET
- * and PHP's CLI already write each line, and C stdio, Perl and Ruby have no environment switch.
- */
+/** Makes a runtime flush stdout per line into a pipe; only Python needs and has one (docs/delivery-and-waking.md). */
 const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1" }
 
 /**
- * Runs `sh -c <command>` as the leader of a new session and process group, stdin closed, stdout
- * and stderr piped. A watchdog process holds a pipe from this process: if the host dies, even by
- * SIGKILL, the pipe closes and the watchdog terminates the group (TERM, then KILL after grace),
- * because opencode gives plugins no hook on a hard kill.
+ * Runs `<shell> -c <command>` as the leader of a new session and process group, stdin closed,
+ * stdout and stderr piped, with a watchdog that stops the group if this server dies (watchdog.ts).
  */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
   // Every process the command starts inherits this unless it clears its environment: what finds
@@ -87,13 +46,16 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   const exited = new Promise<ProcessExit>((resolve) => {
     child.once("exit", (code, signal) => resolve({ code, signal }))
   })
-  // The child's ends of its output pipes (Bun: socket pairs), read first thing, to find whoever
-  // holds them once the leader is gone. A leader that exits at once may be gone already.
   const table = options.table ?? processTable
-  // The leader as it started: the watchdog knows the group by it, the tracker starts from it.
-  const [outputs, [leader]] = await holdingPipes([stdout, stderr], () =>
-    Promise.all([table.outputTargets(pid), table.read([pid])]),
-  )
+  // Bun drops what a child wrote if it exits before anything reads its pipes: they are read into
+  // their own buffers (up to their high-water mark, then the writer waits) meanwhile.
+  const hold = () => {}
+  for (const pipe of [stdout, stderr]) pipe.on("readable", hold)
+  // The child's ends of its output pipes (Bun: socket pairs), to find whoever holds them once the
+  // leader is gone, and the leader as it started: the watchdog and the tracker know the group by it.
+  const [outputs, [leader]] = await Promise.all([table.outputTargets(pid), table.read([pid])]).finally(() => {
+    for (const pipe of [stdout, stderr]) pipe.off("readable", hold)
+  })
   const watchdog = startWatchdog(
     { pid, start: leader?.start },
     { graceMs: options.killGraceMs, variable: TOKEN_VARIABLE, token, table },
@@ -106,30 +68,18 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
     leader,
   )
   attach(tracker)
-  const group: Group = { pid, token, table, tracker, outputs, survivors: [], unsearched: new Set() }
-  return {
+  return new MonitoredProcess(
     pid,
-    tokenHash: hashToken(token),
-    startTime: leader?.start,
     stdout,
     stderr,
     exited,
-    groupAlive: () => isGroupAlive(pid, tracker),
-    survivors: () => group.survivors,
-    unsearched: () => [...group.unsearched],
-    leftBehind: (pipesOpen) => leftBehind(group, pipesOpen),
-    signalGroupNow: () => {
-      tracker.refresh()
-      signalAll(group, "SIGTERM")
-    },
-    terminateGroup: (graceMs) => terminate(group, graceMs),
-    release() {
-      detach(tracker)
-      // With survivors the watchdog stays armed: it tries again if the server dies.
-      if (group.survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null)
-        watchdog.kill("SIGKILL")
-    },
-  }
+    leader?.start,
+    token,
+    tracker,
+    outputs,
+    watchdog,
+    options.killGraceMs,
+  )
 }
 
 /** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
@@ -162,97 +112,134 @@ async function startLeader(options: SpawnOptions, token: string) {
 }
 
 /**
- * Runs `work` while the pipes are read into their own buffers (up to their high-water mark, then
- * the writer waits): Bun drops what a child wrote if it exits before anything reads its pipes.
+ * A command running as the leader of its own process group, and what keeps track of the group:
+ * its token's carriers, the processes that left it, its watchdog, and what survived the last stop.
  */
-async function holdingPipes<T>(pipes: Readable[], work: () => Promise<T>): Promise<T> {
-  const hold = () => {}
-  for (const pipe of pipes) pipe.on("readable", hold)
-  try {
-    return await work()
-  } finally {
-    for (const pipe of pipes) pipe.off("readable", hold)
-  }
-}
-
-/** One monitored group: its leader, its token, what tracks it, its pipes, and what survived the last stop. */
-type Group = {
-  pid: number
-  token: string
-  table: ProcessTable
-  tracker: DescendantTracker
-  outputs: string[]
-  survivors: number[]
+export class MonitoredProcess {
+  /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
+  readonly tokenHash: string
+  /** Still running after the final SIGKILL of the last stop, or not signallable. */
+  private survivors: number[] = []
   /** Processes the token searches could not read whole, so far. */
-  unsearched: Set<number>
-}
+  private readonly unsearched = new Set<number>()
 
-/**
- * Signals the group and the tracked processes that left it, as last refreshed (terminate signals
- * right after a check that brought the tracker up to date); returns the pids that may not be signalled.
- */
-function signalAll(group: Group, signal: NodeJS.Signals): number[] {
-  const { pid, tracker } = group
-  const denied: number[] = []
-  if (signalGroup(pid, signal) === "denied") denied.push(pid)
-  for (const entry of tracker.live()) {
-    if (entry.pgrp !== pid && signalPid(entry.pid, signal) === "denied") denied.push(entry.pid)
+  constructor(
+    readonly pid: number,
+    readonly stdout: Readable,
+    readonly stderr: Readable,
+    /** Resolves when the group leader (`sh -c`) has exited. */
+    readonly exited: Promise<ProcessExit>,
+    /** The leader's start time as read when it started; undefined when it was gone by then. */
+    readonly startTime: string | undefined,
+    private readonly token: string,
+    private readonly tracker: DescendantTracker,
+    /** The leader's ends of its output pipes (Bun: socket pairs). */
+    private readonly outputs: string[],
+    private readonly watchdog: ChildProcess,
+    private readonly graceMs: number,
+  ) {
+    this.tokenHash = hashToken(token)
   }
-  return denied
-}
 
-/**
- * The processes carrying the group's token in their environment; those whose environment could
- * not be read whole are kept in `unsearched` (the group's end is then not called clean).
- */
-async function tokenCarriers(group: Group): Promise<number[]> {
-  const search = await group.table.findByEnvironment(`${TOKEN_VARIABLE}=${group.token}`)
-  for (const pid of search.unreadable) group.unsearched.add(pid)
-  return search.found
-}
+  /**
+   * SIGTERM to the group and to tracked processes that left it, SIGKILL after the grace; resolves
+   * with the last signal sent (null: none was needed) once none is left, or 2 s after the SIGKILL
+   * with the rest in `leftovers()`.
+   */
+  async terminateGroup(): Promise<NodeJS.Signals | null> {
+    // One full scan (shared with concurrent stops, yielding) finds members that were never
+    // seen attached: orphans still in the session or group, and processes carrying the token.
+    // Polls then cost O(tracked).
+    await this.tracker.adopt()
+    await this.tracker.track(await this.tokenCarriers())
+    const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
+    if (await gone()) return null
+    this.signalAll("SIGTERM")
+    if (await waitUntil(gone, this.graceMs)) return "SIGTERM"
+    this.signalAll("SIGKILL")
+    await waitUntil(gone, 2_000)
+    // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
+    this.survivors = await liveMembers(this.pid, this.tracker)
+    return "SIGKILL"
+  }
 
-/** What still runs of the group after the leader exited (an escaped daemon, a group member). */
-async function leftBehind(group: Group, pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
-  const { pid, table, tracker, outputs } = group
-  // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
-  const holders = pipesOpen && outputs.length > 0 ? await table.findHolders(outputs) : []
-  await tracker.track([...holders, ...(await tokenCarriers(group))])
-  // A process in the middle of an exec shows an empty environment for a moment (a daemon that
-  // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
-  await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
-  await tracker.track(await tokenCarriers(group))
-  const startedAt = performance.now()
-  tracker.adopt(await table.scan(), startedAt)
-  const left = tracker.live().filter((stat) => stat.pid !== pid && isLive(stat))
-  return Promise.all(left.map(async (stat) => ({ pid: stat.pid, name: await commandName(stat.pid, table) })))
-}
+  /** SIGTERM to the whole group now, without waiting (for signal handlers). */
+  signalGroupNow(): void {
+    this.tracker.refresh()
+    this.signalAll("SIGTERM")
+  }
 
-/** SIGTERM, then SIGKILL after the grace; resolves with the last signal sent (null: nothing was left). */
-async function terminate(group: Group, graceMs: number): Promise<NodeJS.Signals | null> {
-  const { pid, table, tracker } = group
-  // One full scan (shared with concurrent stops, yielding) finds members that were never
-  // seen attached: orphans still in the session or group, and processes carrying the token.
-  // Polls then cost O(tracked).
-  const startedAt = performance.now()
-  tracker.adopt(await table.scan(), startedAt)
-  await tracker.track(await tokenCarriers(group))
-  const gone = async () => (await liveMembers(pid, tracker)).length === 0
-  if (await gone()) return null
-  signalAll(group, "SIGTERM")
-  if (await waitUntil(gone, graceMs)) return "SIGTERM"
-  signalAll(group, "SIGKILL")
-  await waitUntil(gone, 2_000)
-  // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-  group.survivors = await liveMembers(pid, tracker)
-  return "SIGKILL"
-}
+  /**
+   * Cheap and synchronous: the group still answers a signal, or a tracked process that left it
+   * runs. A group of zombies reads as alive here; `terminateGroup` tells them apart.
+   */
+  groupAlive(): boolean {
+    if (signalPid(-this.pid, 0) !== "gone") return true
+    // With ps there is no cheap read: the last tick's view (≤ 200 ms old) decides; a stale
+    // "alive" only leads to terminateGroup, which checks properly.
+    this.tracker.refresh()
+    return this.tracker.live().length > 0
+  }
 
-/**
- * The short command name of a process (the table's), "?" when it cannot be read. A process sets
- * its own name (any bytes): only plain characters are kept, as it lands in a status line.
- */
-async function commandName(pid: number, table: ProcessTable): Promise<string> {
-  return ((await table.commandName(pid)) ?? "").replace(/[^A-Za-z0-9._+-]/g, "?") || "?"
+  /**
+   * After the leader exited: what of the monitor still runs (an escaped daemon, a group member),
+   * by the token, the pipes while open, the session and group, and tracking; named for the status.
+   */
+  async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
+    const { tracker, outputs } = this
+    // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
+    const holders = pipesOpen && outputs.length > 0 ? await tracker.table.findHolders(outputs) : []
+    await tracker.track([...holders, ...(await this.tokenCarriers())])
+    // A process in the middle of an exec shows an empty environment for a moment (a daemon that
+    // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
+    await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
+    await tracker.track(await this.tokenCarriers())
+    await tracker.adopt()
+    const left = tracker.live().filter((stat) => stat.pid !== this.pid && isLive(stat))
+    // A process sets its own name (any bytes): only plain characters go into the status line.
+    const nameOf = async (pid: number) =>
+      ((await tracker.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
+    return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))
+  }
+
+  /**
+   * The `survivors` of the last `terminateGroup`, and the `unsearched`: processes whose
+   * environment the token searches could not read whole (ps cuts a long row); any of them may be
+   * the monitor's, so its end is not clean.
+   */
+  leftovers(): Pick<Leftovers, "survivors" | "unsearched"> {
+    return {
+      ...(this.survivors.length > 0 ? { survivors: this.survivors } : {}),
+      ...(this.unsearched.size > 0 ? { unsearched: [...this.unsearched] } : {}),
+    }
+  }
+
+  /** False once the leader is reaped (its exit event may still be on its way). */
+  leaderExists(): boolean {
+    return signalPid(this.pid, 0) !== "gone"
+  }
+
+  /** Disarms the watchdog once the group is known to be gone. */
+  release(): void {
+    detach(this.tracker)
+    const { watchdog } = this
+    // With survivors the watchdog stays armed: it tries again if the server dies.
+    if (this.survivors.length === 0 && watchdog.exitCode === null && watchdog.signalCode === null)
+      watchdog.kill("SIGKILL")
+  }
+
+  /** Signals the group and the tracked processes that left it, as last refreshed. */
+  private signalAll(signal: NodeJS.Signals): void {
+    signalGroup(this.pid, signal)
+    for (const entry of this.tracker.live()) if (entry.pgrp !== this.pid) signalPid(entry.pid, signal)
+  }
+
+  /** The processes carrying the token in their environment; those not read whole go to `unsearched`. */
+  private async tokenCarriers(): Promise<number[]> {
+    const search = await this.tracker.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.token}`)
+    for (const pid of search.unreadable) this.unsearched.add(pid)
+    return search.found
+  }
 }
 
 /** How a state record names a token without holding it. */
@@ -278,18 +265,6 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
 }
 
 /**
- * Cheap and synchronous: the group still answers a signal, or a tracked process that left it
- * runs. A group of zombies reads as alive here; `liveMembers` tells them apart.
- */
-function isGroupAlive(pgid: number, tracker: DescendantTracker): boolean {
-  if (signalPid(-pgid, 0) !== "gone") return true
-  // With ps there is no cheap read: the last tick's view (≤ 200 ms old) decides; a stale
-  // "alive" only leads to terminateGroup, which checks properly.
-  tracker.refresh()
-  return tracker.live().length > 0
-}
-
-/**
  * Live processes of the monitor: its group, and tracked processes that left it. Costs O(tracked)
  * while a tracked process runs; only when the group still answers with none of them running
  * (zombies not yet reaped, or an orphan never seen attached) is the table read, by the shared
@@ -300,8 +275,7 @@ async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<nu
   await tracker.update()
   const live = tracker.live().map((entry) => entry.pid)
   if (live.length > 0 || group === "gone") return live
-  const startedAt = performance.now()
-  tracker.adopt(await tracker.table.scan(), startedAt)
+  await tracker.adopt()
   const members = tracker.live().map((stat) => stat.pid)
   // Still answering with no live member found: what answers is a zombie. EPERM means a process
   // that may not be signalled, which is not "gone".

@@ -20,14 +20,6 @@ export type ProcessEntry = {
   start: string
 }
 
-/** Reads answered at once, where they are cheap: /proc's small per-process files. */
-export type CheapReads = {
-  /** These processes, read now; the ones that do not exist are left out. */
-  read(pids: readonly number[]): ProcessEntry[]
-  /** Direct children of `pid`. */
-  childrenOf(pid: number): number[]
-}
-
 /**
  * What an environment search found: the processes carrying the entry in their environment, and
  * those of this user whose environment could not be read whole (any of them may carry it too).
@@ -43,8 +35,8 @@ export interface ProcessTable {
   readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */
   read(pids: readonly number[]): Promise<ProcessEntry[]>
-  /** The same read and the children, synchronous, where they are cheap (/proc); undefined for ps. */
-  readonly cheap: CheapReads | undefined
+  /** The same read and the direct children of a pid, synchronous, where they are cheap (/proc); undefined for ps. */
+  readonly cheap: { read(pids: readonly number[]): ProcessEntry[]; childrenOf(pid: number): number[] } | undefined
   /** Every process. Concurrent callers share one read. */
   scan(): Promise<ProcessEntry[]>
   /** Processes other than this one whose environment, never their command line, holds `entry` (`NAME=value`). */
@@ -67,6 +59,45 @@ export interface ProcessTable {
    * it is given (nothing when it is gone).
    */
   watchdogFunctions(variable: string): string[]
+}
+
+/** `read` shared by concurrent callers: while one runs, the others get its result. */
+export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> {
+  let running: Promise<T> | undefined
+  return () =>
+    (running ??= read().finally(() => {
+      running = undefined
+    }))
+}
+
+/**
+ * `search` for one entry, the searches asked while one runs answered together by the next one:
+ * concurrent stops read the table once, not once each.
+ */
+export function searchedTogether(
+  search: (entries: string[]) => Promise<EnvironmentSearch[]>,
+): (entry: string) => Promise<EnvironmentSearch> {
+  let queued: { entry: string; resolve: (answer: EnvironmentSearch) => void }[] = []
+  let searching = false
+  const drain = async () => {
+    // Let the other stops of the same moment queue their search first.
+    await new Promise((resolve) => setTimeout(resolve, 0))
+    while (queued.length > 0) {
+      const queries = queued
+      queued = []
+      const answers = await search(queries.map((query) => query.entry))
+      for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
+    }
+    searching = false
+  }
+  return (entry) =>
+    new Promise((resolve) => {
+      queued.push({ entry, resolve })
+      if (!searching) {
+        searching = true
+        void drain()
+      }
+    })
 }
 
 export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =>
@@ -94,7 +125,6 @@ export function createProcessTable(
 export const processTable: ProcessTable = createProcessTable()
 
 export async function readProcess(pid: number, table: ProcessTable = processTable): Promise<ProcessEntry | undefined> {
-  if (!Number.isInteger(pid) || pid <= 0) return undefined
   return (await table.read([pid]))[0]
 }
 
@@ -118,7 +148,7 @@ export async function mayStillRun(
 /** `mayStillRun` answered at once where the table reads cheaply (/proc); undefined where it cannot (ps). */
 export function mayStillRunNow(pid: number, start: string | undefined, table: ProcessTable): boolean | undefined {
   if (!table.cheap) return undefined
-  return Number.isInteger(pid) && pid > 0 && runsAs(table.cheap.read([pid])[0], start)
+  return runsAs(table.cheap.read([pid])[0], start)
 }
 
 const runsAs = (entry: ProcessEntry | undefined, start: string | undefined) =>

@@ -1,14 +1,16 @@
 import { execFile } from "node:child_process"
-import type { EnvironmentSearch, ProcessEntry, ProcessTable } from "./process-table"
+import {
+  type EnvironmentSearch,
+  type ProcessEntry,
+  type ProcessTable,
+  searchedTogether,
+  sharedWhileRunning,
+} from "./process-table"
 
 /**
- * The `ps` back end, for systems without /proc (macOS). Only what Linux procps and macOS ps both
- * accept: `-A`, `-p list`, `-ww`, repeated `-o keyword=` with `pid ppid pgid stat lstart command`.
- * Not used: `sess` (macOS prints the kernel's session pointer, not an id: session leadership comes from STAT's `s`,
- * which both document), `etimes` (procps only). `lstart` runs under LC_ALL=C and TZ=UTC0 so its
- * text is the same for every reader. The environment listing is the one thing without a common
- * flag (procps: BSD `e`; macOS: `-E`, where `e` would mean "all processes"), so it follows the platform.
- * What ps cannot see at all, the holders of a pipe, comes from `lsof` when it is installed.
+ * The `ps` back end, for systems without /proc (macOS): only the options Linux procps and macOS ps
+ * both accept, `lstart` under LC_ALL=C and TZ=UTC0, the environment listing flag per platform, and
+ * `lsof` for the holders of a pipe (docs/macos-and-proc.md says what holds where).
  */
 export type PsTableOptions = {
   platform?: NodeJS.Platform
@@ -27,7 +29,6 @@ const CUT_ROW_CHARS = 128 * 1024 - 1
 export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(options.platform ?? process.platform)
   const lsof = options.lsof === undefined ? "lsof" : options.lsof
-  let inflightScan: Promise<ProcessEntry[]> | undefined
   return {
     kind: "ps",
     async read(pids) {
@@ -36,19 +37,13 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       return parseTable(await run("ps", [...FIELDS, "-p", wanted.join(",")])).filter((e) => wanted.includes(e.pid))
     },
     cheap: undefined,
-    scan() {
-      inflightScan ??= run("ps", ["-A", ...FIELDS])
-        .then(parseTable)
-        .finally(() => {
-          inflightScan = undefined
-        })
-      return inflightScan
-    },
-    findByEnvironment: environmentSearch(environmentFlag),
+    scan: sharedWhileRunning(async () => parseTable(await run("ps", ["-A", ...FIELDS]))),
+    findByEnvironment: searchedTogether((entries) => searchEnvironments(entries, environmentFlag)),
     async environmentValue(pid, name) {
       const prefix = `${name}=`
       // Not in what could be read: not known (a value with spaces is cut at its first: the monitor's token is hex).
-      const environment = await environmentOf(pid, environmentFlag)
+      const rows = commandRows(await run("ps", ["-p", String(pid), ...COMMAND_FIELDS, environmentFlag]))
+      const [environment] = splitEnvironments(rows, await commandLines(rows.keys()))
       return environment?.words.find((word) => word.startsWith(prefix))?.slice(prefix.length)
     },
     async commandName(pid) {
@@ -63,11 +58,8 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
     async findHolders(targets) {
       if (lsof === null || targets.length === 0) return []
       const wanted = new Set(targets)
-      const holders: number[] = []
-      for (const [pid, files] of parseLsof(await run(lsof, ["-n", "-P", "-w", "-F", "ftDi"]))) {
-        if (pid !== process.pid && files.some((f) => wanted.has(f))) holders.push(pid)
-      }
-      return holders
+      const open = [...parseLsof(await run(lsof, ["-n", "-P", "-w", "-F", "ftDi"]))]
+      return open.filter(([pid, files]) => pid !== process.pid && files.some((f) => wanted.has(f))).map(([pid]) => pid)
     },
     watchdogFunctions: (variable) => [
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
@@ -98,12 +90,6 @@ const WATCHDOG_AWK = [
  * program between the two listings), and whether that is all of it (`whole`: the row was not cut).
  */
 type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
-
-/** One process's environment as ps lists it (splitEnvironments); undefined when it is gone. */
-async function environmentOf(pid: number, environmentFlag: string): Promise<ListedEnvironment | undefined> {
-  const withEnvironment = commandRows(await run("ps", ["-p", String(pid), ...COMMAND_FIELDS, environmentFlag]))
-  return splitEnvironments(withEnvironment, await commandLines(withEnvironment.keys()))[0]
-}
 
 /** The command lines of these processes, by pid (none when none is asked for). */
 async function commandLines(pids: Iterable<number>): Promise<Map<number, Row>> {
@@ -145,49 +131,22 @@ function commandRows(text: string): Map<number, Row> {
   return rows
 }
 
-type EnvironmentQuery = { entry: string; resolve: (search: EnvironmentSearch) => void }
-
 /**
- * Processes other than this one whose environment holds `entry` as one word, and those whose
- * environment could not be listed whole. Only rows that spell an entry somewhere (or were cut)
- * are listed again without their environment. Queries made while a listing runs are answered
- * together by the next one: concurrent stops run ps once, not once each.
+ * For each entry: the processes other than this one whose environment holds it as one word, and
+ * those whose environment could not be listed whole. Only rows that spell an entry somewhere (or
+ * were cut) are listed again without their environment.
  */
-function environmentSearch(environmentFlag: string): (entry: string) => Promise<EnvironmentSearch> {
-  let queued: EnvironmentQuery[] = []
-  let listingRuns = false
-  const drain = async () => {
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    while (queued.length > 0) {
-      const queries = queued
-      queued = []
-      const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
-      rows.delete(process.pid)
-      for (const [pid, row] of rows) {
-        if (!row.cut && !queries.some((query) => row.text.includes(query.entry))) rows.delete(pid)
-      }
-      const listed = splitEnvironments(rows, await commandLines(rows.keys()))
-      for (const query of queries) query.resolve(answer(listed, query.entry))
-    }
-    listingRuns = false
+async function searchEnvironments(entries: string[], environmentFlag: string): Promise<EnvironmentSearch[]> {
+  const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
+  rows.delete(process.pid)
+  for (const [pid, row] of rows) {
+    if (!row.cut && !entries.some((entry) => row.text.includes(entry))) rows.delete(pid)
   }
-  return (entry) =>
-    new Promise((resolve) => {
-      queued.push({ entry, resolve })
-      if (!listingRuns) {
-        listingRuns = true
-        void drain()
-      }
-    })
-}
-
-function answer(listed: readonly ListedEnvironment[], entry: string): EnvironmentSearch {
-  const search: EnvironmentSearch = { found: [], unreadable: [] }
-  for (const { pid, words, whole } of listed) {
-    if (words.includes(entry)) search.found.push(pid)
-    else if (!whole) search.unreadable.push(pid)
-  }
-  return search
+  const listed = splitEnvironments(rows, await commandLines(rows.keys()))
+  return entries.map((entry) => ({
+    found: listed.filter(({ words }) => words.includes(entry)).map(({ pid }) => pid),
+    unreadable: listed.filter(({ words, whole }) => !whole && !words.includes(entry)).map(({ pid }) => pid),
+  }))
 }
 
 /** How ps is asked to append each process's environment to its command line. */

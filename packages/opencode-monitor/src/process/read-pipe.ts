@@ -92,66 +92,6 @@ export class ReadShare {
   }
 }
 
-class PipeReader {
-  private readonly queue: Uint8Array[] = []
-  private offset = 0
-  private paused = false
-  private ended = false
-
-  constructor(
-    private readonly stream: Readable,
-    private readonly onChunk: (chunk: Uint8Array) => void,
-    private readonly share: ReadShare | undefined,
-    private readonly resolve: () => void,
-  ) {}
-
-  push(chunk: Uint8Array): void {
-    this.queue.push(chunk)
-    if (!this.paused) this.drain()
-  }
-
-  end(): void {
-    this.ended = true
-    if (!this.paused) this.drain()
-  }
-
-  drain(): void {
-    for (;;) {
-      const chunk = this.queue[0]
-      if (!chunk) break
-      if (!sliceLeft()) {
-        this.wait((resume) => nextTurn.push(resume))
-        return
-      }
-      if (this.share && !this.share.hasRoom()) {
-        this.wait((resume) => this.share?.whenRoom(resume))
-        return
-      }
-      const end = pieceEnd(chunk, this.offset)
-      const piece = this.offset === 0 && end === chunk.length ? chunk : chunk.subarray(this.offset, end)
-      if (this.share) this.share.spend(() => this.onChunk(piece))
-      else this.onChunk(piece)
-      this.offset = end
-      if (end === chunk.length) {
-        this.queue.shift()
-        this.offset = 0
-      }
-    }
-    if (this.paused) {
-      this.paused = false
-      if (!this.ended) this.stream.resume()
-    }
-    if (this.ended) this.resolve()
-  }
-
-  /** Nothing more is read until `until` calls back. */
-  private wait(until: (resume: () => void) => void): void {
-    if (!this.paused) this.stream.pause()
-    this.paused = true
-    until(() => this.drain())
-  }
-}
-
 /**
  * Where the piece of `chunk` from `offset` ends: PIECE_BYTES on, or just after the last newline in
  * its second half, so that a line seldom straddles two pieces (one that does is put together from
@@ -169,17 +109,48 @@ function pieceEnd(chunk: Uint8Array, offset: number): number {
  * `share` of a core; resolves after EOF or close.
  */
 export function readPipe(stream: Readable, onChunk: (chunk: Uint8Array) => void, share?: ReadShare): Promise<void> {
-  return new Promise((resolve) => {
-    let settled = false
-    const reader = new PipeReader(stream, onChunk, share, () => {
-      if (!settled) {
-        settled = true
-        resolve()
+  const { promise, resolve } = Promise.withResolvers<void>()
+  const queue: Uint8Array[] = []
+  let offset = 0
+  let paused = false
+  let ended = false
+  // Nothing more is read until `until` calls back.
+  function wait(until: (resume: () => void) => void) {
+    if (!paused) stream.pause()
+    paused = true
+    until(drain)
+  }
+  function drain() {
+    for (let chunk = queue[0]; chunk; chunk = queue[0]) {
+      if (!sliceLeft()) return wait((resume) => nextTurn.push(resume))
+      if (share && !share.hasRoom()) return wait((resume) => share.whenRoom(resume))
+      const end = pieceEnd(chunk, offset)
+      const piece = offset === 0 && end === chunk.length ? chunk : chunk.subarray(offset, end)
+      if (share) share.spend(() => onChunk(piece))
+      else onChunk(piece)
+      offset = end
+      if (end === chunk.length) {
+        queue.shift()
+        offset = 0
       }
-    })
-    stream.on("data", (chunk: Uint8Array) => reader.push(chunk))
-    stream.once("end", () => reader.end())
-    stream.once("close", () => reader.end())
-    stream.once("error", () => reader.end())
+    }
+    if (paused) {
+      paused = false
+      if (!ended) stream.resume()
+    }
+    // It ends more than once (`end`, then `close`): resolving again does nothing.
+    if (ended) resolve()
+  }
+  const end = () => {
+    ended = true
+    if (!paused) drain()
+  }
+  stream.on("data", (chunk: Uint8Array) => {
+    queue.push(chunk)
+    if (!paused) drain()
   })
+  stream.once("end", end)
+  stream.once("close", end)
+  stream.once("error", end)
+  return promise
 }

@@ -47,7 +47,7 @@ export class DescendantTracker {
    * Brings the tracked set up to date from a whole-table scan begun at `startedAt`: children by
    * their parent pid, gone and reused pids dropped (but not what was added after the scan began).
    */
-  catchUp(snapshot: readonly ProcessEntry[], startedAt: number): void {
+  private catchUp(snapshot: readonly ProcessEntry[], startedAt: number): void {
     const byPid = new Map(snapshot.map((entry) => [entry.pid, entry]))
     const children = new Map<number, number[]>()
     for (const entry of snapshot) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid])
@@ -73,8 +73,10 @@ export class DescendantTracker {
     this.catchUp(await this.table.scan(), startedAt)
   }
 
-  /** Adds, from a full scan, the members of the command's session or group not yet tracked. */
-  adopt(snapshot: readonly ProcessEntry[], startedAt: number): void {
+  /** Adds, from one shared scan of the whole table, the members of the command's session or group not yet tracked. */
+  async adopt(): Promise<void> {
+    const startedAt = performance.now()
+    const snapshot = await this.table.scan()
     for (const entry of snapshot) {
       if (!isLive(entry) || this.tracked.has(entry.pid)) continue
       if (entry.sid === this.leader || entry.pgrp === this.leader) this.note(entry)
@@ -128,17 +130,7 @@ async function tick(): Promise<void> {
   if (ticking) return
   ticking = true
   try {
-    const byTable = new Map<ProcessTable, DescendantTracker[]>()
-    for (const t of active) byTable.set(t.table, [...(byTable.get(t.table) ?? []), t])
-    for (const [table, trackers] of byTable) {
-      if (table.cheap) {
-        for (const t of trackers) t.refresh()
-        continue
-      }
-      const startedAt = performance.now()
-      const snapshot = await table.scan()
-      for (const t of trackers) if (active.has(t)) t.catchUp(snapshot, startedAt)
-    }
+    await Promise.all([...active].map((tracker) => tracker.update()))
   } finally {
     ticking = false
   }

@@ -14,20 +14,12 @@ export type WatchdogOptions = {
 
 /**
  * A process that stops the monitor's processes when the server dies, even by SIGKILL (opencode
- * gives plugins no hook on a hard kill): it holds a pipe from the server, and `read` returns
- * non-zero only at EOF, when every holder of the pipe's write end is gone. The lines read before
- * are `pid:start` of processes that left the group; each is signalled only while its start time
- * still matches (the pid was not reused). Processes carrying the token are looked up at the time
- * of each signal.
- *
- * The token is the first line the server writes to it: never in its arguments, which any user
- * may read, nor in its environment, which would make it one of the carriers it looks for.
- *
- * The group is signalled by its number only while the number is still the monitor's: its leader
- * runs with the start time it had, or a process in the group carries the token. A group gives its
- * number back when its last process ends, and the system may then hand it to another program's
- * group. A watchdog stays armed after a stop that left survivors, for as long as the server runs,
- * so by the time it fires the number may belong to anyone: that group is never signalled.
+ * gives plugins no hook on a hard kill): it holds a pipe from the server, and `read` fails only
+ * at EOF, when every holder of the write end is gone. The lines read before are `pid:start` of
+ * processes that left the group, each signalled only while its start still matches. The token
+ * is the first line: never in its arguments, which any user may read, nor in its environment,
+ * which would make it a carrier. The group is signalled by number only while the number is still
+ * the monitor's (docs/security.md): an armed watchdog may fire long after the group emptied.
  */
 export function startWatchdog(leader: GroupLeader, options: WatchdogOptions): ChildProcess {
   const script = [
