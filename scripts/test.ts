@@ -43,7 +43,7 @@ export const CORE_ON_OLDEST = [
   "packages/live-qa/test/install-by-name.test.ts",
   "packages/live-qa/test/tui.test.ts",
 ]
-type Result = { job: Job; pass: number; fail: number; code: number; seconds: number; output: string }
+type Result = { job: Job; pass: number; fail: number; code: number; seconds: number; cpu: number; output: string }
 
 function testFiles(dir: string): string[] {
   const out: string[] = []
@@ -104,11 +104,13 @@ async function run(job: Job): Promise<Result> {
     child.exited,
   ])
   const output = stdout + stderr
+  // CPU time of the file's process and the servers and commands it waited for.
+  const cpu = Number(child.resourceUsage()?.cpuTime.total ?? 0) / 1e6
   const count = (word: string) => Number(output.match(new RegExp(`^\\s*(\\d+) ${word}$`, "m"))?.[1] ?? 0)
   let fail = count("fail")
   // A file that crashed or timed out before bun printed its counts still counts as a failure.
   if (code !== 0 && fail === 0) fail = 1
-  return { job, pass: count("pass"), fail, code, seconds: (Date.now() - started) / 1000, output }
+  return { job, pass: count("pass"), fail, code, seconds: (Date.now() - started) / 1000, cpu, output }
 }
 
 async function main(): Promise<number> {
@@ -124,7 +126,7 @@ async function main(): Promise<number> {
     for (let job = queue.shift(); job; job = queue.shift()) {
       const result = await run(job)
       results.push(result)
-      console.log(`\n===== ${job.name}: ${result.pass} pass, ${result.fail} fail (${result.seconds.toFixed(0)} s)`)
+      console.log(`\n===== ${job.name}: ${result.pass} pass, ${result.fail} fail (${result.seconds.toFixed(0)} s, ${result.cpu.toFixed(0)} CPU-s)`)
       console.log(result.output.trimEnd())
     }
   }
@@ -132,12 +134,13 @@ async function main(): Promise<number> {
   console.log("\n===== summary")
   for (const r of results) {
     console.log(
-      `${r.fail === 0 ? "ok  " : "FAIL"} ${r.job.name}: ${r.pass} pass, ${r.fail} fail, ${r.seconds.toFixed(0)} s`,
+      `${r.fail === 0 ? "ok  " : "FAIL"} ${r.job.name}: ${r.pass} pass, ${r.fail} fail, ${r.seconds.toFixed(0)} s, ${r.cpu.toFixed(0)} CPU-s`,
     )
   }
   const pass = results.reduce((n, r) => n + r.pass, 0)
   const fail = results.reduce((n, r) => n + r.fail, 0)
-  console.log(`\nall jobs in ${((Date.now() - started) / 1000).toFixed(0)} s`)
+  const cpu = results.reduce((n, r) => n + r.cpu, 0)
+  console.log(`\nall jobs in ${((Date.now() - started) / 1000).toFixed(0)} s, ${cpu.toFixed(0)} CPU-s`)
   console.log(`\n${pass} passed, ${fail} failed`)
   return fail === 0 && results.every((r) => r.code === 0) ? 0 : 1
 }
