@@ -149,15 +149,18 @@ export function liveProcesses(marker: string, groups: ReadonlySet<number> = new 
   )
 }
 
-/** Waits until a process carrying `marker` runs; returns the process groups it runs in. */
-export async function waitForProcess(marker: string, what: string, timeoutMs = 15_000): Promise<Set<number>> {
+/**
+ * Waits until a process carrying `marker` runs; returns the process groups it runs in. A fresh
+ * server's first turn can take well over 15 s on a loaded 2-core machine; `ps` is asked 5 times a second.
+ */
+export async function waitForProcess(marker: string, what: string, timeoutMs = 45_000): Promise<Set<number>> {
   const found = await waitFor(
     () => {
       const entries = liveProcesses(marker)
       return entries.length > 0 ? entries : undefined
     },
     timeoutMs,
-    50,
+    200,
     what,
   )
   return new Set(found.map((e) => e.pgid))

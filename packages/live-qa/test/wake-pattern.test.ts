@@ -57,7 +57,7 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
         [
           "monitor_start",
           {
-            command: `echo starting ${marker}; sleep 2; echo 'ready on :4321'; sleep 120`,
+            command: `echo starting ${marker}; sleep 2; echo 'ready on :4321'; sleep 120; true`,
             label: "dev",
             wake_pattern: "ready on",
           },
@@ -66,7 +66,7 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
       "Dev server starting; I will report when it is ready.",
     ),
   )
-  // The shell may exec its last command (`sleep 120`), which drops the marker: follow the group.
+  // `; true` keeps the shell, whose command line holds the marker, from exec'ing `sleep 120`.
   const groups = await waitForProcess(marker, "the dev server")
   const { envelope: wake, reply: report } = await waitForWake(
     live,
@@ -246,14 +246,18 @@ test("a match while the agent is busy in a long bash call: no wake during the tu
       [
         [
           "monitor_start",
-          { command: `sleep 1; echo 'ready on :4323 ${marker}'; sleep 120`, label: "srv", wake_pattern: "ready on" },
+          {
+            command: `sleep 1; echo 'ready on :4323 ${marker}'; sleep 120; true`,
+            label: "srv",
+            wake_pattern: "ready on",
+          },
         ],
         ["bash", { command: "sleep 8", description: "slow work" }],
       ],
       "Slow work done.",
     ),
   )
-  // The shell may exec its last command (`sleep 120`), which drops the marker: follow the group.
+  // `; true` keeps the shell, whose command line holds the marker, from exec'ing `sleep 120`.
   const groups = await waitForProcess(marker, "the server process")
   const { envelope: wake, reply: report } = await waitForWake(
     live,
