@@ -27,7 +27,7 @@ import { listFolder, PrivateDir } from "../src/state/safe-file"
 import { writeStopRequest } from "../src/state/stop-requests"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
-import { swapForSymlink } from "./support/stall"
+import { swapForSymlink } from "./support/swap"
 import { startMonitor } from "./support/start"
 import { toolContext } from "./support/tool-context"
 

@@ -36,7 +36,7 @@ import { startMonitor } from "./support/start"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
-import { swapForSymlink } from "./support/stall"
+import { swapForSymlink } from "./support/swap"
 
 const roots: string[] = []
 afterEach(() => {

@@ -34,7 +34,7 @@ import { drive } from "./support/drive"
 import { startMonitor } from "./support/start"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
-import { longestStall, swapForSymlink } from "./support/stall"
+import { swapForSymlink } from "./support/swap"
 
 const roots: string[] = []
 afterEach(() => {
@@ -485,13 +485,6 @@ describe("a stop-requests folder full of junk", () => {
     return { dir, folder }
   }
 
-  test("2 000 junk requests addressed to this server: a pass never holds the event loop over 50 ms", async () => {
-    const { dir } = junkFolder(2_000)
-    const seven = recorder(7, [], () => Date.now())
-    const stall = await longestStall(() => scanStopRequests(dir, seven.handler))
-    expect(stall).toBeLessThan(50)
-  })
-
   test("among as many junk requests as the folder bound allows, the real one is taken; at most 32 are read per turn of the event loop", async () => {
     const { dir, folder } = junkFolder(900, Date.now())
     writeStopRequest(dir, { serverPid: 7, sessionID: "ses_1", monitorId: "mon_real" })
@@ -499,27 +492,23 @@ describe("a stop-requests folder full of junk", () => {
     // Each fresh request read is asked about once (owns); a turn of the loop ends a stretch.
     const stretches: number[] = []
     let stretch = 0
-    let stopped = 0
-    const stall = await longestStall(async () => {
-      stopped = await scanStopRequests(dir, {
-        ...seven.handler,
-        owns: (sessionID, monitorId) => {
-          stretch += 1
-          return seven.handler.owns(sessionID, monitorId)
-        },
-        yieldToLoop: async () => {
-          stretches.push(stretch)
-          stretch = 0
-          await new Promise((resolve) => setImmediate(resolve))
-        },
-      })
+    const stopped = await scanStopRequests(dir, {
+      ...seven.handler,
+      owns: (sessionID, monitorId) => {
+        stretch += 1
+        return seven.handler.owns(sessionID, monitorId)
+      },
+      yieldToLoop: async () => {
+        stretches.push(stretch)
+        stretch = 0
+        await new Promise((resolve) => setImmediate(resolve))
+      },
     })
     expect(stopped).toBe(1)
     expect(seven.calls).toEqual(["ses_1/mon_real"])
     expect(readdirSync(folder)).toHaveLength(900)
     expect([...stretches, stretch].reduce((a, b) => a + b, 0)).toBe(901)
     expect(Math.max(...stretches, stretch)).toBeLessThanOrEqual(32)
-    expect(stall).toBeLessThan(50)
   })
 
   test("a folder over the bound is refused unread, in one line that says what to do; the TUI's request is refused too", async () => {

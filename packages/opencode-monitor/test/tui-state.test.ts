@@ -14,7 +14,6 @@ import type { MonitorView } from "../src/tui/view"
 import { batchOf, sizedLine } from "./support/lines"
 import { stateEntry } from "./support/state-entry"
 import { waitFor } from "./support/processes"
-import { longestStall } from "./support/stall"
 import { BACK_ENDS } from "./support/tables"
 
 const roots: string[] = []
@@ -180,13 +179,11 @@ describe("a state folder flooded with records", () => {
     ])
   })
 
-  test("1 000 records: a refresh never holds the event loop over 50 ms", async () => {
-    const dir = flooded(1_000)
-    expect(await longestStall(() => readLocalState(dir, alive([])))).toBeLessThan(50)
-  })
-
-  test("records of 1 MiB each: a refresh reads one record per turn of the event loop", async () => {
-    const dir = flooded(32, STATE_FILE_MAX_BYTES - 4_096)
+  test.each([
+    ["1 000 records", 1_000, 0],
+    ["records of 1 MiB each", 32, STATE_FILE_MAX_BYTES - 4_096],
+  ])("%s: a refresh reads one record per turn of the event loop, at most 32", async (_, count, bytes) => {
+    const dir = flooded(count, bytes)
     // Each record read is one liveness check of its server; a turn of the loop ends a stretch.
     const stretches: number[] = []
     let stretch = 0
@@ -207,12 +204,10 @@ describe("a state folder flooded with records", () => {
 
   test("a folder over the size bound is not listed: a note says what to do", async () => {
     const dir = flooded(3_000)
-    const stall = await longestStall(() => readLocalState(dir, alive([])))
     const snap = await readLocalState(dir, alive([]))
     expect(snap.monitors).toEqual([])
     expect(snap.notes).toHaveLength(1)
     expect(snap.notes[0]).toContain(`monitor state folder not read: ${dir}: holds too many entries`)
-    expect(stall).toBeLessThan(50)
   })
 
   test("a record reused from the last refresh is read again once its file changes", async () => {
