@@ -10,25 +10,25 @@ export type Delivery = {
   label: string
   /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
   wake: boolean
-  subagentSessionID: string | undefined
+  subagentSessionID?: string
   /** The batch's own drops plus those of streaming batches coalesced into this one. */
   dropped: DropCounts
   firstQueuedAt: number
   attempts: number
   /** Failed attempts in a row (sends, and checks of an unsure send); 0 after a success. */
   failures: number
-  firstFailureAt: number | undefined
+  firstFailureAt?: number
   /** No attempt before this time (backoff after a failure). */
   retryAt: number
   /** The last send may have reached the server: the history is checked before anything else. */
   unsure: boolean
   /** When the unsure send was made: it may take this long to show in the history. */
   unsureSince: number
-  lastError: string | undefined
+  lastError?: string
   /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
   wakeLimit: number
   /** Decided at send time: this running batch wakes the session, for this reason. */
-  matchWake: WakeReason | undefined
+  matchWake?: WakeReason
   /** Not sent before this time (a match wake waiting for wake_min_interval_ms or the session cap). */
   notBefore: number
 }

@@ -51,24 +51,25 @@ const SILENCE_LINES = 10
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, scheduler } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
-  const drops = pendingDropCounts(ring)
+  const drops = new PendingDrops(ring)
   const read = new ReadFacts()
   const batcher = new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler, takeDropped: drops.take, lineTime: () => read.at },
+    { scheduler, takeDropped: () => drops.take(), lineTime: () => read.at },
   )
   const settle = new WakeSettle(scheduler, config.wake_settle_ms, () => batcher.flushNow())
-  const intake = lineIntake(options, { ring, batcher, settle, read, cutFromEnvelope: drops.cutFromEnvelope })
+  const accept = lineIntake(options, { ring, batcher, settle, read, drops })
   const splitter = (stream: MonitorStream) =>
     new LineSplitter(
       config.line_max_bytes,
-      (block, start, end, truncated) => intake.accept(stream, block, start, end, truncated),
-      drops.cut,
+      (block, start, end, truncated) => accept(stream, block, start, end, truncated),
+      // The remainder of an over-long line is never retained: the ring counts it too.
+      (bytes) => drops.cut(bytes, true),
     )
   const splitters = { stdout: splitter("stdout"), stderr: splitter("stderr") }
-  const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher, () => intake.seq)
+  const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher)
   let finished = false
   const stopAll = () => {
     silence?.stop()
@@ -109,43 +110,33 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
  */
 function lineIntake(
   options: PipelineOptions,
-  parts: {
-    ring: MonitorRingBuffer
-    batcher: MonitorBatcher
-    settle: WakeSettle
-    read: ReadFacts
-    cutFromEnvelope: (bytes: number) => void
-  },
+  parts: { ring: MonitorRingBuffer; batcher: MonitorBatcher; settle: WakeSettle; read: ReadFacts; drops: PendingDrops },
 ) {
-  const { ring, batcher, settle, read } = parts
+  const { ring, batcher, settle, read, drops } = parts
   const maxBytes = options.config.batch_max_bytes
   const judge = patternJudge(options)
-  const fit = lineFitter(maxBytes, parts.cutFromEnvelope)
-  const intake = {
-    seq: 0,
-    accept(stream: MonitorStream, block: Uint8Array, start: number, end: number, truncated: boolean): void {
-      const line: MonitorLine = {
-        seq: ++intake.seq,
-        stream,
-        block,
-        start,
-        end,
-        truncated,
-        matched: true,
-        wake: false,
-        size: 0,
-      }
-      const text = judge?.(line)
-      ring.push(line)
-      if (!line.matched && !line.wake) return
-      line.size = read.size(line, text)
-      batcher.add(line.size > maxBytes ? fit(line) : line)
-      if (judge === undefined) return
-      if (line.wake) settle.wake(read.at)
-      else settle.line(read.at)
-    },
+  let seq = 0
+  return (stream: MonitorStream, block: Uint8Array, start: number, end: number, truncated: boolean): void => {
+    const line: MonitorLine = {
+      seq: ++seq,
+      stream,
+      block,
+      start,
+      end,
+      truncated,
+      matched: true,
+      wake: false,
+      size: 0,
+    }
+    const text = judge?.(line)
+    ring.push(line)
+    if (!line.matched && !line.wake) return
+    line.size = read.size(line, text)
+    batcher.add(line.size > maxBytes ? fitToEnvelope(line, maxBytes, drops) : line)
+    if (judge === undefined) return
+    if (line.wake) settle.wake(read.at)
+    else settle.line(read.at)
   }
-  return intake
 }
 
 /**
@@ -194,56 +185,48 @@ function patternJudge(options: PipelineOptions): ((line: MonitorLine) => string)
  * A line whose text outgrows one envelope (invalid UTF-8 decodes to 3 bytes a byte, visual breaks
  * add rows) is batched cut to fit, marked truncated; the cut bytes are counted. The ring keeps it whole.
  */
-function lineFitter(maxBytes: number, countCut: (bytes: number) => void) {
-  return (line: MonitorLine): MonitorLine => {
-    const end = fittedEnd(line, maxBytes)
-    countCut(line.end - end)
-    const cut = { ...line, end, truncated: true }
-    cut.size = renderedSize(cut)
-    return cut
-  }
+function fitToEnvelope(line: MonitorLine, maxBytes: number, drops: PendingDrops): MonitorLine {
+  const end = fittedEnd(line, maxBytes)
+  drops.cut(line.end - end, false)
+  const cut = { ...line, end, truncated: true }
+  cut.size = renderedSize(cut)
+  return cut
 }
 
 /**
  * A silence wake shows the last retained lines that were delivered (never one `match_pattern`
  * filtered out), within one batch's bounds.
  */
-function silenceWatch(
-  options: PipelineOptions,
-  ring: MonitorRingBuffer,
-  batcher: MonitorBatcher,
-  lastSeq: () => number,
-): SilenceWatch {
+function silenceWatch(options: PipelineOptions, ring: MonitorRingBuffer, batcher: MonitorBatcher): SilenceWatch {
   return new SilenceWatch(options.silenceMs as number, options.scheduler, (silentMs) => {
     const lines = ring.latest(SILENCE_LINES, (line) => line.matched || line.wake)
     while (lines.length > 0 && sizeOf(lines) > options.config.batch_max_bytes) lines.shift()
-    batcher.emitSilence({ silentMs, lastSeq: lastSeq(), lines })
+    batcher.emitSilence({ silentMs, lastSeq: ring.counters.lastSeq, lines })
   })
 }
 
 /**
- * Drops not yet reported in a batch: over-long line remainders, and unmatched lines that left the
- * ring (the ring counts those; matched lines leaving it were already handed to the batcher).
+ * Drops not yet reported in a batch: cut line remainders, and unmatched lines that left the ring
+ * (the ring counts those; matched lines leaving it were already handed to the batcher).
  */
-function pendingDropCounts(ring: MonitorRingBuffer) {
-  let cutBytes = 0
-  const take = (): DropCounts => {
-    const evicted = ring.unreported
-    if (evicted.lines === 0 && evicted.bytes === 0 && cutBytes === 0) return NO_DROPS
-    const taken = { matched: 0, unmatched: evicted.lines, bytes: evicted.bytes + cutBytes }
+class PendingDrops {
+  private cutBytes = 0
+
+  constructor(private readonly ring: MonitorRingBuffer) {}
+
+  /** Bytes cut off a line; `lost` when the ring never got them either (it keeps a line cut to fit an envelope whole). */
+  cut(bytes: number, lost: boolean): void {
+    if (lost) this.ring.countDroppedBytes(bytes)
+    this.cutBytes += bytes
+  }
+
+  take(): DropCounts {
+    const evicted = this.ring.unreported
+    if (evicted.lines === 0 && evicted.bytes === 0 && this.cutBytes === 0) return NO_DROPS
+    const taken = { matched: 0, unmatched: evicted.lines, bytes: evicted.bytes + this.cutBytes }
     evicted.lines = 0
     evicted.bytes = 0
-    cutBytes = 0
+    this.cutBytes = 0
     return taken
   }
-  /** The remainder of an over-long line, counted where monitor_output and the next batch see it. */
-  const cut = (bytes: number) => {
-    ring.countDroppedBytes(bytes)
-    cutBytes += bytes
-  }
-  /** Bytes of a line cut to fit one envelope: the ring keeps the line whole, the envelope counts the cut. */
-  const cutFromEnvelope = (bytes: number) => {
-    cutBytes += bytes
-  }
-  return { take, cut, cutFromEnvelope }
 }
