@@ -62,7 +62,7 @@ type Stream = {
   route: Route
   /** The monitor, as its latest batch described it. */
   source: BatchSource
-  timer: { handle: TimerHandle; at: number } | undefined
+  timer?: { handle: TimerHandle; at: number }
 }
 
 /**
@@ -71,8 +71,6 @@ type Stream = {
  */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
-  /** The stream the last batch went to (a flood brings batch after batch of one monitor). */
-  private recent: Stream | undefined
   private readonly ledger: ContextLedger
 
   constructor(
@@ -97,10 +95,9 @@ export class ObservationBudget {
     }
     if (batch.silence && estimate(batch.silence.lines) > this.sessionLeft(stream.sessionID)) return
     // Never held back, and never without a line: a wake after held output shows the latest held line.
-    // The injector charges a wake as sent.
     const held = stream.held.latest
     const lines = held && batch.lines.length === 0 && !batch.silence ? [held] : batch.lines
-    this.send(stream, this.compose(stream, batch, lines), { charge: false, route })
+    this.send(stream, this.compose(stream, batch, lines), route)
     if (isTerminalBatch(batch)) this.forgetStream(stream)
   }
 
@@ -110,7 +107,7 @@ export class ObservationBudget {
     const { held } = stream
     const now = this.deps.scheduler.now()
     if (estimate(held.known) + batch.bytes <= available) {
-      this.send(stream, this.compose(stream, batch, [...held.known, ...batch.lines]), { charge: true })
+      this.send(stream, this.compose(stream, batch, [...held.known, ...batch.lines]))
       return
     }
     // Past the bucket: its lines wait for the next look, unless one may be now and a line could go.
@@ -121,7 +118,7 @@ export class ObservationBudget {
     const candidates = held.look(this.priority(stream), now, batch.lines)
     const latest = candidates.length > 0 ? batch.lines.at(-1) : undefined
     const chosen = chooseLines(candidates, latest, available)
-    if (chosen) this.send(stream, this.compose(stream, batch, chosen), { charge: true })
+    if (chosen) this.send(stream, this.compose(stream, batch, chosen))
     else this.hold(stream, batch, true)
   }
 
@@ -160,36 +157,28 @@ export class ObservationBudget {
     return this.ledger.spent(sessionID)
   }
 
+  /** This monitor's stream into this session (made by its first batch), with the batch's route and source. */
   private stream(monitorId: string, route: Route, source: BatchSource): Stream {
-    const recent = this.recent
-    const found =
-      recent?.monitorId === monitorId && recent.sessionID === route.sessionID
-        ? recent
-        : this.streams.get(`${route.sessionID}|${monitorId}`)
-    const stream = found ?? this.newStream(monitorId, route, source)
-    this.recent = stream
+    const key = `${route.sessionID}|${monitorId}`
+    let stream = this.streams.get(key)
+    if (!stream) {
+      const now = this.deps.scheduler.now()
+      stream = {
+        key,
+        sessionID: route.sessionID,
+        monitorId,
+        bucket: new TokenBucket(this.options.burstBytes, this.options.bytesPerMinute, now),
+        held: new HeldLines(),
+        lastEnvelopeAt: now,
+        summarizedPastBudget: false,
+        route,
+        source,
+      }
+      this.streams.set(key, stream)
+    }
     // A match wake's route is never kept: what the stream sends later is an observation.
     stream.route = route.wake ? { ...route, wake: false } : route
     stream.source = source
-    return stream
-  }
-
-  private newStream(monitorId: string, route: Route, source: BatchSource): Stream {
-    const now = this.deps.scheduler.now()
-    const key = `${route.sessionID}|${monitorId}`
-    const stream: Stream = {
-      key,
-      sessionID: route.sessionID,
-      monitorId,
-      bucket: new TokenBucket(this.options.burstBytes, this.options.bytesPerMinute, now),
-      held: new HeldLines(),
-      lastEnvelopeAt: now,
-      summarizedPastBudget: false,
-      route,
-      source,
-      timer: undefined,
-    }
-    this.streams.set(key, stream)
     return stream
   }
 
@@ -241,9 +230,12 @@ export class ObservationBudget {
     return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.source.label }))
   }
 
-  /** Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now. */
-  private send(stream: Stream, out: OutputBatch, how: { charge: boolean; route?: Route }) {
-    if (how.charge) {
+  /**
+   * Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now.
+   * An observation is charged here; a wake (`wakeRoute`) is charged by the injector, as sent.
+   */
+  private send(stream: Stream, out: OutputBatch, wakeRoute?: Route) {
+    if (!wakeRoute) {
       const cost = this.cost(stream, out)
       stream.bucket.take(cost)
       this.ledger.charge(stream.sessionID, cost)
@@ -251,7 +243,7 @@ export class ObservationBudget {
     stream.held = new HeldLines()
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
-    this.deps.forward(out, how.route ?? stream.route, stream.source.label, stream.source.wakeLimit)
+    this.deps.forward(out, wakeRoute ?? stream.route, stream.source.label, stream.source.wakeLimit)
   }
 
   private hold(stream: Stream, batch: OutputBatch, looked = false): void {
@@ -296,19 +288,15 @@ export class ObservationBudget {
     const chosen = chooseLines(held.look(this.priority(stream), this.deps.scheduler.now()), held.latest, available)
     // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
-    if (chosen) {
-      this.send(stream, this.compose(stream, base, chosen), { charge: true })
-    } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
-      // Past the budget: one short summary, the counts and the last line (cut by the envelope).
-      const summary = this.compose(stream, base, held.latest ? [held.latest] : [], true)
-      const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
-      // Past the session's total: one summary per monitor, then silence until a person writes.
-      if (pastTotal && stream.summarizedPastBudget) return
-      stream.summarizedPastBudget ||= pastTotal
-      this.send(stream, summary, { charge: true })
-    } else {
-      this.arm(stream)
-    }
+    if (chosen) return this.send(stream, this.compose(stream, base, chosen))
+    if (this.deps.scheduler.now() - stream.lastEnvelopeAt < this.options.summaryIntervalMs) return this.arm(stream)
+    // Past the budget: one short summary, the counts and the last line (cut by the envelope).
+    const summary = this.compose(stream, base, held.latest ? [held.latest] : [], true)
+    const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
+    // Past the session's total: one summary per monitor, then silence until a person writes.
+    if (pastTotal && stream.summarizedPastBudget) return
+    stream.summarizedPastBudget ||= pastTotal
+    this.send(stream, summary)
   }
 
   private clearTimer(stream: Stream): void {
@@ -317,7 +305,6 @@ export class ObservationBudget {
   }
 
   private forgetStream(stream: Stream): void {
-    if (this.recent === stream) this.recent = undefined
     this.clearTimer(stream)
     this.streams.delete(stream.key)
   }
