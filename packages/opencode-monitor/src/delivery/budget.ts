@@ -263,7 +263,7 @@ export class ObservationBudget {
       ? Number.POSITIVE_INFINITY
       : stream.lastEnvelopeAt + this.options.summaryIntervalMs
     const { held } = stream
-    const first = held.firstPriority
+    const first = held.known[0]
     const need = held.unsorted ? SMALLEST_ENVELOPE_BYTES : first ? estimate([first]) : Number.POSITIVE_INFINITY
     const roomAt =
       need > this.sessionLeft(stream.sessionID) ? Number.POSITIVE_INFINITY : stream.bucket.roomAt(need, now)

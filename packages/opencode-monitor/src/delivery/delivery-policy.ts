@@ -21,8 +21,6 @@ const OBSERVATION_MAX_ATTEMPTS = 8
 
 /** `found`: it is in the session. `absent`: it is not and may be sent. `unknown`: cannot tell yet. */
 export type Verdict = "found" | "absent" | "unknown"
-export type SendOutcome = "sent" | "failed" | "gone"
-export type FailureOutcome = { retryInMs: number } | { giveUp: true }
 
 /** The envelope a delivery sends (the same text on every attempt). */
 export function envelopeText(delivery: Delivery): string {
@@ -59,7 +57,7 @@ export class DeliveryPolicy {
     private readonly now: () => number,
   ) {}
 
-  async send(delivery: Delivery, identity: Identity): Promise<{ outcome: SendOutcome; kind?: string }> {
+  async send(delivery: Delivery, identity: Identity): Promise<{ outcome: "sent" | "failed" | "gone"; kind?: string }> {
     delivery.attempts++
     const text = envelopeText(delivery)
     try {
@@ -110,7 +108,7 @@ export class DeliveryPolicy {
   }
 
   /** When the next attempt may run, or that it is time to give up. */
-  failed(delivery: Delivery): FailureOutcome {
+  failed(delivery: Delivery): { retryInMs: number } | { giveUp: true } {
     const now = this.now()
     delivery.failures++
     delivery.firstFailureAt ??= now

@@ -23,7 +23,8 @@ export class HeldLines {
   /** The latest held line, and the last batch held (its number names an envelope of held lines). */
   latest: MonitorLine | undefined
   lastBatch: OutputBatch | undefined
-  private priority: MonitorLine[] = []
+  /** The priority lines found so far, oldest first. */
+  known: MonitorLine[] = []
   /** Held batches' lines not looked at yet, oldest first, and how many lines they hold. */
   private unlooked: (readonly MonitorLine[])[] = []
   private unlookedLines = 0
@@ -43,11 +44,6 @@ export class HeldLines {
       this.unlookedLines -= (this.unlooked.shift() as readonly MonitorLine[]).length
   }
 
-  /** The priority lines found so far, without a look. */
-  get known(): readonly MonitorLine[] {
-    return this.priority
-  }
-
   /** When the next look may be. */
   get nextLookAt(): number {
     return this.lookedAt + LOOK_INTERVAL_MS
@@ -56,11 +52,6 @@ export class HeldLines {
   /** Whether held lines wait to be looked at. */
   get unsorted(): boolean {
     return this.unlooked.length > 0
-  }
-
-  /** The oldest of the priority lines found so far. */
-  get firstPriority(): MonitorLine | undefined {
-    return this.priority[0]
   }
 
   /**
@@ -77,10 +68,10 @@ export class HeldLines {
     }
     found.reverse()
     const older = PRIORITY_MAX - found.length
-    this.priority = older > 0 ? [...this.priority.slice(-older), ...found] : found
+    this.known = older > 0 ? [...this.known.slice(-older), ...found] : found
     this.unlooked = []
     this.unlookedLines = 0
-    return this.priority
+    return this.known
   }
 }
 

@@ -36,8 +36,6 @@ export type PromptRequest = {
   metadata: Record<string, unknown>
 }
 
-export type DeliveryErrorKind = "gone" | "rejected" | "ambiguous"
-
 /**
  * `gone`: the session no longer exists. `rejected`: the server answered with an error, nothing
  * was stored. `ambiguous`: the request may have reached the server but no answer came back.
@@ -45,7 +43,7 @@ export type DeliveryErrorKind = "gone" | "rejected" | "ambiguous"
 export class DeliveryError extends Error {
   override name = "DeliveryError"
   constructor(
-    readonly kind: DeliveryErrorKind,
+    readonly kind: "gone" | "rejected" | "ambiguous",
     message: string,
   ) {
     super(message)

@@ -38,8 +38,9 @@ export class SessionQueue {
   deliveries: Delivery[] = []
   holdUntil = 0
   lastDeferral: string | undefined
+  /** A step runs (the queue is not dropped under it). */
+  busy = false
   private timer: TimerHandle | undefined
-  private pumping = false
   private again = false
 
   constructor(
@@ -49,23 +50,19 @@ export class SessionQueue {
     private readonly onIdle: (queue: SessionQueue) => void,
   ) {}
 
-  get busy(): boolean {
-    return this.pumping
-  }
-
   async pump(): Promise<void> {
-    if (this.pumping) {
+    if (this.busy) {
       this.again = true
       return
     }
-    this.pumping = true
+    this.busy = true
     try {
       do {
         this.again = false
         await this.step(this)
       } while (this.again)
     } finally {
-      this.pumping = false
+      this.busy = false
       this.onIdle(this)
     }
   }
