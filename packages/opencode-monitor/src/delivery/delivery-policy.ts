@@ -88,18 +88,12 @@ export class DeliveryPolicy {
     const since = delivery.firstQueuedAt - this.options.acceptedMessageSkewMs
     const landed = (m: SessionMessage) =>
       m.role === "user" && m.created >= since && m.notes.some((note) => note.key === delivery.key)
-    let messages: Awaited<ReturnType<typeof readBack>>
-    try {
-      // Back far enough to see every message since the delivery was first queued.
-      messages = await readBack(
-        this.api,
-        delivery.sessionID,
-        (read) => read.some(landed) || (read[0]?.created ?? 0) < since,
-      )
-    } catch (error) {
+    // Back far enough to see every message since the delivery was first queued.
+    const enough = (read: readonly SessionMessage[]) => read.some(landed) || (read[0]?.created ?? 0) < since
+    const messages = await readBack(this.api, delivery.sessionID, enough).catch((error) => {
       delivery.lastError = `history unavailable: ${errorText(error)}`
-      return "unknown"
-    }
+    })
+    if (!messages) return "unknown"
     if (messages.some(landed)) return "found"
     // An accepted prompt_async is stored after its answer: give it time to appear.
     if (this.now() - delivery.unsureSince < this.settleMs()) return "unknown"

@@ -120,13 +120,11 @@ export class MonitorOutputInjector {
   /** Decides a match-wake candidate (gates open or ceiling reached): "skip" when it waits or was dropped. */
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
     const { outcome, why } = settleMatchWake(d, this.matchWakes)
-    if (outcome === "wait") {
+    if (outcome === "wait")
       this.log.info("match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
-    } else if (outcome === "drop") {
-      // A new array: a caller's find() goes on over the old one.
-      queue.remove(d)
-    }
-    return outcome === "wake" || outcome === "observe" ? outcome : "skip"
+    // A new array: a caller's find() goes on over the old one.
+    if (outcome === "drop") queue.remove(d)
+    return outcome === "wait" || outcome === "drop" ? "skip" : outcome
   }
 
   /** A person wrote (`chat.message`, before the history shows it): nothing goes in for user_message_window_ms. */
@@ -239,11 +237,8 @@ export class MonitorOutputInjector {
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {
-      this.log.warn("monitor output send failed; will retry", {
-        ...logFields(next, forced),
-        kind,
-        error: next.lastError,
-      })
+      const fields = { ...logFields(next, forced), kind, error: next.lastError }
+      this.log.warn("monitor output send failed; will retry", fields)
       return this.retryLater(queue, next)
     }
     this.settle(queue, next, forced ? "forced" : "sent")
@@ -259,12 +254,10 @@ export class MonitorOutputInjector {
     try {
       ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
     } catch (error) {
+      const head = queue.deliveries[0]
       if (error instanceof DeliveryError && error.kind === "gone") {
-        const head = queue.deliveries[0]
         if (head) this.sessionGone(head)
-        return undefined
-      }
-      this.defer(queue, `session state unavailable: ${errorText(error)}`)
+      } else this.defer(queue, `session state unavailable: ${errorText(error)}`)
       return undefined
     }
     this.identities.noteHistory(queue.sessionID, messages)
@@ -286,10 +279,7 @@ export class MonitorOutputInjector {
 
   private retryLater(queue: SessionQueue, delivery: Delivery): void {
     const result = this.policy.failed(delivery)
-    if ("retryInMs" in result) {
-      queue.schedule(result.retryInMs)
-      return
-    }
+    if ("retryInMs" in result) return queue.schedule(result.retryInMs)
     queue.remove(delivery)
     if (isTerminalBatch(delivery.batch)) this.forgetKeys(delivery.batch.monitorId)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
@@ -303,10 +293,8 @@ export class MonitorOutputInjector {
   }
 
   private sessionGone(delivery: Delivery): void {
-    this.log.warn("session is gone; dropping its monitor output", {
-      ...logFields(delivery, false),
-      error: delivery.lastError,
-    })
+    const fields = { ...logFields(delivery, false), error: delivery.lastError }
+    this.log.warn("session is gone; dropping its monitor output", fields)
     this.forgetSession(delivery.sessionID)
   }
 

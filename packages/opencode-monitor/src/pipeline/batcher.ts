@@ -81,11 +81,6 @@ export class MonitorBatcher {
     },
   ) {}
 
-  /** Lines waiting in the open batch. */
-  get length(): number {
-    return this.lines.length
-  }
-
   add(line: MonitorLine): void {
     if (this.closed) return
     if (this.lines.length > 0 && this.bytes + line.size > this.limits.maxBytes) this.flushNow()

@@ -138,7 +138,7 @@ export class LineSplitter {
  * The bytes of `chunk` as a plain Uint8Array, for searches: the runtime's own indexOf of a typed
  * array costs less per call than a Buffer's (a call per line of a flood).
  */
-export function searchView(chunk: Uint8Array): Uint8Array {
+function searchView(chunk: Uint8Array): Uint8Array {
   return Buffer.isBuffer(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length) : chunk
 }
 

@@ -1,15 +1,5 @@
 import { lineByteLength, type MonitorLine } from "./line"
 
-export type RingCounters = {
-  total: number
-  matched: number
-  unmatched: number
-  droppedMatched: number
-  droppedUnmatched: number
-  bytesDropped: number
-  lastSeq: number
-}
-
 export type RingQuery = {
   stream?: "matched" | "unmatched" | "all"
   sinceSequence?: number
@@ -18,6 +8,8 @@ export type RingQuery = {
 
 // A line record and its share of a copied block, as measured with Bun (rounded up).
 const LINE_OVERHEAD_BYTES = 160
+
+export type RingCounters = MonitorRingBuffer["counters"]
 
 /**
  * Retains the last `capacity` lines, matched and unmatched, in a fixed array: O(1) per push, no
@@ -32,7 +24,7 @@ export class MonitorRingBuffer {
    * batch's `dropped:`; whoever reports them sets both back to 0.
    */
   readonly unreported = { lines: 0, bytes: 0 }
-  readonly counters: RingCounters = {
+  readonly counters = {
     total: 0,
     matched: 0,
     unmatched: 0,
