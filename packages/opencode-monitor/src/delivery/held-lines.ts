@@ -9,7 +9,7 @@ const UNLOOKED_MAX = 2_000
  * Held lines are looked at for priority lines (which decodes their text) at most this often: a
  * flood past its bucket costs one look over its newest lines a second, not a look at every line.
  */
-export const LOOK_INTERVAL_MS = 1_000
+const LOOK_INTERVAL_MS = 1_000
 
 /**
  * What one monitor holds back from one session since its last envelope: how many lines and bytes,

@@ -73,9 +73,7 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
     async busySessions() {
       const result = await client.session.status()
       if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
-      const busy: Record<string, string> = {}
-      for (const [id, status] of Object.entries(result.data)) busy[id] = status.type
-      return busy
+      return Object.fromEntries(Object.entries(result.data).map(([id, status]) => [id, status.type]))
     },
     async recentMessages(sessionID, limit) {
       const result = await client.session.messages({ path: { id: sessionID }, query: { limit } })
@@ -107,13 +105,9 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
       return result.data.parentID || undefined
     },
     async sessionExists(sessionID) {
-      try {
-        const result = await client.session.get({ path: { id: sessionID } })
-        if (result.data) return true
-        return result.response?.status === 404 ? false : undefined
-      } catch {
-        return undefined
-      }
+      const result = await client.session.get({ path: { id: sessionID } }).catch(() => undefined)
+      if (result?.data) return true
+      return result?.response?.status === 404 ? false : undefined
     },
     log(level, message, extra, service = LOG_SERVICE) {
       client.app.log({ body: { service, level, message, extra } }).catch(() => {})

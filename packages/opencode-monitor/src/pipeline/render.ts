@@ -21,9 +21,10 @@ export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText
   let cutBytes = 0
   let truncated = line.truncated
   if (maxBytes !== undefined && Buffer.byteLength(shown) > maxBytes) {
-    const kept = cutToBytes(shown, maxBytes)
-    cutBytes = Buffer.byteLength(shown) - Buffer.byteLength(kept)
-    shown = kept
+    const bytes = Buffer.from(shown)
+    const kept = characterBoundary(bytes, 0, maxBytes)
+    cutBytes = bytes.length - kept
+    shown = bytes.subarray(0, kept).toString()
     truncated = true
   }
   const suffix = truncated ? " [truncated]" : ""
@@ -84,14 +85,8 @@ export function fittedEnd(line: MonitorLine, maxBytes: number): number {
   }
 }
 
-/** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */
-function cutToBytes(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text)
-  return bytes.subarray(0, characterBoundary(bytes, 0, Math.min(maxBytes, bytes.length))).toString()
-}
-
 /** How many decimal digits `n` has (a line's prefix grows by one byte with each). */
-export function decimalDigits(n: number): number {
+function decimalDigits(n: number): number {
   if (n < 1e6) return n < 10 ? 1 : n < 100 ? 2 : n < 1e3 ? 3 : n < 1e4 ? 4 : n < 1e5 ? 5 : 6
   return n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : String(n).length
 }
