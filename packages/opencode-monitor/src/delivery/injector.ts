@@ -8,7 +8,7 @@ import { DeliveryPolicy, envelopeText } from "./delivery-policy"
 import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
-import { isSilenceReason, type MatchWakeOptions, MatchWakePolicy, queueMatchWake, settleMatchWake } from "./match-wake"
+import { isCandidate, isSilenceReason, type MatchWakeOptions, MatchWakePolicy, queueMatchWake } from "./match-wake"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
@@ -117,14 +117,27 @@ export class MonitorOutputInjector {
     )
   }
 
-  /** Decides a match-wake candidate (gates open or ceiling reached): "skip" when it waits or was dropped. */
+  /**
+   * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
+   * observation, or "skip": it waits (notBefore set), or it was a subagent's match past the limit, dropped.
+   */
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
-    const { outcome, why } = settleMatchWake(d, this.matchWakes)
-    if (outcome === "wait")
-      this.log.info("match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
+    if (!isCandidate(d) || d.matchWake || d.attempts > 0) return d.wake ? "wake" : "observe"
+    const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+    if (decision.kind === "wake") {
+      d.matchWake = decision.reason
+      return "wake"
+    }
+    if (decision.kind === "wait") {
+      d.notBefore = decision.until
+      this.log.info("match wake waits", { ...logFields(d, false), reason: decision.why, notBefore: d.notBefore })
+      return "skip"
+    }
+    d.wake = false
+    if (d.subagentSessionID === undefined) return "observe"
     // A new array: a caller's find() goes on over the old one.
-    if (outcome === "drop") queue.remove(d)
-    return outcome === "wait" || outcome === "drop" ? "skip" : outcome
+    queue.remove(d)
+    return "skip"
   }
 
   /** A person wrote (`chat.message`, before the history shows it): nothing goes in for user_message_window_ms. */

@@ -92,7 +92,8 @@ export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== un
 /** A batch and the drops counted against it so far. */
 type PendingBatch = Pick<Delivery, "batch" | "dropped">
 
-const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
+/** A running batch routed as a wake, not yet decided (see MonitorOutputInjector.settleMatchWake). */
+export const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
  * Queues a delivery that takes part in a match wake and returns the session's new queue (undefined
@@ -131,28 +132,6 @@ export function queueMatchWake(
   const at = !terminal && absorbed[0] ? queue.indexOf(absorbed[0]) : queue.length
   const rest = queue.filter((d) => !absorbed.includes(d))
   return [...rest.slice(0, at), delivery, ...rest.slice(at)]
-}
-
-/**
- * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
- * observation, one that waits (notBefore set), or a subagent's match past the limit, dropped.
- */
-export function settleMatchWake(
-  d: Delivery,
-  policy: MatchWakePolicy | undefined,
-): { outcome: "wake" | "observe" | "wait" | "drop"; why?: string } {
-  if (!isCandidate(d) || d.matchWake || d.attempts > 0) return { outcome: d.wake ? "wake" : "observe" }
-  const decision = policy?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
-  if (decision.kind === "wake") {
-    d.matchWake = decision.reason
-    return { outcome: "wake" }
-  }
-  if (decision.kind === "wait") {
-    d.notBefore = decision.until
-    return { outcome: "wait", why: decision.why }
-  }
-  d.wake = false
-  return { outcome: d.subagentSessionID === undefined ? "observe" : "drop" }
 }
 
 /**

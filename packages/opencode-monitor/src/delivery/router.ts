@@ -82,12 +82,10 @@ export class DeliveryRouter {
     this.sources
       .sourceOf(origin.sessionID)
       .then((source) => this.deliver(batch, origin, source))
-      .catch((error) =>
-        namedLogger(this.deps.api, "router").error("routing a monitor's exit notice failed", {
-          monitorId: batch.monitorId,
-          error: String(error),
-        }),
-      )
+      .catch((error) => {
+        const fields = { monitorId: batch.monitorId, error: String(error) }
+        namedLogger(this.deps.api, "router").error("routing a monitor's exit notice failed", fields)
+      })
   }
 
   private deliver(batch: OutputBatch, origin: BatchOrigin, source: SessionSource): void {

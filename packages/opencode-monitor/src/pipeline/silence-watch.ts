@@ -14,16 +14,15 @@ export class SilenceWatch {
   private lastOutputAt: number
   private timer: TimerHandle | undefined
   private stopped = false
-  private threshold: number
 
   constructor(
-    silenceMs: number,
+    /** The silence that wakes: `wake_on_silence_ms`, doubled after each wake. */
+    private threshold: number,
     private readonly scheduler: Scheduler,
     private readonly onSilence: (silentMs: number) => void,
   ) {
-    this.threshold = silenceMs
     this.lastOutputAt = scheduler.now()
-    this.arm(silenceMs)
+    this.arm(threshold)
   }
 
   /** The process printed something: the silence starts again from now. */
@@ -47,10 +46,7 @@ export class SilenceWatch {
     this.timer = undefined
     if (this.stopped) return
     const silent = this.scheduler.now() - this.lastOutputAt
-    if (silent < this.threshold) {
-      this.arm(this.threshold - silent)
-      return
-    }
+    if (silent < this.threshold) return this.arm(this.threshold - silent)
     const reached = this.threshold
     this.threshold = Math.min(2 * this.threshold, SILENCE_MS_MAX)
     this.onSilence(reached)

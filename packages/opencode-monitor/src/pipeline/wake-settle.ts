@@ -26,7 +26,7 @@ export class WakeSettle {
     this.lastLineAt = at
     if (this.since !== undefined) return
     this.since = at
-    this.arm(this.settleMs)
+    this.timer = this.scheduler.setTimeout(() => this.check(), this.settleMs)
   }
 
   /** Any other line came at `at`: while settling, the pause starts again. */
@@ -40,10 +40,6 @@ export class WakeSettle {
     this.since = undefined
   }
 
-  private arm(ms: number): void {
-    this.timer = this.scheduler.setTimeout(() => this.check(), ms)
-  }
-
   private check(): void {
     this.timer = undefined
     const now = this.scheduler.now()
@@ -54,6 +50,6 @@ export class WakeSettle {
       this.flush()
       return
     }
-    this.arm(Math.min(this.settleMs - quiet, left))
+    this.timer = this.scheduler.setTimeout(() => this.check(), Math.min(this.settleMs - quiet, left))
   }
 }
