@@ -253,9 +253,8 @@ export class ObservationBudget {
 
   /**
    * One timer per holding stream, at the earliest of: room for the oldest held priority line (an
-   * error printed just before a silence still arrives), and the summary being due. Unlooked held
-   * lines are looked at once the bucket has room for the smallest envelope, at most once per
-   * LOOK_INTERVAL_MS: once per refill, not per batch.
+   * error printed just before a silence still arrives), and the summary being due. Unlooked held lines
+   * are looked at once the bucket has room for the smallest envelope: once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()

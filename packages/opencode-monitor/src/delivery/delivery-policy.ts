@@ -78,8 +78,6 @@ export class DeliveryPolicy {
       }
       return { outcome: "failed", kind }
     }
-    delivery.failures = 0
-    delivery.firstFailureAt = undefined
     return { outcome: "sent" }
   }
 

@@ -15,7 +15,7 @@ export type Delivery = {
   dropped: DropCounts
   firstQueuedAt: number
   attempts: number
-  /** Failed attempts in a row (sends, and checks of an unsure send); 0 after a success. */
+  /** Failed attempts (sends, checks of an unsure send, identity reads): the backoff doubles with each. */
   failures: number
   firstFailureAt?: number
   /** No attempt before this time (backoff after a failure). */

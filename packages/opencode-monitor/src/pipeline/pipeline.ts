@@ -104,10 +104,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   }
 }
 
-/**
- * Where each line the splitters cut goes: numbered, judged by the patterns, kept by the ring, and
- * batched (sized, and cut to fit an envelope) when it is delivered; a wake line starts the settle.
- */
+/** Each line the splitters cut: numbered, judged, kept, batched when delivered; a wake line starts the settle. */
 function lineIntake(
   options: PipelineOptions,
   parts: { ring: MonitorRingBuffer; batcher: MonitorBatcher; settle: WakeSettle; read: ReadFacts; drops: PendingDrops },
@@ -214,7 +211,7 @@ class PendingDrops {
 
   constructor(private readonly ring: MonitorRingBuffer) {}
 
-  /** Bytes cut off a line; `lost` when the ring never got them either (it keeps a line cut to fit an envelope whole). */
+  /** Bytes cut off a line; `lost` when the ring never got them (it keeps a line cut to fit an envelope whole). */
   cut(bytes: number, lost: boolean): void {
     if (lost) this.ring.countDroppedBytes(bytes)
     this.cutBytes += bytes

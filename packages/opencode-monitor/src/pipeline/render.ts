@@ -9,11 +9,9 @@ export const MAX_ROWS_PER_LINE = 16
 type RenderedLine = { rows: string[]; cutBytes: number }
 
 /**
- * The envelope rows of one output line. The text is already free of control characters; every
- * visual break it kept becomes its own prefixed row, so no content can stand alone as an envelope
- * line. A run of empty rows collapses into one, and rows past MAX_ROWS_PER_LINE are cut (their
- * UTF-8 bytes are returned as `cutBytes`), so one line cannot amplify into thousands of rows.
- * With `maxBytes` (a summary's line) the text is first cut to that many bytes, marked `[truncated]`.
+ * The envelope rows of one output line: every visual break becomes its own prefixed row, so no
+ * content stands alone as an envelope line; empty rows collapse, and rows past MAX_ROWS_PER_LINE are
+ * cut (`cutBytes`), so one line cannot amplify into thousands. `maxBytes` (a summary's line) cuts the text first.
  */
 export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText(line)): RenderedLine {
   const prefix = `[${line.stream} seq=${line.seq}] `

@@ -4,11 +4,9 @@ import type { Scheduler, TimerHandle } from "../scheduler"
 export const WAKE_SETTLE_CEILING_MS = 1_000
 
 /**
- * The settle window of a match wake: after a line matches `wake_pattern`, the batch carrying it is
- * flushed once the output pauses for `settleMs` (no new line), or WAKE_SETTLE_CEILING_MS after the
- * match, so the wake carries what follows the match (a test's expected and received values, a
- * stack trace) instead of the bare match. A full batch is flushed by the batcher as always. Lines
- * only stamp a time; one timer at a time checks it, so a flood costs no timer work per line.
+ * The settle window of a match wake: the batch carrying the match is flushed once the output pauses
+ * for `settleMs`, or WAKE_SETTLE_CEILING_MS after the match, so the wake carries what follows it (a
+ * stack trace, expected and received values). Lines only stamp a time: no timer work per line.
  */
 export class WakeSettle {
   private since: number | undefined
