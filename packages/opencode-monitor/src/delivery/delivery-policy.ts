@@ -3,14 +3,9 @@ import { errorText } from "../errors"
 import { formatMonitorBatch, formatWakeLine } from "./envelope"
 import type { Identity } from "./gates"
 import { readBack } from "./history"
+import type { InjectorOptions } from "./injector"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import type { Delivery } from "./session-queue"
-
-export type PolicyOptions = {
-  pendingRetryMs: number
-  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
-  acceptedMessageSkewMs: number
-}
 
 // Backoff after failures: pending_retry_ms, doubling, at most this.
 const MAX_RETRY_DELAY_MS = 30_000
@@ -52,7 +47,7 @@ function envelopeNote(delivery: Delivery): EnvelopeNote {
  */
 export class DeliveryPolicy {
   constructor(
-    private readonly options: PolicyOptions,
+    private readonly options: Pick<InjectorOptions, "pendingRetryMs" | "acceptedMessageSkewMs">,
     private readonly api: SessionApi,
     private readonly now: () => number,
   ) {}

@@ -17,6 +17,7 @@ export type InjectorOptions = {
   userMessageWindowMs: number
   pendingRetryMs: number
   postDispatchHoldMs: number
+  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
   acceptedMessageSkewMs: number
   /** Opt-in ceiling for a terminal batch waiting on a busy session; undefined or 0 = unbounded. */
   maxActiveDeferMs?: number

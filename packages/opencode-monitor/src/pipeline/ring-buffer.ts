@@ -44,8 +44,7 @@ export class MonitorRingBuffer {
     if (line.matched) counters.matched++
     else counters.unmatched++
     counters.lastSeq = line.seq
-    let slot = this.head + this.size
-    if (slot >= this.capacity) slot -= this.capacity
+    const slot = this.slotAt(this.size)
     if (this.size === this.capacity) {
       this.evicted(this.lines[slot] as MonitorLine)
       this.head = this.head + 1 === this.capacity ? 0 : this.head + 1
