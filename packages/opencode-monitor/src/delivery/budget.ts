@@ -50,7 +50,6 @@ export function isRealUserTurn(parts: readonly { type: string; synthetic?: boole
 
 /** What one monitor has sent into one session, and holds back from it. */
 type Stream = {
-  key: string
   sessionID: string
   monitorId: string
   bucket: TokenBucket
@@ -164,7 +163,6 @@ export class ObservationBudget {
     if (!stream) {
       const now = this.deps.scheduler.now()
       stream = {
-        key,
         sessionID: route.sessionID,
         monitorId,
         bucket: new TokenBucket(this.options.burstBytes, this.options.bytesPerMinute, now),
@@ -305,6 +303,6 @@ export class ObservationBudget {
 
   private forgetStream(stream: Stream): void {
     this.clearTimer(stream)
-    this.streams.delete(stream.key)
+    this.streams.delete(`${stream.sessionID}|${stream.monitorId}`)
   }
 }
