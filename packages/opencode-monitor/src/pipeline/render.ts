@@ -41,9 +41,7 @@ export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText
 
 /** The exact UTF-8 bytes a line adds to an envelope: its rows, prefixes, suffixes and line breaks. */
 export function renderedSize(line: MonitorLine, text?: string): number {
-  let total = 0
-  for (const row of renderLine(line, undefined, text).rows) total += Buffer.byteLength(row) + 1
-  return total
+  return renderLine(line, undefined, text).rows.reduce((total, row) => total + Buffer.byteLength(row) + 1, 0)
 }
 
 /**
