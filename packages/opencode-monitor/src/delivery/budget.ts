@@ -285,10 +285,15 @@ export class ObservationBudget {
     const chosen = chooseLines(held.look(this.priority(stream), this.deps.scheduler.now()), held.latest, available)
     // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
-    if (chosen) return this.send(stream, this.compose(stream, base, chosen))
-    if (this.deps.scheduler.now() - stream.lastEnvelopeAt < this.options.summaryIntervalMs) return this.arm(stream)
-    // Past the budget: one short summary, the counts and the last line (cut by the envelope).
-    const summary = this.compose(stream, base, held.latest ? [held.latest] : [], true)
+    if (chosen) this.send(stream, this.compose(stream, base, chosen))
+    else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs)
+      this.summarize(stream, base)
+    else this.arm(stream)
+  }
+
+  /** Past the budget: one short summary, the counts and the last line (cut by the envelope). */
+  private summarize(stream: Stream, base: OutputBatch): void {
+    const summary = this.compose(stream, base, stream.held.latest ? [stream.held.latest] : [], true)
     const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
     // Past the session's total: one summary per monitor, then silence until a person writes.
     if (pastTotal && stream.summarizedPastBudget) return

@@ -43,7 +43,10 @@ export class SilenceWatch {
     this.timer = undefined
     if (this.stopped) return
     const silent = this.scheduler.now() - this.lastOutputAt
-    if (silent < this.threshold) return this.arm(this.threshold - silent)
+    if (silent < this.threshold) {
+      this.arm(this.threshold - silent)
+      return
+    }
     const reached = this.threshold
     this.threshold = Math.min(2 * this.threshold, SILENCE_MS_MAX)
     this.onSilence(reached)
