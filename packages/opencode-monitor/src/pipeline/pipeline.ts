@@ -1,7 +1,7 @@
 import type { MonitorStatus } from "../codec"
 import type { MonitorConfig } from "../config"
 import type { Scheduler } from "../scheduler"
-import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch, sizeOf } from "./batcher"
+import { MonitorBatcher, type OutputBatch, sizeOf } from "./batcher"
 import type { LineFilter } from "./filter"
 import { lineText, type MonitorLine, type MonitorStream } from "./line"
 import { LineSplitter } from "./line-splitter"
@@ -51,22 +51,20 @@ const SILENCE_LINES = 10
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, scheduler } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
-  const drops = new PendingDrops(ring)
   const read = new ReadFacts()
   const batcher = new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler, takeDropped: () => drops.take(), lineTime: () => read.at },
+    { scheduler, takeDropped: () => ring.takeUnreported(), lineTime: () => read.at },
   )
   const settle = new WakeSettle(scheduler, config.wake_settle_ms, () => batcher.flushNow())
-  const accept = lineIntake(options, { ring, batcher, settle, read, drops })
+  const accept = lineIntake(options, { ring, batcher, settle, read })
   const splitter = (stream: MonitorStream) =>
     new LineSplitter(
       config.line_max_bytes,
       (block, start, end, truncated) => accept(stream, block, start, end, truncated),
-      // The remainder of an over-long line is never retained: the ring counts it too.
-      (bytes) => drops.cut(bytes, true),
+      (bytes) => ring.countDroppedBytes(bytes),
     )
   const splitters = { stdout: splitter("stdout"), stderr: splitter("stderr") }
   const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher)
@@ -107,9 +105,9 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
 /** Each line the splitters cut: numbered, judged, kept, batched when delivered; a wake line starts the settle. */
 function lineIntake(
   options: PipelineOptions,
-  parts: { ring: MonitorRingBuffer; batcher: MonitorBatcher; settle: WakeSettle; read: ReadFacts; drops: PendingDrops },
+  parts: { ring: MonitorRingBuffer; batcher: MonitorBatcher; settle: WakeSettle; read: ReadFacts },
 ) {
-  const { ring, batcher, settle, read, drops } = parts
+  const { ring, batcher, settle, read } = parts
   const maxBytes = options.config.batch_max_bytes
   const judge = patternJudge(options)
   let seq = 0
@@ -129,7 +127,7 @@ function lineIntake(
     ring.push(line)
     if (!line.matched && !line.wake) return
     line.size = read.size(line, text)
-    batcher.add(line.size > maxBytes ? fitToEnvelope(line, maxBytes, drops) : line)
+    batcher.add(line.size > maxBytes ? fitToEnvelope(line, maxBytes, ring) : line)
     if (judge === undefined) return
     if (line.wake) settle.wake(read.at)
     else settle.line(read.at)
@@ -182,9 +180,10 @@ function patternJudge(options: PipelineOptions): ((line: MonitorLine) => string)
  * A line whose text outgrows one envelope (invalid UTF-8 decodes to 3 bytes a byte, visual breaks
  * add rows) is batched cut to fit, marked truncated; the cut bytes are counted. The ring keeps it whole.
  */
-function fitToEnvelope(line: MonitorLine, maxBytes: number, drops: PendingDrops): MonitorLine {
+function fitToEnvelope(line: MonitorLine, maxBytes: number, ring: MonitorRingBuffer): MonitorLine {
   const end = fittedEnd(line, maxBytes)
-  drops.cut(line.end - end, false)
+  // Reported in `dropped:`, but not a retention drop: the ring keeps the line whole.
+  ring.unreported.bytes += line.end - end
   const cut = { ...line, end, truncated: true }
   cut.size = renderedSize(cut)
   return cut
@@ -200,30 +199,4 @@ function silenceWatch(options: PipelineOptions, ring: MonitorRingBuffer, batcher
     while (lines.length > 0 && sizeOf(lines) > options.config.batch_max_bytes) lines.shift()
     batcher.emitSilence({ silentMs, lastSeq: ring.counters.lastSeq, lines })
   })
-}
-
-/**
- * Drops not yet reported in a batch: cut line remainders, and unmatched lines that left the ring
- * (the ring counts those; matched lines leaving it were already handed to the batcher).
- */
-class PendingDrops {
-  private cutBytes = 0
-
-  constructor(private readonly ring: MonitorRingBuffer) {}
-
-  /** Bytes cut off a line; `lost` when the ring never got them (it keeps a line cut to fit an envelope whole). */
-  cut(bytes: number, lost: boolean): void {
-    if (lost) this.ring.countDroppedBytes(bytes)
-    this.cutBytes += bytes
-  }
-
-  take(): DropCounts {
-    const evicted = this.ring.unreported
-    if (evicted.lines === 0 && evicted.bytes === 0 && this.cutBytes === 0) return NO_DROPS
-    const taken = { matched: 0, unmatched: evicted.lines, bytes: evicted.bytes + this.cutBytes }
-    evicted.lines = 0
-    evicted.bytes = 0
-    this.cutBytes = 0
-    return taken
-  }
 }

@@ -1,3 +1,4 @@
+import { type DropCounts, NO_DROPS } from "./batcher"
 import { lineByteLength, type MonitorLine } from "./line"
 
 export type RingQuery = {
@@ -20,8 +21,8 @@ export class MonitorRingBuffer {
   private head = 0
   private size = 0
   /**
-   * Lines that left the ring matched by nothing (no batch carried them), not yet reported in a
-   * batch's `dropped:`; whoever reports them sets both back to 0.
+   * Drops not yet reported in a batch's `dropped:`: lines that left the ring matched by nothing (no
+   * batch carried them), and bytes cut off lines.
    */
   readonly unreported = { lines: 0, bytes: 0 }
   readonly counters = {
@@ -68,6 +69,16 @@ export class MonitorRingBuffer {
   /** Bytes that never made it into a line (over-long line remainders). */
   countDroppedBytes(bytes: number): void {
     this.counters.bytesDropped += bytes
+    this.unreported.bytes += bytes
+  }
+
+  /** The drops not yet reported, for the next batch; the count starts afresh. */
+  takeUnreported(): DropCounts {
+    const { lines, bytes } = this.unreported
+    if (lines === 0 && bytes === 0) return NO_DROPS
+    this.unreported.lines = 0
+    this.unreported.bytes = 0
+    return { matched: 0, unmatched: lines, bytes }
   }
 
   /**
