@@ -44,7 +44,6 @@ export class HeldLines {
       this.unlookedLines -= (this.unlooked.shift() as readonly MonitorLine[]).length
   }
 
-  /** When the next look may be. */
   get nextLookAt(): number {
     return this.lookedAt + LOOK_INTERVAL_MS
   }
@@ -67,8 +66,7 @@ export class HeldLines {
       if (isPriority(line)) found.push(line)
     }
     found.reverse()
-    const older = PRIORITY_MAX - found.length
-    this.known = older > 0 ? [...this.known.slice(-older), ...found] : found
+    this.known = [...this.known, ...found].slice(-PRIORITY_MAX)
     this.unlooked = []
     this.unlookedLines = 0
     return this.known
