@@ -13,12 +13,12 @@ export type SessionMessage = {
   role: "user" | "assistant"
   created: number
   /** Assistant only: undefined while the step runs. */
-  completed: number | undefined
-  finish: string | undefined
+  completed?: number
+  finish?: string
   /** Assistant only: a tool call of this message is still pending or running. */
-  toolRunning: boolean
+  toolRunning?: boolean
   /** User only: every text part was injected (ours, or opencode's own), not typed by a person. */
-  synthetic: boolean
+  synthetic?: boolean
   agent: string | undefined
   model: ModelRef | undefined
   text: string
@@ -124,9 +124,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     return {
       role: "user",
       created: info.time.created,
-      completed: undefined,
-      finish: undefined,
-      toolRunning: false,
       synthetic: texts.length > 0 && texts.every((p) => p.synthetic === true),
       agent: info.agent,
       model: info.model,
@@ -140,7 +137,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     completed: info.time.completed,
     finish: info.finish,
     toolRunning: parts.some((p) => p.type === "tool" && (p.state.status === "pending" || p.state.status === "running")),
-    synthetic: false,
     agent: info.mode,
     model: { providerID: info.providerID, modelID: info.modelID },
     text: texts.map((p) => p.text).join("\n"),
