@@ -275,14 +275,8 @@ export class MonitorOutputInjector {
       return undefined
     }
     this.identities.noteHistory(queue.sessionID, messages)
-    const decision = evaluateGates({
-      sessionID: queue.sessionID,
-      busy,
-      messages,
-      now: scheduler.now(),
-      userMessageWindowMs: this.options.userMessageWindowMs,
-      staleTurnsBefore: this.options.staleTurnsBefore,
-    })
+    const now = scheduler.now()
+    const decision = evaluateGates({ ...this.options, sessionID: queue.sessionID, busy, messages, now })
     if (!decision.open) {
       this.defer(queue, decision.reason)
       return undefined
