@@ -247,7 +247,7 @@ export const MUTATIONS: Mutation[] = [
     find: "part.synthetic !== true", replace: "true" },
   { id: "budget-person-no-reset", what: "a person's message does not start the session's total afresh",
     file: "delivery/budget.ts", fn: "onUserTurn", tests: BUDGET,
-    find: "this.ledger.reset(sessionID)", replace: "" },
+    find: "this.ledger.delete(sessionID)", replace: "" },
   { id: "budget-summary-every-interval", what: "past the session's total a monitor keeps sending a summary every interval",
     file: "delivery/budget.ts", fn: "summarize", tests: BUDGET,
     find: "stream.summarizedPastBudget ||= pastTotal", replace: "" },

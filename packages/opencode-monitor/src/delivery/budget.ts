@@ -123,7 +123,7 @@ export class ObservationBudget {
 
   /** A person wrote in the session: its total, its monitors' buckets and summaries start afresh. */
   onUserTurn(sessionID: string): void {
-    this.ledger.reset(sessionID)
+    this.ledger.delete(sessionID)
     const now = this.deps.scheduler.now()
     for (const stream of this.streams.values()) {
       if (stream.sessionID !== sessionID) continue
@@ -137,7 +137,7 @@ export class ObservationBudget {
   }
 
   forgetSession(sessionID: string): void {
-    this.ledger.reset(sessionID)
+    this.ledger.delete(sessionID)
     for (const stream of this.streams.values()) if (stream.sessionID === sessionID) this.forgetStream(stream)
   }
 
