@@ -123,8 +123,8 @@ export const MUTATIONS: Mutation[] = [
     find: "noReply: !delivery.wake,", replace: "noReply: delivery.wake," },
   { id: "delivery-verify-blind", what: "a failed history read counts as not delivered: an ambiguous wake is sent twice",
     file: "delivery/delivery-policy.ts", fn: "verify", tests: ["delivery-faults.test.ts", "injector.test.ts"],
-    find: 'delivery.lastError = `history unavailable: ${errorText(error)}`\n      return "unknown"',
-    replace: 'delivery.lastError = `history unavailable: ${errorText(error)}`\n      delivery.unsure = false\n      return "absent"' },
+    find: 'if (!messages) return "unknown"',
+    replace: 'if (!messages) {\n      delivery.unsure = false\n      return "absent"\n    }' },
 
   // Routing: who is woken, who only reads.
   { id: "routing-subagent-woken", what: "a subagent's own session is woken by its exit",
@@ -247,9 +247,9 @@ export const MUTATIONS: Mutation[] = [
     find: "part.synthetic !== true", replace: "true" },
   { id: "budget-person-no-reset", what: "a person's message does not start the session's total afresh",
     file: "delivery/budget.ts", fn: "onUserTurn", tests: BUDGET,
-    find: "this.ledger.reset(sessionID)", replace: "" },
+    find: "this.ledger.delete(sessionID)", replace: "" },
   { id: "budget-summary-every-interval", what: "past the session's total a monitor keeps sending a summary every interval",
-    file: "delivery/budget.ts", fn: "onTimer", tests: BUDGET,
+    file: "delivery/budget.ts", fn: "summarize", tests: BUDGET,
     find: "stream.summarizedPastBudget ||= pastTotal", replace: "" },
   { id: "budget-summary-uncut", what: "a summary shows its line whole (up to line_max_bytes), not cut to a few hundred bytes",
     file: "delivery/envelope.ts", fn: "formatMonitorBatch", tests: ["envelope.test.ts", "budget.test.ts"],
@@ -278,7 +278,7 @@ export const MUTATIONS: Mutation[] = [
     find: "return isUtf8(span) && BREAKS.every((needle) => span.indexOf(needle) === -1)", replace: "return isUtf8(span)" },
   { id: "sizing-huge-line-uncut", what: "a line whose text outgrows a whole envelope is batched whole",
     file: "pipeline/pipeline.ts", fn: "lineIntake", tests: ["envelope-bounds.test.ts"],
-    find: "batcher.add(line.size > maxBytes ? fit(line) : line)", replace: "batcher.add(line)" },
+    find: "batcher.add(line.size > maxBytes ? fitToEnvelope(line, maxBytes, ring) : line)", replace: "batcher.add(line)" },
 
   // output_cpu_share: the share of a core reading output may take.
   { id: "share-uncapped", what: "the share's bucket fills without bound while idle: a later flood takes a whole core",

@@ -28,10 +28,7 @@ export function chooseLines(
   available: number,
 ): MonitorLine[] | undefined {
   const rank = (line: MonitorLine) => (line.seq <= STARTUP_LINES ? 0 : isErrorLooking(line) ? 1 : 2)
-  const ordered = priority
-    .map((line) => ({ line, rank: rank(line) }))
-    .sort((a, b) => a.rank - b.rank || a.line.seq - b.line.seq)
-    .map((o) => o.line)
+  const ordered = [...priority].sort((a, b) => rank(a) - rank(b) || a.seq - b.seq)
   const chosen = new Set<MonitorLine>()
   let cost = ENVELOPE_OVERHEAD_BYTES
   for (const line of latest ? [...ordered, latest] : ordered) {

@@ -50,7 +50,6 @@ export function isRealUserTurn(parts: readonly { type: string; synthetic?: boole
 
 /** What one monitor has sent into one session, and holds back from it. */
 type Stream = {
-  key: string
   sessionID: string
   monitorId: string
   bucket: TokenBucket
@@ -62,7 +61,7 @@ type Stream = {
   route: Route
   /** The monitor, as its latest batch described it. */
   source: BatchSource
-  timer: { handle: TimerHandle; at: number } | undefined
+  timer?: { handle: TimerHandle; at: number }
 }
 
 /**
@@ -71,8 +70,6 @@ type Stream = {
  */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
-  /** The stream the last batch went to (a flood brings batch after batch of one monitor). */
-  private recent: Stream | undefined
   private readonly ledger: ContextLedger
 
   constructor(
@@ -97,10 +94,9 @@ export class ObservationBudget {
     }
     if (batch.silence && estimate(batch.silence.lines) > this.sessionLeft(stream.sessionID)) return
     // Never held back, and never without a line: a wake after held output shows the latest held line.
-    // The injector charges a wake as sent.
     const held = stream.held.latest
     const lines = held && batch.lines.length === 0 && !batch.silence ? [held] : batch.lines
-    this.send(stream, this.compose(stream, batch, lines), { charge: false, route })
+    this.send(stream, this.compose(stream, batch, lines), route)
     if (isTerminalBatch(batch)) this.forgetStream(stream)
   }
 
@@ -110,7 +106,7 @@ export class ObservationBudget {
     const { held } = stream
     const now = this.deps.scheduler.now()
     if (estimate(held.known) + batch.bytes <= available) {
-      this.send(stream, this.compose(stream, batch, [...held.known, ...batch.lines]), { charge: true })
+      this.send(stream, this.compose(stream, batch, [...held.known, ...batch.lines]))
       return
     }
     // Past the bucket: its lines wait for the next look, unless one may be now and a line could go.
@@ -121,13 +117,13 @@ export class ObservationBudget {
     const candidates = held.look(this.priority(stream), now, batch.lines)
     const latest = candidates.length > 0 ? batch.lines.at(-1) : undefined
     const chosen = chooseLines(candidates, latest, available)
-    if (chosen) this.send(stream, this.compose(stream, batch, chosen), { charge: true })
+    if (chosen) this.send(stream, this.compose(stream, batch, chosen))
     else this.hold(stream, batch, true)
   }
 
   /** A person wrote in the session: its total, its monitors' buckets and summaries start afresh. */
   onUserTurn(sessionID: string): void {
-    this.ledger.reset(sessionID)
+    this.ledger.delete(sessionID)
     const now = this.deps.scheduler.now()
     for (const stream of this.streams.values()) {
       if (stream.sessionID !== sessionID) continue
@@ -141,7 +137,7 @@ export class ObservationBudget {
   }
 
   forgetSession(sessionID: string): void {
-    this.ledger.reset(sessionID)
+    this.ledger.delete(sessionID)
     for (const stream of this.streams.values()) if (stream.sessionID === sessionID) this.forgetStream(stream)
   }
 
@@ -160,36 +156,27 @@ export class ObservationBudget {
     return this.ledger.spent(sessionID)
   }
 
+  /** This monitor's stream into this session (made by its first batch), with the batch's route and source. */
   private stream(monitorId: string, route: Route, source: BatchSource): Stream {
-    const recent = this.recent
-    const found =
-      recent?.monitorId === monitorId && recent.sessionID === route.sessionID
-        ? recent
-        : this.streams.get(`${route.sessionID}|${monitorId}`)
-    const stream = found ?? this.newStream(monitorId, route, source)
-    this.recent = stream
+    const key = `${route.sessionID}|${monitorId}`
+    let stream = this.streams.get(key)
+    if (!stream) {
+      const now = this.deps.scheduler.now()
+      stream = {
+        sessionID: route.sessionID,
+        monitorId,
+        bucket: new TokenBucket(this.options.burstBytes, this.options.bytesPerMinute, now),
+        held: new HeldLines(),
+        lastEnvelopeAt: now,
+        summarizedPastBudget: false,
+        route,
+        source,
+      }
+      this.streams.set(key, stream)
+    }
     // A match wake's route is never kept: what the stream sends later is an observation.
     stream.route = route.wake ? { ...route, wake: false } : route
     stream.source = source
-    return stream
-  }
-
-  private newStream(monitorId: string, route: Route, source: BatchSource): Stream {
-    const now = this.deps.scheduler.now()
-    const key = `${route.sessionID}|${monitorId}`
-    const stream: Stream = {
-      key,
-      sessionID: route.sessionID,
-      monitorId,
-      bucket: new TokenBucket(this.options.burstBytes, this.options.bytesPerMinute, now),
-      held: new HeldLines(),
-      lastEnvelopeAt: now,
-      summarizedPastBudget: false,
-      route,
-      source,
-      timer: undefined,
-    }
-    this.streams.set(key, stream)
     return stream
   }
 
@@ -241,9 +228,12 @@ export class ObservationBudget {
     return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.source.label }))
   }
 
-  /** Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now. */
-  private send(stream: Stream, out: OutputBatch, how: { charge: boolean; route?: Route }) {
-    if (how.charge) {
+  /**
+   * Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now.
+   * An observation is charged here; a wake (`wakeRoute`) is charged by the injector, as sent.
+   */
+  private send(stream: Stream, out: OutputBatch, wakeRoute?: Route) {
+    if (!wakeRoute) {
       const cost = this.cost(stream, out)
       stream.bucket.take(cost)
       this.ledger.charge(stream.sessionID, cost)
@@ -251,7 +241,7 @@ export class ObservationBudget {
     stream.held = new HeldLines()
     stream.lastEnvelopeAt = this.deps.scheduler.now()
     this.clearTimer(stream)
-    this.deps.forward(out, how.route ?? stream.route, stream.source.label, stream.source.wakeLimit)
+    this.deps.forward(out, wakeRoute ?? stream.route, stream.source.label, stream.source.wakeLimit)
   }
 
   private hold(stream: Stream, batch: OutputBatch, looked = false): void {
@@ -261,9 +251,8 @@ export class ObservationBudget {
 
   /**
    * One timer per holding stream, at the earliest of: room for the oldest held priority line (an
-   * error printed just before a silence still arrives), and the summary being due. Unlooked held
-   * lines are looked at once the bucket has room for the smallest envelope, at most once per
-   * LOOK_INTERVAL_MS: once per refill, not per batch.
+   * error printed just before a silence still arrives), and the summary being due. Unlooked held lines
+   * are looked at once the bucket has room for the smallest envelope: once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()
@@ -271,7 +260,7 @@ export class ObservationBudget {
       ? Number.POSITIVE_INFINITY
       : stream.lastEnvelopeAt + this.options.summaryIntervalMs
     const { held } = stream
-    const first = held.firstPriority
+    const first = held.known[0]
     const need = held.unsorted ? SMALLEST_ENVELOPE_BYTES : first ? estimate([first]) : Number.POSITIVE_INFINITY
     const roomAt =
       need > this.sessionLeft(stream.sessionID) ? Number.POSITIVE_INFINITY : stream.bucket.roomAt(need, now)
@@ -296,19 +285,20 @@ export class ObservationBudget {
     const chosen = chooseLines(held.look(this.priority(stream), this.deps.scheduler.now()), held.latest, available)
     // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
-    if (chosen) {
-      this.send(stream, this.compose(stream, base, chosen), { charge: true })
-    } else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs) {
-      // Past the budget: one short summary, the counts and the last line (cut by the envelope).
-      const summary = this.compose(stream, base, held.latest ? [held.latest] : [], true)
-      const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
-      // Past the session's total: one summary per monitor, then silence until a person writes.
-      if (pastTotal && stream.summarizedPastBudget) return
-      stream.summarizedPastBudget ||= pastTotal
-      this.send(stream, summary, { charge: true })
-    } else {
-      this.arm(stream)
-    }
+    if (chosen) this.send(stream, this.compose(stream, base, chosen))
+    else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs)
+      this.summarize(stream, base)
+    else this.arm(stream)
+  }
+
+  /** Past the budget: one short summary, the counts and the last line (cut by the envelope). */
+  private summarize(stream: Stream, base: OutputBatch): void {
+    const summary = this.compose(stream, base, stream.held.latest ? [stream.held.latest] : [], true)
+    const pastTotal = this.cost(stream, summary) > this.sessionLeft(stream.sessionID)
+    // Past the session's total: one summary per monitor, then silence until a person writes.
+    if (pastTotal && stream.summarizedPastBudget) return
+    stream.summarizedPastBudget ||= pastTotal
+    this.send(stream, summary)
   }
 
   private clearTimer(stream: Stream): void {
@@ -317,8 +307,7 @@ export class ObservationBudget {
   }
 
   private forgetStream(stream: Stream): void {
-    if (this.recent === stream) this.recent = undefined
     this.clearTimer(stream)
-    this.streams.delete(stream.key)
+    this.streams.delete(`${stream.sessionID}|${stream.monitorId}`)
   }
 }

@@ -1,4 +1,4 @@
-import { addDrops, isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import { addDrops, isTerminalBatch } from "../pipeline/batcher"
 import { lineByteLength } from "../pipeline/line"
 import type { Delivery } from "./session-queue"
 
@@ -10,33 +10,20 @@ export type CoalesceBounds = { maxLines: number; maxBytes: number }
  */
 export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: CoalesceBounds): Delivery[] {
   const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && !isTerminalBatch(d.batch))
-  let lines = 0
-  let bytes = 0
-  for (const d of waiting) {
-    lines += d.batch.lines.length
-    bytes += d.batch.bytes
-  }
+  let lines = waiting.reduce((sum, d) => sum + d.batch.lines.length, 0)
+  let bytes = waiting.reduce((sum, d) => sum + d.batch.bytes, 0)
   const dropped = new Set<Delivery>()
-  for (let i = 0; i < waiting.length - 1; i++) {
-    if (lines <= bounds.maxLines && bytes <= bounds.maxBytes) break
+  for (let i = 0; i < waiting.length - 1 && (lines > bounds.maxLines || bytes > bounds.maxBytes); i++) {
     const oldest = waiting[i] as Delivery
     if (oldest.attempts > 0) continue
     const next = waiting[i + 1] as Delivery
-    next.dropped = addDrops(next.dropped, oldest.dropped, {
-      matched: oldest.batch.lines.length,
-      unmatched: 0,
-      bytes: rawBytes(oldest.batch),
-    })
+    // `dropped:` counts output bytes, not envelope bytes.
+    const outputBytes = oldest.batch.lines.reduce((sum, line) => sum + lineByteLength(line), 0)
+    const gaveWay = { matched: oldest.batch.lines.length, unmatched: 0, bytes: outputBytes }
+    next.dropped = addDrops(next.dropped, oldest.dropped, gaveWay)
     lines -= oldest.batch.lines.length
     bytes -= oldest.batch.bytes
     dropped.add(oldest)
   }
   return dropped.size === 0 ? deliveries : deliveries.filter((d) => !dropped.has(d))
-}
-
-/** The output bytes of a batch's lines, as `dropped:` counts them. */
-function rawBytes(batch: OutputBatch): number {
-  let bytes = 0
-  for (const line of batch.lines) bytes += lineByteLength(line)
-  return bytes
 }

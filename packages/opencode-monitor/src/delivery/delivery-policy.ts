@@ -3,14 +3,9 @@ import { errorText } from "../errors"
 import { formatMonitorBatch, formatWakeLine } from "./envelope"
 import type { Identity } from "./gates"
 import { readBack } from "./history"
+import type { InjectorOptions } from "./injector"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import type { Delivery } from "./session-queue"
-
-export type PolicyOptions = {
-  pendingRetryMs: number
-  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
-  acceptedMessageSkewMs: number
-}
 
 // Backoff after failures: pending_retry_ms, doubling, at most this.
 const MAX_RETRY_DELAY_MS = 30_000
@@ -21,8 +16,6 @@ const OBSERVATION_MAX_ATTEMPTS = 8
 
 /** `found`: it is in the session. `absent`: it is not and may be sent. `unknown`: cannot tell yet. */
 export type Verdict = "found" | "absent" | "unknown"
-export type SendOutcome = "sent" | "failed" | "gone"
-export type FailureOutcome = { retryInMs: number } | { giveUp: true }
 
 /** The envelope a delivery sends (the same text on every attempt). */
 export function envelopeText(delivery: Delivery): string {
@@ -54,12 +47,12 @@ function envelopeNote(delivery: Delivery): EnvelopeNote {
  */
 export class DeliveryPolicy {
   constructor(
-    private readonly options: PolicyOptions,
+    private readonly options: Pick<InjectorOptions, "pendingRetryMs" | "acceptedMessageSkewMs">,
     private readonly api: SessionApi,
     private readonly now: () => number,
   ) {}
 
-  async send(delivery: Delivery, identity: Identity): Promise<{ outcome: SendOutcome; kind?: string }> {
+  async send(delivery: Delivery, identity: Identity): Promise<{ outcome: "sent" | "failed" | "gone"; kind?: string }> {
     delivery.attempts++
     const text = envelopeText(delivery)
     try {
@@ -80,8 +73,6 @@ export class DeliveryPolicy {
       }
       return { outcome: "failed", kind }
     }
-    delivery.failures = 0
-    delivery.firstFailureAt = undefined
     return { outcome: "sent" }
   }
 
@@ -90,18 +81,12 @@ export class DeliveryPolicy {
     const since = delivery.firstQueuedAt - this.options.acceptedMessageSkewMs
     const landed = (m: SessionMessage) =>
       m.role === "user" && m.created >= since && m.notes.some((note) => note.key === delivery.key)
-    let messages: Awaited<ReturnType<typeof readBack>>
-    try {
-      // Back far enough to see every message since the delivery was first queued.
-      messages = await readBack(
-        this.api,
-        delivery.sessionID,
-        (read) => read.some(landed) || (read[0]?.created ?? 0) < since,
-      )
-    } catch (error) {
+    // Back far enough to see every message since the delivery was first queued.
+    const enough = (read: readonly SessionMessage[]) => read.some(landed) || (read[0]?.created ?? 0) < since
+    const messages = await readBack(this.api, delivery.sessionID, enough).catch((error) => {
       delivery.lastError = `history unavailable: ${errorText(error)}`
-      return "unknown"
-    }
+    })
+    if (!messages) return "unknown"
     if (messages.some(landed)) return "found"
     // An accepted prompt_async is stored after its answer: give it time to appear.
     if (this.now() - delivery.unsureSince < this.settleMs()) return "unknown"
@@ -110,7 +95,7 @@ export class DeliveryPolicy {
   }
 
   /** When the next attempt may run, or that it is time to give up. */
-  failed(delivery: Delivery): FailureOutcome {
+  failed(delivery: Delivery): { retryInMs: number } | { giveUp: true } {
     const now = this.now()
     delivery.failures++
     delivery.firstFailureAt ??= now

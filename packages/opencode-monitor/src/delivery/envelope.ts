@@ -1,7 +1,6 @@
 import { ENVELOPE_END, formatEnvelopeHead, formatStatus, neutralizeMarkers } from "../codec"
 import type { BudgetNote, OutputBatch } from "../pipeline/batcher"
-import type { MonitorLine } from "../pipeline/line"
-import { sanitizeLineText } from "../pipeline/line"
+import { type MonitorLine, sanitizeLineText } from "../pipeline/line"
 import { renderLine } from "../pipeline/render"
 import { isSilenceReason, type WakeReason } from "./match-wake"
 

@@ -17,7 +17,7 @@ export type GateDecision = { open: true } | { open: false; reason: string }
 
 /** The latest real (typed, not injected) user message's agent and model; undefined when there is none. */
 export function latestUserIdentity(messages: readonly SessionMessage[]): Identity | undefined {
-  const lastUser = findLast(messages, (m) => m.role === "user" && !m.synthetic)
+  const lastUser = [...messages].reverse().find((m) => m.role === "user" && !m.synthetic)
   return lastUser ? { agent: lastUser.agent, model: lastUser.model } : undefined
 }
 
@@ -26,10 +26,9 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
  * message within the window. Another session being busy (a subagent, say) never closes it.
  */
 export function evaluateGates(input: GateInput): GateDecision {
-  const { messages } = input
-  const lastUser = findLast(messages, (m) => m.role === "user" && !m.synthetic)
-  const lastAssistant = findLast(
-    messages,
+  const newestFirst = [...input.messages].reverse()
+  const lastUser = newestFirst.find((m) => m.role === "user" && !m.synthetic)
+  const lastAssistant = newestFirst.find(
     (m) =>
       m.role === "assistant" &&
       !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
@@ -46,12 +45,4 @@ export function evaluateGates(input: GateInput): GateDecision {
     return { open: false, reason: "user message within user_message_window_ms" }
   }
   return { open: true }
-}
-
-function findLast<T>(items: readonly T[], predicate: (item: T) => boolean): T | undefined {
-  for (let i = items.length - 1; i >= 0; i--) {
-    const item = items[i] as T
-    if (predicate(item)) return item
-  }
-  return undefined
 }

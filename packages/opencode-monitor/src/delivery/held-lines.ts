@@ -9,7 +9,7 @@ const UNLOOKED_MAX = 2_000
  * Held lines are looked at for priority lines (which decodes their text) at most this often: a
  * flood past its bucket costs one look over its newest lines a second, not a look at every line.
  */
-export const LOOK_INTERVAL_MS = 1_000
+const LOOK_INTERVAL_MS = 1_000
 
 /**
  * What one monitor holds back from one session since its last envelope: how many lines and bytes,
@@ -23,7 +23,8 @@ export class HeldLines {
   /** The latest held line, and the last batch held (its number names an envelope of held lines). */
   latest: MonitorLine | undefined
   lastBatch: OutputBatch | undefined
-  private priority: MonitorLine[] = []
+  /** The priority lines found so far, oldest first. */
+  known: MonitorLine[] = []
   /** Held batches' lines not looked at yet, oldest first, and how many lines they hold. */
   private unlooked: (readonly MonitorLine[])[] = []
   private unlookedLines = 0
@@ -43,12 +44,6 @@ export class HeldLines {
       this.unlookedLines -= (this.unlooked.shift() as readonly MonitorLine[]).length
   }
 
-  /** The priority lines found so far, without a look. */
-  get known(): readonly MonitorLine[] {
-    return this.priority
-  }
-
-  /** When the next look may be. */
   get nextLookAt(): number {
     return this.lookedAt + LOOK_INTERVAL_MS
   }
@@ -56,11 +51,6 @@ export class HeldLines {
   /** Whether held lines wait to be looked at. */
   get unsorted(): boolean {
     return this.unlooked.length > 0
-  }
-
-  /** The oldest of the priority lines found so far. */
-  get firstPriority(): MonitorLine | undefined {
-    return this.priority[0]
   }
 
   /**
@@ -76,11 +66,10 @@ export class HeldLines {
       if (isPriority(line)) found.push(line)
     }
     found.reverse()
-    const older = PRIORITY_MAX - found.length
-    this.priority = older > 0 ? [...this.priority.slice(-older), ...found] : found
+    this.known = [...this.known, ...found].slice(-PRIORITY_MAX)
     this.unlooked = []
     this.unlookedLines = 0
-    return this.priority
+    return this.known
   }
 }
 

@@ -8,24 +8,16 @@ import { DeliveryPolicy, envelopeText } from "./delivery-policy"
 import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
-import {
-  isSilenceReason,
-  type MatchWakeOptions,
-  MatchWakePolicy,
-  queueMatchWake,
-  settleMatchWake,
-  type WakeReason,
-} from "./match-wake"
+import { isCandidate, isSilenceReason, type MatchWakeOptions, MatchWakePolicy, queueMatchWake } from "./match-wake"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
-
-export type { Delivery } from "./session-queue"
 
 export type InjectorOptions = {
   userMessageWindowMs: number
   pendingRetryMs: number
   postDispatchHoldMs: number
+  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
   acceptedMessageSkewMs: number
   /** Opt-in ceiling for a terminal batch waiting on a busy session; undefined or 0 = unbounded. */
   maxActiveDeferMs?: number
@@ -96,13 +88,10 @@ export class MonitorOutputInjector {
       firstQueuedAt: this.deps.scheduler.now(),
       attempts: 0,
       failures: 0,
-      firstFailureAt: undefined,
       retryAt: 0,
       unsure: false,
       unsureSince: 0,
-      lastError: undefined,
       wakeLimit,
-      matchWake: undefined,
       notBefore: 0,
     }
     const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
@@ -129,16 +118,27 @@ export class MonitorOutputInjector {
     )
   }
 
-  /** Decides a match-wake candidate (gates open or ceiling reached): "skip" when it waits or was dropped. */
+  /**
+   * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
+   * observation, or "skip": it waits (notBefore set), or it was a subagent's match past the limit, dropped.
+   */
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
-    const { outcome, why } = settleMatchWake(d, this.matchWakes)
-    if (outcome === "wait") {
-      this.log.info("match wake waits", { ...logFields(d, false), reason: why, notBefore: d.notBefore })
-    } else if (outcome === "drop") {
-      // A new array: a caller's find() goes on over the old one.
-      queue.remove(d)
+    if (!isCandidate(d) || d.matchWake || d.attempts > 0) return d.wake ? "wake" : "observe"
+    const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+    if (decision.kind === "wake") {
+      d.matchWake = decision.reason
+      return "wake"
     }
-    return outcome === "wake" || outcome === "observe" ? outcome : "skip"
+    if (decision.kind === "wait") {
+      d.notBefore = decision.until
+      this.log.info("match wake waits", { ...logFields(d, false), reason: decision.why, notBefore: d.notBefore })
+      return "skip"
+    }
+    d.wake = false
+    if (d.subagentSessionID === undefined) return "observe"
+    // A new array: a caller's find() goes on over the old one.
+    queue.remove(d)
+    return "skip"
   }
 
   /** A person wrote (`chat.message`, before the history shows it): nothing goes in for user_message_window_ms. */
@@ -158,8 +158,7 @@ export class MonitorOutputInjector {
 
   /** Drops everything pending for a monitor and stops its retries, including a send in flight. */
   forgetMonitor(monitorId: string): void {
-    this.matchWakes?.forgetMonitor(monitorId)
-    this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
+    this.forgetKeys(monitorId)
     for (const queue of [...this.queues.values()]) {
       queue.deliveries = queue.deliveries.filter((d) => d.batch.monitorId !== monitorId)
       this.dropIfEmpty(queue)
@@ -215,7 +214,7 @@ export class MonitorOutputInjector {
       const verdict = await this.policy.verify(next)
       if (!this.stillQueued(queue, next)) return
       if (verdict === "found") {
-        this.settle(queue, next, "monitor output was already accepted", "found in session history")
+        this.settle(queue, next, "found")
         return queue.schedule(this.options.postDispatchHoldMs)
       }
       if (verdict === "unknown") return this.retryLater(queue, next)
@@ -252,19 +251,11 @@ export class MonitorOutputInjector {
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {
-      this.log.warn("monitor output send failed; will retry", {
-        ...logFields(next, forced),
-        kind,
-        error: next.lastError,
-      })
+      const fields = { ...logFields(next, forced), kind, error: next.lastError }
+      this.log.warn("monitor output send failed; will retry", fields)
       return this.retryLater(queue, next)
     }
-    this.settle(
-      queue,
-      next,
-      forced ? "forced monitor output into a busy session" : "sent monitor output",
-      forced ? "max_active_defer_ms reached" : "session idle",
-    )
+    this.settle(queue, next, forced ? "forced" : "sent")
     if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.postDispatchHoldMs
     queue.schedule(this.options.postDispatchHoldMs)
   }
@@ -277,23 +268,15 @@ export class MonitorOutputInjector {
     try {
       ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
     } catch (error) {
+      const head = queue.deliveries[0]
       if (error instanceof DeliveryError && error.kind === "gone") {
-        const head = queue.deliveries[0]
         if (head) this.sessionGone(head)
-        return undefined
-      }
-      this.defer(queue, `session state unavailable: ${errorText(error)}`)
+      } else this.defer(queue, `session state unavailable: ${errorText(error)}`)
       return undefined
     }
     this.identities.noteHistory(queue.sessionID, messages)
-    const decision = evaluateGates({
-      sessionID: queue.sessionID,
-      busy,
-      messages,
-      now: scheduler.now(),
-      userMessageWindowMs: this.options.userMessageWindowMs,
-      staleTurnsBefore: this.options.staleTurnsBefore,
-    })
+    const now = scheduler.now()
+    const decision = evaluateGates({ ...this.options, sessionID: queue.sessionID, busy, messages, now })
     if (!decision.open) {
       this.defer(queue, decision.reason)
       return undefined
@@ -309,7 +292,7 @@ export class MonitorOutputInjector {
       return
     }
     queue.remove(delivery)
-    this.forgetMonitorKeys(delivery)
+    if (isTerminalBatch(delivery.batch)) this.forgetKeys(delivery.batch.monitorId)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
       this.log.error("monitor exit notice could not be delivered; giving up", fields)
@@ -321,10 +304,8 @@ export class MonitorOutputInjector {
   }
 
   private sessionGone(delivery: Delivery): void {
-    this.log.warn("session is gone; dropping its monitor output", {
-      ...logFields(delivery, false),
-      error: delivery.lastError,
-    })
+    const fields = { ...logFields(delivery, false), error: delivery.lastError }
+    this.log.warn("session is gone; dropping its monitor output", fields)
     this.forgetSession(delivery.sessionID)
   }
 
@@ -333,24 +314,20 @@ export class MonitorOutputInjector {
     return !this.disposed && queue.deliveries.includes(delivery) && this.queues.get(queue.sessionID) === queue
   }
 
-  private settle(queue: SessionQueue, delivery: Delivery, message: string, reason: string): void {
+  private settle(queue: SessionQueue, delivery: Delivery, how: keyof typeof SETTLED): void {
     queue.remove(delivery)
     // A match wake is never held back by the budget, but what it put into the session is counted.
     if (delivery.matchWake) this.deps.ledger?.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
-    // Nothing follows a terminal batch, so its monitor's keys are no longer needed anywhere.
     if (!isTerminalBatch(delivery.batch)) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
-    else this.forgetMonitorKeys(delivery)
-    this.log.info(message, {
-      ...logFields(delivery, reason === "max_active_defer_ms reached"),
-      reason,
-      attempts: delivery.attempts,
-    })
+    else this.forgetKeys(delivery.batch.monitorId)
+    const [message, reason] = SETTLED[how]
+    this.log.info(message, { ...logFields(delivery, how === "forced"), reason, attempts: delivery.attempts })
   }
 
-  private forgetMonitorKeys(delivery: Delivery): void {
-    if (!isTerminalBatch(delivery.batch)) return
-    this.forgetSent((key) => key.includes(`|monitor-output:${delivery.batch.monitorId}:`))
-    this.matchWakes?.forgetMonitor(delivery.batch.monitorId)
+  /** The monitor's sent keys and match-wake count: needed only until its terminal batch. */
+  private forgetKeys(monitorId: string): void {
+    this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
+    this.matchWakes?.forgetMonitor(monitorId)
   }
 
   private forgetSent(matches: (key: string) => boolean): void {
@@ -375,20 +352,26 @@ export class MonitorOutputInjector {
   }
 }
 
+/** How a delivery left its queue: the log line and its reason. */
+const SETTLED = {
+  found: ["monitor output was already accepted", "found in session history"],
+  sent: ["sent monitor output", "session idle"],
+  forced: ["forced monitor output into a busy session", "max_active_defer_ms reached"],
+} as const
+
 function logFields(delivery: Delivery, force: boolean): Record<string, unknown> {
+  const { batch, matchWake } = delivery
   return {
     sessionID: delivery.sessionID,
-    monitorId: delivery.batch.monitorId,
-    batchSeq: delivery.batch.batchSeq,
+    monitorId: batch.monitorId,
+    batchSeq: batch.batchSeq,
     label: delivery.label,
     source: delivery.key,
     shouldReply: delivery.wake,
     forceActiveDispatch: force,
-    ...(delivery.matchWake ? { matchWake: wakeLogText(delivery.matchWake) } : {}),
+    // `1/3` for the first of three match wakes.
+    ...(matchWake
+      ? { matchWake: isSilenceReason(matchWake) ? "silence" : `${matchWake.ordinal}/${matchWake.limit}` }
+      : {}),
   }
-}
-
-/** `1/3` for the first of three match wakes, `silence` for a silence wake. */
-function wakeLogText(reason: WakeReason): string {
-  return isSilenceReason(reason) ? "silence" : `${reason.ordinal}/${reason.limit}`
 }

@@ -89,10 +89,8 @@ export class MatchWakePolicy {
 /** A running batch that asks to wake: it carries a match, or it is a silence wake. */
 export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== undefined || carriesMatch(batch)
 
-/** A batch and the drops counted against it so far. */
-type PendingBatch = Pick<Delivery, "batch" | "dropped">
-
-const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
+/** A running batch routed as a wake, not yet decided (see MonitorOutputInjector.settleMatchWake). */
+export const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
  * Queues a delivery that takes part in a match wake and returns the session's new queue (undefined
@@ -120,9 +118,7 @@ export function queueMatchWake(
   const absorbed = terminal ? waiting.filter(isCandidate) : wakeWaits ? waiting : []
   if (absorbed.length === 0 && !isCandidate(delivery)) return undefined
   for (const older of [...absorbed].reverse()) {
-    const merged = mergePending(older, delivery, bounds)
-    delivery.batch = merged.batch
-    delivery.dropped = merged.dropped
+    absorb(delivery, older, bounds)
     if (older.wake) delivery.firstQueuedAt = Math.min(delivery.firstQueuedAt, older.firstQueuedAt)
     delivery.notBefore = Math.max(delivery.notBefore, older.notBefore)
     if (!terminal) delivery.wake ||= older.wake
@@ -134,37 +130,11 @@ export function queueMatchWake(
 }
 
 /**
- * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
- * observation, one that waits (notBefore set), or a subagent's match past the limit, dropped.
- */
-export function settleMatchWake(
-  d: Delivery,
-  policy: MatchWakePolicy | undefined,
-): { outcome: "wake" | "observe" | "wait" | "drop"; why?: string } {
-  if (!isCandidate(d) || d.matchWake || d.attempts > 0) return { outcome: d.wake ? "wake" : "observe" }
-  const decision = policy?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
-  if (decision.kind === "wake") {
-    d.matchWake = decision.reason
-    return { outcome: "wake" }
-  }
-  if (decision.kind === "wait") {
-    d.notBefore = decision.until
-    return { outcome: "wait", why: decision.why }
-  }
-  d.wake = false
-  return { outcome: d.subagentSessionID === undefined ? "observe" : "drop" }
-}
-
-/**
- * Two waiting batches of one monitor become one, under the newer one's key. Over the bounds, lines
+ * `newer` absorbs an older waiting batch of its monitor, under its own key. Over the bounds, lines
  * give way oldest first among those that did not match `wake_pattern`, then the latest wake lines:
  * the first match is what the agent asked for. What gives way is counted in `dropped:`.
  */
-function mergePending(
-  older: PendingBatch,
-  newer: PendingBatch,
-  bounds: { maxLines: number; maxBytes: number },
-): PendingBatch {
+function absorb(newer: Delivery, older: Delivery, bounds: { maxLines: number; maxBytes: number }): void {
   const all = [...older.batch.lines, ...newer.batch.lines]
   let bytes = sizeOf(all)
   const dropped = addDrops(older.dropped, newer.dropped)
@@ -184,5 +154,6 @@ function mergePending(
   const lines = kept === all.length ? all : all.filter((_, i) => keep[i])
   // A silence wake waiting in the older batch stays one when output came after it.
   const silence = newer.batch.silence ?? older.batch.silence
-  return { batch: { ...newer.batch, lines, bytes, ...(silence ? { silence } : {}) }, dropped }
+  newer.batch = { ...newer.batch, lines, bytes, ...(silence ? { silence } : {}) }
+  newer.dropped = dropped
 }

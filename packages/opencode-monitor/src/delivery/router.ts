@@ -82,12 +82,10 @@ export class DeliveryRouter {
     this.sources
       .sourceOf(origin.sessionID)
       .then((source) => this.deliver(batch, origin, source))
-      .catch((error) =>
-        namedLogger(this.deps.api, "router").error("routing a monitor's exit notice failed", {
-          monitorId: batch.monitorId,
-          error: String(error),
-        }),
-      )
+      .catch((error) => {
+        const fields = { monitorId: batch.monitorId, error: String(error) }
+        namedLogger(this.deps.api, "router").error("routing a monitor's exit notice failed", fields)
+      })
   }
 
   private deliver(batch: OutputBatch, origin: BatchOrigin, source: SessionSource): void {
@@ -119,13 +117,13 @@ export class DeliveryRouter {
    * the agent and model for every wake. Injected (synthetic) prompts, ours included, do none of that.
    */
   onChatMessage(sessionID: string, parts: readonly { type: string; synthetic?: boolean }[], identity: Identity): void {
-    if (isRealUserTurn(parts)) {
+    const real = isRealUserTurn(parts)
+    if (real) {
       this.budget.onUserTurn(sessionID)
       this.injector.onPersonMessage(sessionID)
     }
-    const texts = parts.filter((p) => p.type === "text")
-    if (texts.length > 0 && texts.every((p) => p.synthetic === true)) return
-    this.injector.identities.remember(sessionID, identity)
+    // A message with no text part is the person's too.
+    if (real || !parts.some((p) => p.type === "text")) this.injector.identities.remember(sessionID, identity)
   }
 
   /** The agent stopped the monitor: nothing more of it is delivered, and nobody is woken. */

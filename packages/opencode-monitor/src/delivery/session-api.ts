@@ -13,12 +13,12 @@ export type SessionMessage = {
   role: "user" | "assistant"
   created: number
   /** Assistant only: undefined while the step runs. */
-  completed: number | undefined
-  finish: string | undefined
+  completed?: number
+  finish?: string
   /** Assistant only: a tool call of this message is still pending or running. */
-  toolRunning: boolean
+  toolRunning?: boolean
   /** User only: every text part was injected (ours, or opencode's own), not typed by a person. */
-  synthetic: boolean
+  synthetic?: boolean
   agent: string | undefined
   model: ModelRef | undefined
   text: string
@@ -36,8 +36,6 @@ export type PromptRequest = {
   metadata: Record<string, unknown>
 }
 
-export type DeliveryErrorKind = "gone" | "rejected" | "ambiguous"
-
 /**
  * `gone`: the session no longer exists. `rejected`: the server answered with an error, nothing
  * was stored. `ambiguous`: the request may have reached the server but no answer came back.
@@ -45,7 +43,7 @@ export type DeliveryErrorKind = "gone" | "rejected" | "ambiguous"
 export class DeliveryError extends Error {
   override name = "DeliveryError"
   constructor(
-    readonly kind: DeliveryErrorKind,
+    readonly kind: "gone" | "rejected" | "ambiguous",
     message: string,
   ) {
     super(message)
@@ -75,9 +73,7 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
     async busySessions() {
       const result = await client.session.status()
       if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
-      const busy: Record<string, string> = {}
-      for (const [id, status] of Object.entries(result.data)) busy[id] = status.type
-      return busy
+      return Object.fromEntries(Object.entries(result.data).map(([id, status]) => [id, status.type]))
     },
     async recentMessages(sessionID, limit) {
       const result = await client.session.messages({ path: { id: sessionID }, query: { limit } })
@@ -109,13 +105,9 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
       return result.data.parentID || undefined
     },
     async sessionExists(sessionID) {
-      try {
-        const result = await client.session.get({ path: { id: sessionID } })
-        if (result.data) return true
-        return result.response?.status === 404 ? false : undefined
-      } catch {
-        return undefined
-      }
+      const result = await client.session.get({ path: { id: sessionID } }).catch(() => undefined)
+      if (result?.data) return true
+      return result?.response?.status === 404 ? false : undefined
     },
     log(level, message, extra, service = LOG_SERVICE) {
       client.app.log({ body: { service, level, message, extra } }).catch(() => {})
@@ -132,9 +124,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     return {
       role: "user",
       created: info.time.created,
-      completed: undefined,
-      finish: undefined,
-      toolRunning: false,
       synthetic: texts.length > 0 && texts.every((p) => p.synthetic === true),
       agent: info.agent,
       model: info.model,
@@ -148,7 +137,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     completed: info.time.completed,
     finish: info.finish,
     toolRunning: parts.some((p) => p.type === "tool" && (p.state.status === "pending" || p.state.status === "running")),
-    synthetic: false,
     agent: info.mode,
     model: { providerID: info.providerID, modelID: info.modelID },
     text: texts.map((p) => p.text).join("\n"),

@@ -10,25 +10,25 @@ export type Delivery = {
   label: string
   /** Routed as a wake: the terminal batch, or a running batch with a match (a candidate). */
   wake: boolean
-  subagentSessionID: string | undefined
+  subagentSessionID?: string
   /** The batch's own drops plus those of streaming batches coalesced into this one. */
   dropped: DropCounts
   firstQueuedAt: number
   attempts: number
-  /** Failed attempts in a row (sends, and checks of an unsure send); 0 after a success. */
+  /** Failed attempts (sends, checks of an unsure send, identity reads): the backoff doubles with each. */
   failures: number
-  firstFailureAt: number | undefined
+  firstFailureAt?: number
   /** No attempt before this time (backoff after a failure). */
   retryAt: number
   /** The last send may have reached the server: the history is checked before anything else. */
   unsure: boolean
   /** When the unsure send was made: it may take this long to show in the history. */
   unsureSince: number
-  lastError: string | undefined
+  lastError?: string
   /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
   wakeLimit: number
   /** Decided at send time: this running batch wakes the session, for this reason. */
-  matchWake: WakeReason | undefined
+  matchWake?: WakeReason
   /** Not sent before this time (a match wake waiting for wake_min_interval_ms or the session cap). */
   notBefore: number
 }
@@ -38,8 +38,9 @@ export class SessionQueue {
   deliveries: Delivery[] = []
   holdUntil = 0
   lastDeferral: string | undefined
+  /** A step runs (the queue is not dropped under it). */
+  busy = false
   private timer: TimerHandle | undefined
-  private pumping = false
   private again = false
 
   constructor(
@@ -49,23 +50,19 @@ export class SessionQueue {
     private readonly onIdle: (queue: SessionQueue) => void,
   ) {}
 
-  get busy(): boolean {
-    return this.pumping
-  }
-
   async pump(): Promise<void> {
-    if (this.pumping) {
+    if (this.busy) {
       this.again = true
       return
     }
-    this.pumping = true
+    this.busy = true
     try {
       do {
         this.again = false
         await this.step(this)
       } while (this.again)
     } finally {
-      this.pumping = false
+      this.busy = false
       this.onIdle(this)
     }
   }

@@ -72,13 +72,8 @@ export class SessionSources {
         return await this.classify(sessionID)
       } catch (error) {
         if (attempt >= CLASSIFY_ATTEMPTS) {
-          namedLogger(this.api, "session-source").warn(
-            "session source unknown; treating it as primary for this batch",
-            {
-              sessionID,
-              error: errorText(error),
-            },
-          )
+          const message = "session source unknown; treating it as primary for this batch"
+          namedLogger(this.api, "session-source").warn(message, { sessionID, error: errorText(error) })
           return { kind: "primary" }
         }
         await new Promise<void>((resolve) => this.retry.scheduler.setTimeout(resolve, this.retry.delayMs))

@@ -81,11 +81,6 @@ export class MonitorBatcher {
     },
   ) {}
 
-  /** Lines waiting in the open batch. */
-  get length(): number {
-    return this.lines.length
-  }
-
   add(line: MonitorLine): void {
     if (this.closed) return
     if (this.lines.length > 0 && this.bytes + line.size > this.limits.maxBytes) this.flushNow()
@@ -121,35 +116,21 @@ export class MonitorBatcher {
     const { lines, bytes } = this
     this.lines = []
     this.bytes = 0
-    this.batchSeq += 1
-    const terminal = options.status !== undefined
-    if (terminal) this.close()
-    this.onBatch({
-      monitorId: this.monitorId,
-      batchSeq: this.batchSeq,
-      lines,
-      bytes,
-      stillRunning: !terminal,
-      status: options.status ?? RUNNING,
-      dropped: this.deps.takeDropped?.() ?? NO_DROPS,
-    })
+    if (options.status !== undefined) this.close()
+    this.emit({ lines, bytes, stillRunning: options.status === undefined, status: options.status ?? RUNNING })
   }
 
   /** A silence wake as a batch of its own (its own batchSeq), after any buffered lines. */
   emitSilence(silence: SilenceNote): void {
     if (this.closed) return
     this.flushNow()
+    this.emit({ lines: [], bytes: 0, stillRunning: true, status: RUNNING, silence })
+  }
+
+  private emit(batch: Pick<OutputBatch, "lines" | "bytes" | "stillRunning" | "status" | "silence">): void {
     this.batchSeq += 1
-    this.onBatch({
-      monitorId: this.monitorId,
-      batchSeq: this.batchSeq,
-      lines: [],
-      bytes: 0,
-      stillRunning: true,
-      status: RUNNING,
-      dropped: this.deps.takeDropped?.() ?? NO_DROPS,
-      silence,
-    })
+    const dropped = this.deps.takeDropped?.() ?? NO_DROPS
+    this.onBatch({ monitorId: this.monitorId, batchSeq: this.batchSeq, ...batch, dropped })
   }
 
   /** Stops emitting; buffered lines stay readable in the ring buffer. */

@@ -1,4 +1,4 @@
-import type { RE2JS } from "re2js"
+import { errorText } from "../errors"
 
 /** Tests a line's sanitized text (what the envelope would show, before marker neutralizing). */
 export type LineFilter = (text: string) => boolean
@@ -31,15 +31,13 @@ export async function compileLineFilter(
   }
   // Loaded on first use: most monitors have no pattern, and the server's start should not pay for it.
   const { RE2JS: Engine } = await import("re2js")
-  let compiled: RE2JS
   try {
-    compiled = Engine.compile(pattern)
+    const compiled = Engine.compile(pattern)
+    return (text) => compiled.test(text)
   } catch (error) {
-    const reason = error instanceof Error ? error.message : String(error)
     throw new PatternError(
-      `${argument} ${JSON.stringify(pattern)} is not a valid RE2 regular expression: ${reason}. ` +
+      `${argument} ${JSON.stringify(pattern)} is not a valid RE2 regular expression: ${errorText(error)}. ` +
         "RE2 has no lookaround or backreferences; see https://github.com/google/re2/wiki/Syntax",
     )
   }
-  return (text) => compiled.test(text)
 }

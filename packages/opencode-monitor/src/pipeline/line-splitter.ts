@@ -9,11 +9,10 @@ const SHORT_LINE = 16
 export type EmitLine = (block: Uint8Array, start: number, end: number, truncated: boolean) => void
 
 /**
- * Splits a byte stream into lines of at most `maxBytes` bytes. Works on bytes, so a UTF-8
- * character split across chunks is reassembled before anyone decodes it. An over-long line is
- * cut at a character boundary and marked truncated; the rest of it, up to the next newline, is
- * dropped and counted. A line inside one chunk is emitted as a range of that chunk; a line
- * assembled from several chunks gets a block of its own.
+ * Splits a byte stream into lines of at most `maxBytes` bytes, on bytes, so a UTF-8 character split
+ * across chunks is whole before anyone decodes it. An over-long line is cut at a character boundary,
+ * marked truncated, and its rest up to the newline dropped and counted. A line within one chunk is a
+ * range of it; a line assembled from several chunks gets a block of its own.
  */
 export class LineSplitter {
   private parts: Uint8Array[] = []
@@ -138,7 +137,7 @@ export class LineSplitter {
  * The bytes of `chunk` as a plain Uint8Array, for searches: the runtime's own indexOf of a typed
  * array costs less per call than a Buffer's (a call per line of a flood).
  */
-export function searchView(chunk: Uint8Array): Uint8Array {
+function searchView(chunk: Uint8Array): Uint8Array {
   return Buffer.isBuffer(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length) : chunk
 }
 

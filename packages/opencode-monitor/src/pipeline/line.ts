@@ -80,7 +80,6 @@ const CONTROL =
 const NEEDS_WORK =
   /[\x00-\x08\x0a-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u2028\u2029\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/
 
-/** Sanitizes one decoded line of process output. */
 export function sanitizeLineText(raw: string): string {
   if (!NEEDS_WORK.test(raw)) return raw
   let text = raw

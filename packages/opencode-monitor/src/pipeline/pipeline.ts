@@ -1,7 +1,7 @@
 import type { MonitorStatus } from "../codec"
 import type { MonitorConfig } from "../config"
 import type { Scheduler } from "../scheduler"
-import { type DropCounts, MonitorBatcher, NO_DROPS, type OutputBatch, sizeOf } from "./batcher"
+import { MonitorBatcher, type OutputBatch, sizeOf } from "./batcher"
 import type { LineFilter } from "./filter"
 import { lineText, type MonitorLine, type MonitorStream } from "./line"
 import { LineSplitter } from "./line-splitter"
@@ -51,24 +51,23 @@ const SILENCE_LINES = 10
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, scheduler } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
-  const drops = pendingDropCounts(ring)
   const read = new ReadFacts()
   const batcher = new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler, takeDropped: drops.take, lineTime: () => read.at },
+    { scheduler, takeDropped: () => ring.takeUnreported(), lineTime: () => read.at },
   )
   const settle = new WakeSettle(scheduler, config.wake_settle_ms, () => batcher.flushNow())
-  const intake = lineIntake(options, { ring, batcher, settle, read, cutFromEnvelope: drops.cutFromEnvelope })
+  const accept = lineIntake(options, { ring, batcher, settle, read })
   const splitter = (stream: MonitorStream) =>
     new LineSplitter(
       config.line_max_bytes,
-      (block, start, end, truncated) => intake.accept(stream, block, start, end, truncated),
-      drops.cut,
+      (block, start, end, truncated) => accept(stream, block, start, end, truncated),
+      (bytes) => ring.countDroppedBytes(bytes),
     )
   const splitters = { stdout: splitter("stdout"), stderr: splitter("stderr") }
-  const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher, () => intake.seq)
+  const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher)
   let finished = false
   const stopAll = () => {
     silence?.stop()
@@ -103,49 +102,36 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   }
 }
 
-/**
- * Where each line the splitters cut goes: numbered, judged by the patterns, kept by the ring, and
- * batched (sized, and cut to fit an envelope) when it is delivered; a wake line starts the settle.
- */
+/** Each line the splitters cut: numbered, judged, kept, batched when delivered; a wake line starts the settle. */
 function lineIntake(
   options: PipelineOptions,
-  parts: {
-    ring: MonitorRingBuffer
-    batcher: MonitorBatcher
-    settle: WakeSettle
-    read: ReadFacts
-    cutFromEnvelope: (bytes: number) => void
-  },
+  parts: { ring: MonitorRingBuffer; batcher: MonitorBatcher; settle: WakeSettle; read: ReadFacts },
 ) {
   const { ring, batcher, settle, read } = parts
   const maxBytes = options.config.batch_max_bytes
   const judge = patternJudge(options)
-  const fit = lineFitter(maxBytes, parts.cutFromEnvelope)
-  const intake = {
-    seq: 0,
-    accept(stream: MonitorStream, block: Uint8Array, start: number, end: number, truncated: boolean): void {
-      const line: MonitorLine = {
-        seq: ++intake.seq,
-        stream,
-        block,
-        start,
-        end,
-        truncated,
-        matched: true,
-        wake: false,
-        size: 0,
-      }
-      const text = judge?.(line)
-      ring.push(line)
-      if (!line.matched && !line.wake) return
-      line.size = read.size(line, text)
-      batcher.add(line.size > maxBytes ? fit(line) : line)
-      if (judge === undefined) return
-      if (line.wake) settle.wake(read.at)
-      else settle.line(read.at)
-    },
+  let seq = 0
+  return (stream: MonitorStream, block: Uint8Array, start: number, end: number, truncated: boolean): void => {
+    const line: MonitorLine = {
+      seq: ++seq,
+      stream,
+      block,
+      start,
+      end,
+      truncated,
+      matched: true,
+      wake: false,
+      size: 0,
+    }
+    const text = judge?.(line)
+    ring.push(line)
+    if (!line.matched && !line.wake) return
+    line.size = read.size(line, text)
+    batcher.add(line.size > maxBytes ? fitToEnvelope(line, maxBytes, ring) : line)
+    if (judge === undefined) return
+    if (line.wake) settle.wake(read.at)
+    else settle.line(read.at)
   }
-  return intake
 }
 
 /**
@@ -194,56 +180,23 @@ function patternJudge(options: PipelineOptions): ((line: MonitorLine) => string)
  * A line whose text outgrows one envelope (invalid UTF-8 decodes to 3 bytes a byte, visual breaks
  * add rows) is batched cut to fit, marked truncated; the cut bytes are counted. The ring keeps it whole.
  */
-function lineFitter(maxBytes: number, countCut: (bytes: number) => void) {
-  return (line: MonitorLine): MonitorLine => {
-    const end = fittedEnd(line, maxBytes)
-    countCut(line.end - end)
-    const cut = { ...line, end, truncated: true }
-    cut.size = renderedSize(cut)
-    return cut
-  }
+function fitToEnvelope(line: MonitorLine, maxBytes: number, ring: MonitorRingBuffer): MonitorLine {
+  const end = fittedEnd(line, maxBytes)
+  // Reported in `dropped:`, but not a retention drop: the ring keeps the line whole.
+  ring.unreported.bytes += line.end - end
+  const cut = { ...line, end, truncated: true }
+  cut.size = renderedSize(cut)
+  return cut
 }
 
 /**
  * A silence wake shows the last retained lines that were delivered (never one `match_pattern`
  * filtered out), within one batch's bounds.
  */
-function silenceWatch(
-  options: PipelineOptions,
-  ring: MonitorRingBuffer,
-  batcher: MonitorBatcher,
-  lastSeq: () => number,
-): SilenceWatch {
+function silenceWatch(options: PipelineOptions, ring: MonitorRingBuffer, batcher: MonitorBatcher): SilenceWatch {
   return new SilenceWatch(options.silenceMs as number, options.scheduler, (silentMs) => {
     const lines = ring.latest(SILENCE_LINES, (line) => line.matched || line.wake)
     while (lines.length > 0 && sizeOf(lines) > options.config.batch_max_bytes) lines.shift()
-    batcher.emitSilence({ silentMs, lastSeq: lastSeq(), lines })
+    batcher.emitSilence({ silentMs, lastSeq: ring.counters.lastSeq, lines })
   })
-}
-
-/**
- * Drops not yet reported in a batch: over-long line remainders, and unmatched lines that left the
- * ring (the ring counts those; matched lines leaving it were already handed to the batcher).
- */
-function pendingDropCounts(ring: MonitorRingBuffer) {
-  let cutBytes = 0
-  const take = (): DropCounts => {
-    const evicted = ring.unreported
-    if (evicted.lines === 0 && evicted.bytes === 0 && cutBytes === 0) return NO_DROPS
-    const taken = { matched: 0, unmatched: evicted.lines, bytes: evicted.bytes + cutBytes }
-    evicted.lines = 0
-    evicted.bytes = 0
-    cutBytes = 0
-    return taken
-  }
-  /** The remainder of an over-long line, counted where monitor_output and the next batch see it. */
-  const cut = (bytes: number) => {
-    ring.countDroppedBytes(bytes)
-    cutBytes += bytes
-  }
-  /** Bytes of a line cut to fit one envelope: the ring keeps the line whole, the envelope counts the cut. */
-  const cutFromEnvelope = (bytes: number) => {
-    cutBytes += bytes
-  }
-  return { take, cut, cutFromEnvelope }
 }

@@ -9,11 +9,9 @@ export const MAX_ROWS_PER_LINE = 16
 type RenderedLine = { rows: string[]; cutBytes: number }
 
 /**
- * The envelope rows of one output line. The text is already free of control characters; every
- * visual break it kept becomes its own prefixed row, so no content can stand alone as an envelope
- * line. A run of empty rows collapses into one, and rows past MAX_ROWS_PER_LINE are cut (their
- * UTF-8 bytes are returned as `cutBytes`), so one line cannot amplify into thousands of rows.
- * With `maxBytes` (a summary's line) the text is first cut to that many bytes, marked `[truncated]`.
+ * The envelope rows of one output line: every visual break becomes its own prefixed row, so no
+ * content stands alone as an envelope line; empty rows collapse, and rows past MAX_ROWS_PER_LINE are
+ * cut (`cutBytes`), so one line cannot amplify into thousands. `maxBytes` (a summary's line) cuts the text first.
  */
 export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText(line)): RenderedLine {
   const prefix = `[${line.stream} seq=${line.seq}] `
@@ -21,9 +19,10 @@ export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText
   let cutBytes = 0
   let truncated = line.truncated
   if (maxBytes !== undefined && Buffer.byteLength(shown) > maxBytes) {
-    const kept = cutToBytes(shown, maxBytes)
-    cutBytes = Buffer.byteLength(shown) - Buffer.byteLength(kept)
-    shown = kept
+    const bytes = Buffer.from(shown)
+    const kept = characterBoundary(bytes, 0, maxBytes)
+    cutBytes = bytes.length - kept
+    shown = bytes.subarray(0, kept).toString()
     truncated = true
   }
   const suffix = truncated ? " [truncated]" : ""
@@ -42,9 +41,7 @@ export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText
 
 /** The exact UTF-8 bytes a line adds to an envelope: its rows, prefixes, suffixes and line breaks. */
 export function renderedSize(line: MonitorLine, text?: string): number {
-  let total = 0
-  for (const row of renderLine(line, undefined, text).rows) total += Buffer.byteLength(row) + 1
-  return total
+  return renderLine(line, undefined, text).rows.reduce((total, row) => total + Buffer.byteLength(row) + 1, 0)
 }
 
 /**
@@ -84,14 +81,8 @@ export function fittedEnd(line: MonitorLine, maxBytes: number): number {
   }
 }
 
-/** The longest prefix of `text` within `maxBytes` UTF-8 bytes, cut at a code point. */
-function cutToBytes(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text)
-  return bytes.subarray(0, characterBoundary(bytes, 0, Math.min(maxBytes, bytes.length))).toString()
-}
-
 /** How many decimal digits `n` has (a line's prefix grows by one byte with each). */
-export function decimalDigits(n: number): number {
+function decimalDigits(n: number): number {
   if (n < 1e6) return n < 10 ? 1 : n < 100 ? 2 : n < 1e3 ? 3 : n < 1e4 ? 4 : n < 1e5 ? 5 : 6
   return n < 1e7 ? 7 : n < 1e8 ? 8 : n < 1e9 ? 9 : String(n).length
 }

@@ -1,14 +1,5 @@
+import { type DropCounts, NO_DROPS } from "./batcher"
 import { lineByteLength, type MonitorLine } from "./line"
-
-export type RingCounters = {
-  total: number
-  matched: number
-  unmatched: number
-  droppedMatched: number
-  droppedUnmatched: number
-  bytesDropped: number
-  lastSeq: number
-}
 
 export type RingQuery = {
   stream?: "matched" | "unmatched" | "all"
@@ -19,6 +10,8 @@ export type RingQuery = {
 // A line record and its share of a copied block, as measured with Bun (rounded up).
 const LINE_OVERHEAD_BYTES = 160
 
+export type RingCounters = MonitorRingBuffer["counters"]
+
 /**
  * Retains the last `capacity` lines, matched and unmatched, in a fixed array: O(1) per push, no
  * shifting. Lines pushed out are counted, never lost silently.
@@ -28,11 +21,11 @@ export class MonitorRingBuffer {
   private head = 0
   private size = 0
   /**
-   * Lines that left the ring matched by nothing (no batch carried them), not yet reported in a
-   * batch's `dropped:`; whoever reports them sets both back to 0.
+   * Drops not yet reported in a batch's `dropped:`: lines that left the ring matched by nothing (no
+   * batch carried them), and bytes cut off lines.
    */
   readonly unreported = { lines: 0, bytes: 0 }
-  readonly counters: RingCounters = {
+  readonly counters = {
     total: 0,
     matched: 0,
     unmatched: 0,
@@ -52,8 +45,7 @@ export class MonitorRingBuffer {
     if (line.matched) counters.matched++
     else counters.unmatched++
     counters.lastSeq = line.seq
-    let slot = this.head + this.size
-    if (slot >= this.capacity) slot -= this.capacity
+    const slot = this.slotAt(this.size)
     if (this.size === this.capacity) {
       this.evicted(this.lines[slot] as MonitorLine)
       this.head = this.head + 1 === this.capacity ? 0 : this.head + 1
@@ -77,6 +69,16 @@ export class MonitorRingBuffer {
   /** Bytes that never made it into a line (over-long line remainders). */
   countDroppedBytes(bytes: number): void {
     this.counters.bytesDropped += bytes
+    this.unreported.bytes += bytes
+  }
+
+  /** The drops not yet reported, for the next batch; the count starts afresh. */
+  takeUnreported(): DropCounts {
+    const { lines, bytes } = this.unreported
+    if (lines === 0 && bytes === 0) return NO_DROPS
+    this.unreported.lines = 0
+    this.unreported.bytes = 0
+    return { matched: 0, unmatched: lines, bytes }
   }
 
   /**

@@ -2,28 +2,24 @@ import { SILENCE_MS_MAX } from "../config"
 import type { Scheduler, TimerHandle } from "../scheduler"
 
 /**
- * Notices a running monitor that printed nothing, on either stream, for a while
- * (`wake_on_silence_ms`). Output only stamps the time: one timer at a time is armed for the
- * earliest moment the silence could be reached, and when it fires early (output came since) it is
- * armed again for the rest. So a chatty monitor costs one timer per silence (at least a second),
- * never one per line. `onSilence` runs once per silence: after it, nothing is armed until the
- * process prints again, and the next silence must last twice as long to wake (up to a day), so a
- * job that prints a line now and then between long pauses cannot wake the session at every pause.
+ * Notices a running monitor that printed nothing, on either stream, for `wake_on_silence_ms`. Output
+ * only stamps the time; one timer, armed for the earliest moment the silence could be reached,
+ * re-arms for the rest when output came since: no timer work per line. `onSilence` runs once per
+ * silence; nothing is armed until the process prints again, and the next silence must be twice as long.
  */
 export class SilenceWatch {
   private lastOutputAt: number
   private timer: TimerHandle | undefined
   private stopped = false
-  private threshold: number
 
   constructor(
-    silenceMs: number,
+    /** The silence that wakes: `wake_on_silence_ms`, doubled after each wake. */
+    private threshold: number,
     private readonly scheduler: Scheduler,
     private readonly onSilence: (silentMs: number) => void,
   ) {
-    this.threshold = silenceMs
     this.lastOutputAt = scheduler.now()
-    this.arm(silenceMs)
+    this.arm(threshold)
   }
 
   /** The process printed something: the silence starts again from now. */

@@ -4,11 +4,9 @@ import type { Scheduler, TimerHandle } from "../scheduler"
 export const WAKE_SETTLE_CEILING_MS = 1_000
 
 /**
- * The settle window of a match wake: after a line matches `wake_pattern`, the batch carrying it is
- * flushed once the output pauses for `settleMs` (no new line), or WAKE_SETTLE_CEILING_MS after the
- * match, so the wake carries what follows the match (a test's expected and received values, a
- * stack trace) instead of the bare match. A full batch is flushed by the batcher as always. Lines
- * only stamp a time; one timer at a time checks it, so a flood costs no timer work per line.
+ * The settle window of a match wake: the batch carrying the match is flushed once the output pauses
+ * for `settleMs`, or WAKE_SETTLE_CEILING_MS after the match, so the wake carries what follows it (a
+ * stack trace, expected and received values). Lines only stamp a time: no timer work per line.
  */
 export class WakeSettle {
   private since: number | undefined
@@ -26,7 +24,7 @@ export class WakeSettle {
     this.lastLineAt = at
     if (this.since !== undefined) return
     this.since = at
-    this.arm(this.settleMs)
+    this.timer = this.scheduler.setTimeout(() => this.check(), this.settleMs)
   }
 
   /** Any other line came at `at`: while settling, the pause starts again. */
@@ -40,10 +38,6 @@ export class WakeSettle {
     this.since = undefined
   }
 
-  private arm(ms: number): void {
-    this.timer = this.scheduler.setTimeout(() => this.check(), ms)
-  }
-
   private check(): void {
     this.timer = undefined
     const now = this.scheduler.now()
@@ -54,6 +48,6 @@ export class WakeSettle {
       this.flush()
       return
     }
-    this.arm(Math.min(this.settleMs - quiet, left))
+    this.timer = this.scheduler.setTimeout(() => this.check(), Math.min(this.settleMs - quiet, left))
   }
 }
