@@ -29,17 +29,13 @@ export type RecoveryDeps = {
   whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
-  /** This server process; defaults to process.pid and its /proc start time. */
+  // For tests; each defaults to this server's own (its identity, its process table, what they say).
   self?: Owner
-  /** The process table (process/process-table.ts); default this server's, /proc or ps. */
   table?: ProcessTable
-  /** Process checks, injectable for tests; default the table's. */
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
-  /** What the leader proof reads about processes (recovery-proof.ts); default the table's. */
   facts?: ProcessFacts
-  /** Gives the event loop a turn between records (default: setImmediate). */
   yieldToLoop?: () => Promise<void>
-  /** false: act as on a system without /proc/self/fd (macOS), where nothing is renamed or removed (for tests). */
+  /** false: act as on a system without /proc/self/fd (macOS), where nothing is renamed or removed. */
   descriptorPaths?: boolean
 }
 
@@ -67,19 +63,14 @@ const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
-  const listed = await listFolder(PrivateDir.open(path, "shared", deps.descriptorPaths ?? true))
-  if (!listed.ok) {
-    // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
-    if (listed.reason !== "ENOENT") {
-      logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason: listed.reason })
-    }
-    return []
+  const dir = PrivateDir.open(path, "shared", deps.descriptorPaths ?? true)
+  const done = await listFolder(dir, (dir, names) => recoverFrom(dir, names, deps))
+  if (done.ok) return done.value
+  // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
+  if (done.reason !== "ENOENT") {
+    logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason: done.reason })
   }
-  try {
-    return await recoverFrom(listed.dir, listed.names, deps)
-  } finally {
-    listed.dir.close()
-  }
+  return []
 }
 
 async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
@@ -99,7 +90,7 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
   }
   const reported = recovered.filter((r) => r.outcome === "reported")
   const left = records.length - STATE_RECORDS_MAX
-  // One line per start, however many files: a warning when something was skipped or left.
+  // One line per start, however many files: a warning when something was skipped or left for the next start.
   if (records.length > 0 || skipped.count > 0) {
     logOf(deps)[skipped.count > 0 || left > 0 ? "warn" : "info"](
       "restart recovery looked at the monitor state folder",
@@ -109,7 +100,6 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
         claimed: claimed.length,
         reported: reported.length,
         ...(skipped.count > 0 ? { skipped: skipped.toString() } : {}),
-        // Read at the next start, once the ones read now are gone.
         ...(left > 0 ? { leftForTheNextStart: left, bound: STATE_RECORDS_MAX } : {}),
       },
     )
@@ -196,15 +186,12 @@ async function claimRecord(
 
 /** The session's history, far enough back to see every envelope of this monitor; empty when unreadable. */
 async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<SessionMessage[]> {
+  // Back to the start, or to the person's message before it.
+  const farEnough = (messages: readonly SessionMessage[]) =>
+    historyShowsStart(messages, entry.id) ||
+    messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
   try {
-    // To the person's message before its start.
-    return await readBack(
-      deps.api,
-      entry.sessionID,
-      (messages) =>
-        historyShowsStart(messages, entry.id) ||
-        messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
-    )
+    return await readBack(deps.api, entry.sessionID, farEnough)
   } catch {
     // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
     return []
@@ -276,20 +263,16 @@ type Lost = Extract<MonitorStatus, { kind: "lost" }>
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
   const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))
   if (proof.kind === "gone") return { kind: "lost", survivorPid: undefined }
-  const log = { monitorId: entry.id, pid: entry.pid }
+  const fields = { monitorId: entry.id, pid: entry.pid }
   if (proof.kind === "unverified") {
-    logOf(deps).warn("a state record names a running process that does not prove it is the monitor's; not signalled", {
-      ...log,
-      reason: proof.reason,
-    })
+    const message = "a state record names a running process that does not prove it is the monitor's; not signalled"
+    logOf(deps).warn(message, { ...fields, reason: proof.reason })
     return { kind: "lost", survivorPid: undefined, unverified: { pid: entry.pid, reason: proof.reason } }
   }
-  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", log)
+  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", fields)
   const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
-  for (const [signal, waitMs] of [
-    ["SIGTERM", deps.killGraceMs],
-    ["SIGKILL", 2_000],
-  ] as const) {
+  const signals = { SIGTERM: deps.killGraceMs, SIGKILL: 2_000 }
+  for (const [signal, waitMs] of Object.entries(signals) as [NodeJS.Signals, number][]) {
     if (!(await groupGone())) signalGroup(entry.pid, signal)
     if (await waitUntil(groupGone, waitMs)) return { kind: "lost", survivorPid: undefined }
   }

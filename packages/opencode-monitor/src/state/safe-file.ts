@@ -19,25 +19,18 @@ import { join } from "node:path"
 import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 /**
- * The one way into the state folder, which anything running as the user can write (docs/security.md):
- * only the user's own real folders and regular files, not writable by others, read without blocking
- * and within a bound; what fails is skipped, never followed.
- *
- * No path is checked and then used: a folder is opened once (O_DIRECTORY|O_NOFOLLOW), checked on
- * its descriptor, and its entries are named `/proc/self/fd/<fd>/<name>`, which Linux resolves
- * through the opened folder itself, so swapping a folder for a symlink after the open changes
- * nothing. Without /proc (macOS) a folder is not `anchored`: entries are named by path, and
- * nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
+ * The one way into the state folder, which anything running as the user can write (docs/security.md,
+ * "The state folder"). No path is checked and then used: a folder is opened once, checked on its
+ * descriptor, and its entries are named `/proc/self/fd/<fd>/<name>`, which Linux resolves through the
+ * opened folder itself. Without /proc (macOS) a folder is not `anchored`: entries are named by path,
+ * and nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
  */
 
 export type Unsafe = { ok: false; reason: string }
-/** A folder not opened or not listed, and where it is. */
 export type Refused = Unsafe & { path: string }
 export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */
 export type Unreadable = Unsafe & { tooLarge?: { mtimeMs: number } }
-
-const uid = () => process.getuid?.()
 
 /**
  * Which mode bits a trusted entry must not have: `shared` = no write for group or others (the state
@@ -50,7 +43,7 @@ const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O
 
 /** Why `stats` may not be trusted as the user's own, or undefined when it may. */
 function ownershipProblem(stats: Stats, access: Access | "owner"): string | undefined {
-  const self = uid()
+  const self = process.getuid?.()
   if (self !== undefined && stats.uid !== self) return `owned by uid ${stats.uid}, not ${self}`
   if (access !== "owner" && (stats.mode & FORBIDDEN[access]) !== 0) {
     return `${access === "shared" ? "group- or world-writable" : "open to group or others"} (mode ${(stats.mode & 0o777).toString(8)})`
@@ -78,7 +71,6 @@ export class PrivateDir {
     /** Where it was opened: for messages only, never to reach an entry. */
     readonly path: string,
     private readonly fd: number,
-    /** Entries are reached through the descriptor (Linux); false: by path, and nothing is deleted. */
     readonly anchored: boolean,
     /** The folder's own size: it grows with its entries, so a flooded folder is refused unlisted. */
     readonly bytes: number,
@@ -217,26 +209,26 @@ export class PrivateDir {
 }
 
 /**
- * The names in a folder `open` gave, listed off the event loop; `close` the folder when done. One over
- * `maxBytes` is refused (and closed) unlisted: listing a huge folder holds the loop however it is done.
+ * Lists a folder `open` gave, off the event loop, hands its names to `use`, then closes it. One over
+ * `maxBytes` is refused unlisted: listing a huge folder holds the loop however it is done.
  */
-export async function listFolder(
+export async function listFolder<T>(
   dir: PrivateDir | Refused,
+  use: (dir: PrivateDir, names: string[]) => Promise<T>,
   maxBytes = STATE_FOLDER_MAX_BYTES,
-): Promise<{ ok: true; dir: PrivateDir; names: string[] } | Refused> {
+): Promise<{ ok: true; value: T } | Refused> {
   if (!(dir instanceof PrivateDir)) return dir
-  let reason: string
-  if (dir.bytes > maxBytes) {
-    reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
-  } else {
-    try {
-      return { ok: true, dir, names: await readdir(dir.entry(".")) }
-    } catch (error) {
-      reason = errorCode(error)
+  try {
+    if (dir.bytes > maxBytes) {
+      const reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
+      return { ok: false, reason, path: dir.path }
     }
+    const names = await readdir(dir.entry(".")).catch(errorCode)
+    if (typeof names === "string") return { ok: false, reason: names, path: dir.path }
+    return { ok: true, value: await use(dir, names) }
+  } finally {
+    dir.close()
   }
-  dir.close()
-  return { ok: false, reason, path: dir.path }
 }
 
 /** Does `/proc/self/fd/<fd>` lead to the very folder that was opened? (Linux: yes; macOS: no /proc.) */

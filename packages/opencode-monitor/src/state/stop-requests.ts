@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
+import { errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
 import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
@@ -7,8 +8,7 @@ import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./
 
 /**
  * A person's stop from the TUI: a small file in this folder of the project's state folder, addressed
- * to the server process that owns the monitor, which watches the folder, stops the monitor as the
- * person's stop and removes the file.
+ * to the server process that owns the monitor, which takes it (docs/tui.md).
  */
 const STOP_REQUESTS_FOLDER = "stop-requests"
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
@@ -20,7 +20,7 @@ const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
 export type StopRequest = {
   format: typeof STOP_REQUEST_FORMAT
-  /** The pid of the server whose state file lists the monitor. */
+  /** The server whose state file lists the monitor. */
   serverPid: number
   sessionID: string
   monitorId: string
@@ -52,9 +52,8 @@ export function writeStopRequest(
         `${dir.path} holds too many entries for the server to read it (a folder of ${dir.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove that folder`,
       )
     }
-    const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
     const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
-    dir.write(name, JSON.stringify(body))
+    dir.write(name, JSON.stringify({ format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }))
     return dir.pathOf(name)
   } finally {
     dir?.close()
@@ -83,7 +82,6 @@ export type StopRequestHandler = {
    * instances for one directory (opencode 1.18 creates two), so a request is left for its owner.
    */
   owns: (sessionID: string, monitorId: string) => boolean
-  /** Stops a monitor `owns` accepted. */
   stop: (sessionID: string, monitorId: string) => void
   /** The clock of `now` and of the watcher's poll (the poll is on it too, so tests never sleep). */
   scheduler?: Scheduler
@@ -123,20 +121,18 @@ export async function scanStopRequests(
   handler: StopRequestHandler,
   memory: ScanMemory = newScanMemory(),
 ): Promise<number> {
-  const listed = await listFolder(openRequestFolder(projectDir, handler.descriptorPaths ?? true))
-  if (!listed.ok) {
-    const line = `skipping an untrusted entry in the monitor state folder: ${listed.path} (${listed.reason})`
-    if (listed.reason !== "ENOENT") report(handler, memory, line)
-    return 0
-  }
+  const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
+  const take = (dir: PrivateDir, names: string[]) =>
+    takeRequests({ dir, handler, memory, now, skipped: new SkipTally() }, names)
   try {
-    return await takeRequests(listed.dir, listed.names, handler, memory)
+    const done = await listFolder(openRequestFolder(projectDir, handler.descriptorPaths ?? true), take)
+    if (done.ok) return done.value
+    const line = `skipping an untrusted entry in the monitor state folder: ${done.path} (${done.reason})`
+    if (done.reason !== "ENOENT") report(handler, memory, line)
   } catch (error) {
-    handler.onError?.(`stop requests: ${error instanceof Error ? error.message : String(error)}`)
-    return 0
-  } finally {
-    listed.dir.close()
+    handler.onError?.(`stop requests: ${errorText(error)}`)
   }
+  return 0
 }
 
 /** The project's folder, then its stop-requests folder through it: both private, neither through a symlink. */
@@ -158,25 +154,18 @@ type Pass = {
   skipped: SkipTally
 }
 
-async function takeRequests(
-  dir: PrivateDir,
-  names: string[],
-  handler: StopRequestHandler,
-  memory: ScanMemory,
-): Promise<number> {
-  const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
-  const pass: Pass = { dir, handler, memory, now, skipped: new SkipTally() }
-  const pause = handler.yieldToLoop ?? yieldToLoop
+async function takeRequests(pass: Pass, names: string[]): Promise<number> {
+  const { handler, memory } = pass
   let stopped = 0
   for (const [index, name] of names.entries()) {
-    if (index > 0 && index % SCAN_SLICE === 0) await pause()
+    if (index > 0 && index % SCAN_SLICE === 0) await (handler.yieldToLoop ?? yieldToLoop)()
     if (takeOne(pass, name)) stopped += 1
   }
   // Bounded by the folder: a name no longer listed is forgotten.
   const present = new Set(names)
   for (const name of memory.taken) if (!present.has(name)) memory.taken.delete(name)
   const skipped = pass.skipped.toString()
-  report(handler, memory, skipped && `skipping entries of the stop-requests folder ${dir.path}: ${skipped}`)
+  report(handler, memory, skipped && `skipping entries of the stop-requests folder ${pass.dir.path}: ${skipped}`)
   return stopped
 }
 
@@ -196,8 +185,7 @@ function takeOne(pass: Pass, name: string): boolean {
     if (stale(pass, dir.fileMtime(name, "private"))) dir.remove(name)
     return false
   }
-  if (pass.memory.taken.has(name)) return false
-  const read = readRequest(pass, name)
+  const read = pass.memory.taken.has(name) ? undefined : readRequest(pass, name)
   if (!read) return false
   const { request } = read
   const age = pass.now - request.requestedAt

@@ -38,15 +38,8 @@ type Counts = { unreadable: number; otherFormat: number; untrusted: number }
  */
 export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-  const listed = await listFolder(PrivateDir.open(projectDir))
-  if (!listed.ok) {
-    if (listed.reason !== "ENOENT")
-      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
-    return snapshot
-  }
-  const { dir } = listed
-  try {
-    const names = listed.names.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
+  const done = await listFolder(PrivateDir.open(projectDir), async (dir, listed) => {
+    const names = listed.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
     const read = names.slice(0, STATE_RECORDS_MAX)
     const counts: Counts = { unreadable: 0, otherFormat: 0, untrusted: 0 }
     const newest = new Map<string, { view: MonitorView; updatedAt: number }>()
@@ -58,10 +51,10 @@ export async function readLocalState(projectDir: string, deps: LocalStateDeps = 
     for (const name of deps.cache?.keys() ?? []) if (!read.includes(name)) deps.cache?.delete(name)
     snapshot.monitors = [...newest.values()].map((entry) => entry.view)
     snapshot.notes.push(...notesOf(counts, names.length - read.length))
-    return snapshot
-  } finally {
-    dir.close()
-  }
+  })
+  if (!done.ok && done.reason !== "ENOENT")
+    snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${done.reason}`)
+  return snapshot
 }
 
 /** One record, from the cache while its file is unchanged; undefined (counted) when it cannot be used. */
