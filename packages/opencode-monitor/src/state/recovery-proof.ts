@@ -13,12 +13,8 @@ import { type ProcessTable, processTable, readProcess } from "../process/process
 export type ProcessFacts = {
   /** Group, session, start time and state letter of a running process; undefined when there is none. */
   stat(pid: number): Promise<{ state: string; pgrp: number; sid: number; start: string } | undefined>
-  /**
-   * The value of TOKEN_VARIABLE in the process's environment (never its command line), undefined
-   * when it has none or the environment cannot be read whole.
-   */
+  /** TOKEN_VARIABLE from its environment (never its command line); undefined when absent or not readable whole. */
   token(pid: number): Promise<string | undefined>
-  /** This server: its pid and process group. */
   self(): Promise<{ pid: number; pgrp: number | undefined }>
 }
 

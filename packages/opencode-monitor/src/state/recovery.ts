@@ -56,10 +56,9 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * When the plugin loads, reports once what dead servers of this project owed their sessions: a
- * monitor cut off while it ran, as `Status: lost`; an exit whose notice was still queued, as it
- * ended. A dead server's record is claimed by an atomic rename first, so two servers starting on
- * the same data never both report it. Never throws.
+ * At load, reports once what dead servers of this project owed their sessions: a monitor cut off while it
+ * ran, as `lost`; an exit whose notice was still queued, as it ended. A record is claimed by an atomic
+ * rename first, so two servers starting on the same data never both report it.
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
@@ -131,11 +130,7 @@ async function reportRecord(deps: RecoveryDeps, claim: Claim, skipped: SkipTally
 
 const isRecordName = (name: string) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)
 
-/**
- * A dead server's record, taken for this process. `owned`: renamed to this server's claim, removed
- * once its notices are out; not where the folder is not anchored (macOS), where the session history
- * alone keeps a notice from being sent twice.
- */
+/** `owned`: renamed to this server's claim, removed once its notices are out; not on macOS (not anchored). */
 type Claim = { name: string; file: ServerStateFile; owned: boolean }
 
 /** Takes a dead server's record of this project for this process; undefined when there is nothing to take. */
@@ -255,10 +250,8 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
 type Lost = Extract<MonitorStatus, { kind: "lost" }>
 
 /**
- * The watchdog should have ended the group when the server died. A leader still running is
- * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group, which
- * cannot change hands while it has members, is then ended like any stop. The status names a
- * survivor of SIGKILL, or an unproven process under the recorded pid (never signalled).
+ * The watchdog should have ended the group when the server died. A leader still running is signalled only
+ * when it proves it is the monitor's (recovery-proof.ts); its group cannot change hands while it has members.
  */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
   const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))

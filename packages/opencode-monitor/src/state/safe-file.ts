@@ -32,10 +32,7 @@ export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */
 export type Unreadable = Unsafe & { tooLarge?: { mtimeMs: number } }
 
-/**
- * Which mode bits a trusted entry must not have: `shared` = no write for group or others (the state
- * records); `private` = nothing for group or others (0700 folders, 0600 files: the TUI's stop requests).
- */
+/** What group and others may not have: `shared` (records) write; `private` (stop requests, 0700/0600) anything. */
 export type Access = "shared" | "private"
 const FORBIDDEN: Record<Access, number> = { shared: 0o022, private: 0o077 }
 
@@ -60,10 +57,7 @@ function typeOf(stats: Stats): string {
   return "not a regular file"
 }
 
-/**
- * A real folder of the user's, opened once and addressed through its descriptor (see above). `close`
- * it only once every operation on it has settled: a closed descriptor's number may name another file next.
- */
+/** A real folder of the user's, opened once. Close it once all its operations settled: its fd number gets reused. */
 export class PrivateDir {
   private closed = false
 
@@ -140,11 +134,7 @@ export class PrivateDir {
     return this.anchored && succeeds(() => renameSync(this.entry(from), this.entry(to)))
   }
 
-  /**
-   * Writes a file 0600 atomically: a fresh temp name opened with O_EXCL|O_NOFOLLOW (a planted file
-   * or symlink there makes the open fail, never a write through it), then renamed over `name` (a
-   * rename replaces a symlink at `name` itself, never its target).
-   */
+  /** 0600, atomically: a fresh temp name opened O_EXCL|O_NOFOLLOW, renamed over `name` (a symlink, not its target). */
   write(name: string, text: string): void {
     const temp = `${name}.${randomBytes(4).toString("hex")}.tmp`
     const fd = openSync(
@@ -266,10 +256,7 @@ function orThrow(opened: PrivateDir | Unsafe): PrivateDir {
   throw new Error(opened.reason)
 }
 
-/**
- * Reads a regular file of the user's, at most `maxBytes`: opened with O_NOFOLLOW (a symlink fails)
- * and O_NONBLOCK (a FIFO cannot hold the open), then checked on the open descriptor.
- */
+/** A regular file of the user's, at most `maxBytes`: O_NOFOLLOW, O_NONBLOCK (a FIFO cannot hold the open), fstat. */
 function readPrivateFile(path: string, maxBytes: number, access: Access): SafeText | Unreadable {
   let fd: number
   try {

@@ -77,17 +77,13 @@ export function parseStopRequest(text: string): StopRequest | undefined {
 export type StopRequestHandler = {
   /** This server's pid: requests addressed to another server are left to it. */
   serverPid: number
-  /**
-   * Does this plugin instance run that monitor of that session? One server process may hold several
-   * instances for one directory (opencode 1.18 creates two), so a request is left for its owner.
-   */
+  /** Does this plugin instance run it? A server may hold several for one directory: the others leave it. */
   owns: (sessionID: string, monitorId: string) => boolean
   stop: (sessionID: string, monitorId: string) => void
-  /** The clock of `now` and of the watcher's poll (the poll is on it too, so tests never sleep). */
+  /** The clock of `now` and of the watcher's poll. */
   scheduler?: Scheduler
   now?: () => number
   onError?: (message: string) => void
-  /** Gives the event loop a turn between slices of a pass (default: setImmediate). */
   yieldToLoop?: () => Promise<void>
   /** false: act as on a system without /proc/self/fd (macOS), where nothing is deleted (for tests). */
   descriptorPaths?: boolean
@@ -98,10 +94,7 @@ export type ScanMemory = { taken: Set<string>; logged: Set<string> }
 
 export const newScanMemory = (): ScanMemory => ({ taken: new Set(), logged: new Set() })
 
-/**
- * Logs a problem line once while problems last (a folder swapped back and forth is two lines, not
- * one a pass); a clean pass ("") forgets them, so a problem that comes back is logged again.
- */
+/** Logs a problem once while problems last; a clean pass ("") forgets them, so one that comes back is logged again. */
 function report(handler: StopRequestHandler, memory: ScanMemory, line: string): void {
   if (!line) memory.logged.clear()
   if (!line || memory.logged.has(line)) return
@@ -111,10 +104,9 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
 }
 
 /**
- * One pass over the folder, SCAN_SLICE entries per turn of the event loop: takes (and removes) the
- * requests for monitors this instance runs. Only files named as requests are removed: taken ones,
- * and after STOP_REQUEST_STALE_MS those nobody took, unparsable or oversized. What is skipped is
- * counted in one log line. Never throws.
+ * One pass, SCAN_SLICE entries per turn of the event loop: takes (and removes) the requests for monitors
+ * this instance runs. Only files named as requests are removed: taken ones, and after STOP_REQUEST_STALE_MS
+ * those nobody took, unparsable or oversized. Never throws.
  */
 export async function scanStopRequests(
   projectDir: string,
@@ -219,11 +211,7 @@ function readRequest(pass: Pass, name: string): { request: StopRequest; mtimeMs:
   return { request, mtimeMs: read.mtimeMs }
 }
 
-/**
- * Runs a pass whenever the folder may have changed (FolderWatch), STOP_REQUEST_RESCAN_MS apart: a
- * request is taken within that gap plus two passes of the folder as it is (each bounded by
- * STATE_FOLDER_MAX_BYTES), or by the next poll. Returns the function that stops watching.
- */
+/** Runs a pass whenever the folder may have changed, STOP_REQUEST_RESCAN_MS apart; returns the function that stops. */
 export function watchStopRequests(
   projectDir: string,
   handler: StopRequestHandler & { scheduler: Scheduler },

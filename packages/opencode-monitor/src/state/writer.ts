@@ -19,12 +19,10 @@ import { PrivateDir } from "./safe-file"
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
   directory: string
-  /** The monitors of this plugin instance as they are now. */
   source: () => MonitorSnapshot[]
   scheduler: Scheduler
   log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
   env?: Record<string, string | undefined>
-  /** This server process: its pid and start time (process-table.ts `serverIdentity`). */
   server: { pid: number; pidStartTime: string | undefined }
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
   instance?: string
@@ -40,9 +38,8 @@ export const STATE_POLL_MS = 500
 export const STATE_ENDED_RETAIN_MS = 120_000
 
 /**
- * Keeps this server process's record of its monitors on disk: written atomically
- * (temp file + rename), throttled, bounded, removed on a clean dispose. Writing never throws into
- * the server: a failure is one log line.
+ * This server's record of its monitors: written atomically, throttled, bounded, removed on a clean
+ * dispose. Writing never throws into the server: a failure is one log line.
  */
 export class MonitorStateWriter {
   readonly path: string
@@ -141,8 +138,6 @@ export class MonitorStateWriter {
 
   private write(file: ServerStateFile): void {
     try {
-      // 0700 folders, a 0600 file, a temp name a planted symlink cannot redirect, all within the
-      // folder as opened (safe-file.ts).
       const dir = PrivateDir.ensure(this.dir)
       try {
         dir.write(this.name, `${JSON.stringify(file)}\n`)
