@@ -23,7 +23,6 @@ export type LocalStateDeps = {
   isServerAlive?: (pid: number, pidStartTime: string | undefined) => boolean
   /** Records read before, by name, reused while the file is unchanged (the TUI keeps one across refreshes). */
   cache?: Map<string, CachedRecord>
-  /** Gives the event loop a turn before each record (default: setImmediate). */
   yieldToLoop?: () => Promise<void>
 }
 
@@ -32,10 +31,7 @@ export type CachedRecord = { version: string; parsed: ParseResult }
 
 type Counts = { unreadable: number; otherFormat: number; untrusted: number }
 
-/**
- * Reads the server state files of one project folder through safe-file.ts, at most STATE_RECORDS_MAX,
- * one per turn of the event loop. Missing folder: nothing. Never throws.
- */
+/** The server state files of one project folder, at most STATE_RECORDS_MAX, one per turn of the event loop. */
 export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
   const done = await listFolder(PrivateDir.open(projectDir), async (dir, listed) => {
@@ -118,10 +114,7 @@ function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number
   ].filter((note) => typeof note === "string")
 }
 
-/**
- * The state file drops an ended monitor after a while; the TUI keeps the ones it saw, so the
- * sidebar can still count them. `memory` is the TUI's own map; at most `max` are kept.
- */
+/** The ended monitors the TUI saw (at most `max`) stay after the state file drops them, so the sidebar counts them. */
 export function withRemembered(
   memory: Map<string, MonitorView>,
   current: readonly MonitorView[],

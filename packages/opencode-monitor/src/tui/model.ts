@@ -5,10 +5,7 @@ import { type MessagePart, monitorsFromMessages } from "./from-messages"
 import { type CachedRecord, type LocalSnapshot, readLocalState, safely, withRemembered } from "./local-state"
 import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
 
-/**
- * What the TUI part shows, as plain logic `index.ts` only renders: the local state records, the
- * fallback from a session's messages, the dialog options, a stop. Nothing here may throw onto the screen.
- */
+// What the TUI part shows, as plain logic `index.ts` only renders. Nothing here may throw onto the screen.
 
 /** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
 const FALLBACK_GRACE_MS = 2_000
@@ -26,10 +23,7 @@ export function stateFolderOf(directory: string): string {
   return safely(() => projectStateDir(directory), "")
 }
 
-/**
- * Reads the project's state records whenever they may have changed (FolderWatch); `onChange` gets
- * the snapshot only when it differs from the last one. Returns the function that stops watching.
- */
+/** Reads the records whenever they may have changed; `onChange` gets each snapshot that differs from the last. */
 export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapshot) => void): () => void {
   const seen = new Map<string, MonitorView>()
   const records = new Map<string, CachedRecord>()
@@ -46,10 +40,7 @@ export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapsh
   return () => watch.close()
 }
 
-/**
- * The monitors of one session: from a local server's record when there is one; else (a remote
- * server, or a local one that has not written its record yet) from the session's messages.
- */
+/** A session's monitors: from a local server's record, else (a remote server, or no record yet) from its messages. */
 export function monitorsOfSession(
   snapshot: LocalSnapshot,
   sessionID: string,
@@ -78,7 +69,6 @@ const THEME_COLOR = {
   muted: "textMuted",
 } as const satisfies Record<Tone, string>
 
-/** The theme colour of a tone. */
 export function colorOf<C>(theme: Record<(typeof THEME_COLOR)[Tone], C>, tone: Tone): C {
   return theme[THEME_COLOR[tone]]
 }

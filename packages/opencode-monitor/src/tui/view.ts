@@ -21,13 +21,11 @@ export type Row = { text: string; tone: Tone }
 
 export type SidebarOptions = {
   now: number
-  /** Cells available for one line. */
   width: number
   /** An ended monitor stays in the list this long, then folds into the count. */
   keepEndedMs: number
   /** At most this many ended monitors are listed. */
   maxEnded: number
-  /** A short note under the list (e.g. where the data came from). */
   note?: string
 }
 
