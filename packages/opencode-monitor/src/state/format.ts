@@ -3,10 +3,8 @@ import { homedir } from "node:os"
 import { join } from "node:path"
 import type { Ending, MonitorStatus, StopReason } from "../codec"
 
-/**
- * The small on-disk record of a server's monitors, one file per server process: the TUI part shows
- * it, a restarted server reports a dead one's. Never the raw command: labels only. Everything is bounded.
- */
+// The on-disk record of a server's monitors: the TUI shows it, a restarted server reports a dead one's.
+// Never the raw command (labels only); everything is bounded.
 export const STATE_FORMAT = "opencode-monitor/state@2"
 
 /** At most this many last lines per monitor, each at most STATE_LINE_TEXT_MAX characters. */
@@ -52,10 +50,7 @@ export type ServerStateFile = {
   monitors: MonitorStateEntry[]
 }
 
-/**
- * `$XDG_STATE_HOME/opencode/opencode-monitor/<hash>` (opencode's own state area, `~/.local/state/…` by
- * default): one folder per project directory, so a restarted server only looks at its own project's records.
- */
+/** `$XDG_STATE_HOME/opencode/opencode-monitor/<hash of the directory>`: a server sees only its project's records. */
 export function projectStateDir(directory: string, env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")
   return join(base, "opencode", "opencode-monitor", createHash("sha256").update(directory).digest("hex").slice(0, 16))

@@ -6,10 +6,7 @@ import { FolderWatch } from "./folder-watch"
 import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
-/**
- * A person's stop from the TUI: a small file in this folder of the project's state folder, addressed
- * to the server process that owns the monitor, which takes it (docs/tui.md).
- */
+/** A person's stop from the TUI: a small file here, addressed to the server that runs the monitor (docs/tui.md). */
 const STOP_REQUESTS_FOLDER = "stop-requests"
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
 
