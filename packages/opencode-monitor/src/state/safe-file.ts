@@ -292,15 +292,13 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
 /** What one pass over a folder skipped, by kind with one example each: one log line per pass, not per entry. */
 export class SkipTally {
   private readonly kinds = new Map<string, { count: number; example: string }>()
+  count = 0
 
   add(kind: string, name: string, detail?: string): void {
+    this.count += 1
     const seen = this.kinds.get(kind)
     if (seen) seen.count += 1
     else this.kinds.set(kind, { count: 1, example: detail ? `${name}: ${detail}` : name })
-  }
-
-  get count(): number {
-    return [...this.kinds.values()].reduce((total, kind) => total + kind.count, 0)
   }
 
   /** `2 not a stop request (e.g. stop-7-….json), 1 untrusted (e.g. x.json: is a symbolic link)`; "" when none. */

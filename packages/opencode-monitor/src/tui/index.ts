@@ -22,8 +22,6 @@ import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows 
  * The TUI part: the session's monitors in the sidebar and a "Monitors" command. It only renders (`model.ts`
  * decides) and never throws onto the screen. No JSX: an installed `.tsx` entry fails to load (CONTRIBUTING.md).
  */
-const ID = "opencode-monitor"
-
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
 
 function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
@@ -168,5 +166,5 @@ function confirmStop(screen: Screen, sessionID: string, monitor: MonitorView): v
   )
 }
 
-const plugin: TuiPluginModule & { id: string } = { id: ID, tui }
+const plugin: TuiPluginModule & { id: string } = { id: "opencode-monitor", tui }
 export default plugin

@@ -99,10 +99,7 @@ export function detailDialog(monitor: MonitorView, local: boolean, now: number) 
   ]
   const options: DialogOption[] = [
     ...actions.map((a) => ({ ...a, category: "Actions" })),
-    ...rows
-      .slice(1)
-      .filter((row) => row.text !== "")
-      .map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
+    ...rows.slice(1).map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
   ]
   return { title: rows[0]?.text ?? monitor.id, options }
 }

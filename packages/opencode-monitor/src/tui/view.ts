@@ -57,20 +57,16 @@ export function shortStatus(monitor: MonitorView, now: number): string {
   }
 }
 
+const TONES: Partial<Record<StatusKind, Tone>> = {
+  running: "running",
+  stopped: "muted",
+  timed_out: "warning",
+  lost: "warning",
+}
+
 function toneOf(monitor: MonitorView): Tone {
-  switch (monitor.statusKind) {
-    case "running":
-      return "running"
-    case "exited":
-      return /code=0\)/.test(monitor.status) ? "success" : "error"
-    case "stopped":
-      return "muted"
-    case "timed_out":
-    case "lost":
-      return "warning"
-    default:
-      return "error"
-  }
+  if (monitor.statusKind === "exited") return /code=0\)/.test(monitor.status) ? "success" : "error"
+  return TONES[monitor.statusKind] ?? "error"
 }
 
 /** Running first (oldest first), then ended ones, newest first. */
@@ -130,7 +126,6 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
   const deadline = monitor.deadlineAt === undefined ? none : new Date(monitor.deadlineAt).toISOString()
   if (monitor.statusKind === "running") line(`Deadline: ${deadline}`, "muted")
   line(`Lines seen: ${monitor.linesSeen}`, "text")
-  line("", "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")
   else {
     line(`Last ${monitor.lastLines.length} retained lines:`, "muted")
