@@ -22,6 +22,8 @@ import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows 
  * The TUI part: the session's monitors in the sidebar and a "Monitors" command. It only renders (`model.ts`
  * decides) and never throws onto the screen. No JSX: an installed `.tsx` entry fails to load (CONTRIBUTING.md).
  */
+const ID = "opencode-monitor"
+
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
 
 function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
@@ -47,9 +49,8 @@ const tui: TuiPlugin = async (api) => {
   }
   const rowsOf = (sessionID: string): Row[] =>
     safely(() => {
-      const found = screen.forSession(sessionID)
-      const note = found.local || found.monitors.length === 0 ? undefined : REMOTE_NOTE
-      return sidebarRows(found.monitors, { now: now(), ...SIDEBAR_DEFAULTS, note })
+      const { monitors, local } = screen.forSession(sessionID)
+      return sidebarRows(monitors, { now: now(), ...SIDEBAR_DEFAULTS, note: local ? undefined : REMOTE_NOTE })
     }, [])
   api.slots.register({
     order: 150,
@@ -166,5 +167,5 @@ function confirmStop(screen: Screen, sessionID: string, monitor: MonitorView): v
   )
 }
 
-const plugin: TuiPluginModule & { id: string } = { id: "opencode-monitor", tui }
+const plugin: TuiPluginModule & { id: string } = { id: ID, tui }
 export default plugin
