@@ -71,7 +71,6 @@ export function monitorHooks(parts: HookParts): Hooks {
   }
 }
 
-/** What a compacted session is told of its running monitors. */
 function compactionContext(running: readonly MonitorInfo[]): string {
   return [
     "Background monitors (opencode-monitor) still running in this session:",

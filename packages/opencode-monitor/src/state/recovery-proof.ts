@@ -18,7 +18,6 @@ export type ProcessFacts = {
   self(): Promise<{ pid: number; pgrp: number | undefined }>
 }
 
-/** The facts as the process table (/proc or ps, process/process-table.ts) tells them. */
 export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
   return {
     async stat(pid) {
@@ -64,7 +63,6 @@ export async function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tabl
   return { kind: "proven" }
 }
 
-/** The session's history shows the `monitor_start` call that returned this monitor id. */
 export function historyShowsStart(history: readonly SessionMessage[], monitorId: string): boolean {
   return history.some((message) => message.startedMonitors?.includes(monitorId) === true)
 }

@@ -112,7 +112,6 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
   return recovered
 }
 
-/** The monitors of one claimed record that are owed a notice, each reported. */
 async function reportRecord(deps: RecoveryDeps, claim: Claim, skipped: SkipTally): Promise<RecoveredMonitor[]> {
   const recovered: RecoveredMonitor[] = []
   for (const entry of claim.file.monitors) {
@@ -133,7 +132,6 @@ const isRecordName = (name: string) => SERVER_FILE.test(name) || CLAIMED_FILE.te
 /** `owned`: renamed to this server's claim, removed once its notices are out; not on macOS (not anchored). */
 type Claim = { name: string; file: ServerStateFile; owned: boolean }
 
-/** Takes a dead server's record of this project for this process; undefined when there is nothing to take. */
 async function claimRecord(
   deps: RecoveryDeps,
   dir: PrivateDir,
@@ -193,7 +191,6 @@ async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Pro
   }
 }
 
-/** The terminal batch a recovered monitor's notice carries: its recorded last lines and its status. */
 function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
   const lines = entry.lastLines.map((recorded) => {
     const line = textLine(recorded.seq, recorded.stream, recorded.text)

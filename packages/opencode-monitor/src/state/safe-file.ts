@@ -38,7 +38,6 @@ const FORBIDDEN: Record<Access, number> = { shared: 0o022, private: 0o077 }
 
 const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
 
-/** Why `stats` may not be trusted as the user's own, or undefined when it may. */
 function ownershipProblem(stats: Stats, access: Access | "owner"): string | undefined {
   const self = process.getuid?.()
   if (self !== undefined && stats.uid !== self) return `owned by uid ${stats.uid}, not ${self}`
@@ -86,7 +85,6 @@ export class PrivateDir {
     return this.anchored ? `/proc/self/fd/${this.fd}/${name}` : join(this.path, name)
   }
 
-  /** Where an entry is, for messages and logs. */
   pathOf(name: string): string {
     return join(this.path, name)
   }
@@ -95,7 +93,6 @@ export class PrivateDir {
     return PrivateDir.openAt(this.entry(name), this.pathOf(name), access, this.anchored)
   }
 
-  /** `ensure` for a folder in this one. */
   ensureSubdir(name: string): PrivateDir {
     try {
       mkdirSync(this.entry(name), { mode: 0o700 })
@@ -231,7 +228,6 @@ function anchors(fd: number, stats: Stats): boolean {
   }
 }
 
-/** Why a folder could not be opened: what it is instead, when that is why. */
 function openDirProblem(at: string, error: unknown): string {
   const code = errorCode(error)
   if (code !== "ELOOP" && code !== "ENOTDIR") return code
@@ -307,7 +303,6 @@ export class SkipTally {
   }
 }
 
-/** Gives the event loop a turn between slices of a long pass (other timers and I/O run first). */
 export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 function errorCode(error: unknown): string {

@@ -77,7 +77,6 @@ export type StopRequestHandler = {
   /** Does this plugin instance run it? A server may hold several for one directory: the others leave it. */
   owns: (sessionID: string, monitorId: string) => boolean
   stop: (sessionID: string, monitorId: string) => void
-  /** The clock of `now` and of the watcher's poll. */
   scheduler?: Scheduler
   now?: () => number
   onError?: (message: string) => void

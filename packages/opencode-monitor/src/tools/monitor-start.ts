@@ -82,7 +82,6 @@ export function startedText(info: MonitorInfo, config: MonitorConfig, source: Se
   )
 }
 
-/** The lines that are there, one a line. */
 const lines = (...texts: (string | false | undefined)[]) => texts.filter((text) => text).join("\n")
 
 /** Where a monitor's exit notice goes, said to the agent that starts it. */

@@ -80,7 +80,6 @@ const tui: TuiPlugin = async (api) => {
   })
 }
 
-/** The sidebar's rows, one text element each, coloured by tone. */
 function sidebar(api: TuiPluginApi, rowsOf: () => Row[]) {
   const rows = createMemo(rowsOf)
   return createComponent(Show, {

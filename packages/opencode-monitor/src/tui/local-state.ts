@@ -100,7 +100,6 @@ function addRecord(
   }
 }
 
-/** Short notes for the person, one per kind of file skipped. */
 function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number): string[] {
   const files = (n: number) => (n === 1 ? "file" : "files")
   return [

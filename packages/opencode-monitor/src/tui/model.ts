@@ -73,7 +73,6 @@ export function colorOf<C>(theme: Record<(typeof THEME_COLOR)[Tone], C>, tone: T
   return theme[THEME_COLOR[tone]]
 }
 
-/** The "Monitors" dialog: its title, and one option per monitor, then the notes. */
 export function listDialog(found: SessionMonitors, now: number) {
   const monitors = ordered(found.monitors)
   const notes = [...found.notes, ...(found.local ? [] : monitors.length > 0 ? [REMOTE_NOTE] : [])]
@@ -117,7 +116,6 @@ export function requestStop(folder: string, sessionID: string, monitor: MonitorV
   }
 }
 
-/** The session a route shows, if it is a session's. */
 export function sessionOfRoute(route: { name: string; params?: unknown }): string | undefined {
   if (route.name !== "session") return undefined
   const id = (route.params as { sessionID?: unknown } | undefined)?.sessionID

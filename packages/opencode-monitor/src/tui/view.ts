@@ -10,7 +10,6 @@ export type MonitorView = Pick<
   statusKind: StatusKind
   /** The status as the envelope writes it (formatStatus). */
   status: string
-  /** Who stopped it, when someone did. */
   stoppedBy?: string
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
@@ -24,7 +23,6 @@ export type SidebarOptions = {
   width: number
   /** An ended monitor stays in the list this long, then folds into the count. */
   keepEndedMs: number
-  /** At most this many ended monitors are listed. */
   maxEnded: number
   note?: string
 }
@@ -105,7 +103,6 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
   return rows
 }
 
-/** One option of the monitors dialog. */
 export function dialogOption(monitor: MonitorView, now: number): { title: string; description: string } {
   return {
     title: truncateToWidth(labelOf(monitor), 48),
@@ -113,7 +110,6 @@ export function dialogOption(monitor: MonitorView, now: number): { title: string
   }
 }
 
-/** The detail view of one monitor: status, counters, recent retained output with seq. */
 export function detailRows(monitor: MonitorView, now: number, width: number): Row[] {
   const rows: Row[] = []
   const line = (text: string, tone: Tone) => rows.push({ text: truncateToWidth(text, width), tone })
