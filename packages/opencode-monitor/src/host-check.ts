@@ -74,7 +74,7 @@ export function askReturned(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function"
 }
 
-/** Calls the host's function at `path` with `argument`, never throwing or rejecting: reporting must not fail the load. */
+/** Calls the host's function at `path`, never throwing or rejecting: reporting must not fail the load. */
 function quietly(host: unknown, path: readonly string[], argument: unknown): boolean {
   const call = lookup(host, path)
   if (typeof call !== "function") return false

@@ -4,8 +4,7 @@ import { homedir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { sessionWentIdle } from "./hooks"
 
-// opencode 1.18 installs a TUI plugin listed as `opencode-monitor@file:<tgz>` but silently never loads it
-// (no `@opentui/solid` for files there), so the server part tells the person.
+// opencode 1.18 installs an `opencode-monitor@file:<tgz>` TUI plugin but silently never loads it: we tell the person.
 const FILE_TUI_SPEC = "opencode-monitor@file:"
 
 const MAX_CONFIG_BYTES = 1_000_000

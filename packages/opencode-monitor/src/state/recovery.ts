@@ -103,11 +103,9 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
       },
     )
   }
-  // Until the notices are out the claims stay: if this server dies too, the next one takes over
-  // (and finds what was already delivered in the session history).
+  // The claims stay until the notices are out: if this server dies too, the next one takes over and
+  // finds in the session history what was delivered (which also makes a claim left behind harmless).
   if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
-  // A claim left behind is harmless: its owner (this server) is alive, and once it is gone the
-  // next server finds every entry already reported in the history.
   for (const claim of claimed) if (claim.owned) dir.remove(claim.name)
   return recovered
 }
@@ -158,8 +156,7 @@ async function claimRecord(
     return undefined
   }
   if (parsed.file.server.directory !== deps.directory) {
-    // Not this project's (forged, or a hash collision) and its server is dead: nobody will ever
-    // report it, so it goes, as a record of this project would once reported.
+    // Not this project's (forged, or a hash collision), its server dead: nobody will ever report it, so it goes.
     const removed = dir.remove(name)
     skipped.add(removed ? "of another directory, removed" : "of another directory", name, parsed.file.server.directory)
     return undefined
@@ -209,8 +206,7 @@ function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: Monit
 }
 
 async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
-  // An exit whose notice was still queued is reported as it ended, as the dead server's claim (never
-  // as an exit this server saw); a running one was cut off.
+  // A running one was cut off; a queued exit notice is reported as the dead server's claim (`recorded`).
   const cutOff = entry.status.kind === "running" ? await stopSurvivor(deps, entry) : undefined
   const status = cutOff ?? ({ ...entry.status, recorded: true } as MonitorStatus)
   const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: cutOff?.survivorPid }

@@ -179,19 +179,18 @@ export class PrivateDir {
     } catch (error) {
       return { ok: false, reason: openDirProblem(at, error), path }
     }
-    let opened: PrivateDir | Refused
+    let reason: string
     try {
       const stats = fstatSync(fd)
       const problem = ownershipProblem(stats, access === "narrow" ? "owner" : access)
       if (!problem && access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
-      opened = problem
-        ? { ok: false, reason: problem, path }
-        : new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
+      if (!problem) return new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
+      reason = problem
     } catch (error) {
-      opened = { ok: false, reason: errorCode(error), path }
+      reason = errorCode(error)
     }
-    if (!(opened instanceof PrivateDir)) closeSync(fd)
-    return opened
+    closeSync(fd)
+    return { ok: false, reason, path }
   }
 }
 
