@@ -11,7 +11,6 @@ import {
   STATE_LINE_TEXT_MAX,
   STATE_MAX_MONITORS,
   type ServerStateFile,
-  type StateLine,
   serverStateFileName,
 } from "./format"
 import { PrivateDir } from "./safe-file"
@@ -185,11 +184,11 @@ function toEntry({ info, pid, tokenHash, lastLines }: MonitorSnapshot, pidStartT
     pid,
     pidStartTime,
     linesSeen: info.counters.total,
-    lastLines: lastLines
-      .slice(-STATE_LAST_LINES)
-      .map(
-        (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
-      ),
+    lastLines: lastLines.slice(-STATE_LAST_LINES).map(({ stream, seq, text }) => ({
+      stream,
+      seq,
+      text: text.slice(0, STATE_LINE_TEXT_MAX),
+    })),
     ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
     ...(tokenHash ? { tokenHash } : {}),
   }
