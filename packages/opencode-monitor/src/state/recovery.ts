@@ -85,7 +85,13 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
     const claim = await claimRecord(deps, dir, name, self, skipped)
     if (!claim) continue
     claimed.push(claim)
-    recovered.push(...(await reportRecord(deps, claim, skipped)))
+    for (const entry of claim.file.monitors) {
+      // Ended with its notice delivered (or stopped on request): nothing is owed.
+      if (entry.status.kind !== "running" && !entry.wakePending) continue
+      // The ids land in an envelope header and a request path: a record is data, not trusted.
+      if (SAFE_ID.test(entry.id) && SAFE_ID.test(entry.sessionID)) recovered.push(await reportLost(deps, entry))
+      else skipped.add("entries with malformed ids", claim.name)
+    }
   }
   const reported = recovered.filter((r) => r.outcome === "reported")
   const left = records.length - STATE_RECORDS_MAX
@@ -107,21 +113,6 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
   // finds in the session history what was delivered (which also makes a claim left behind harmless).
   if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
   for (const claim of claimed) if (claim.owned) dir.remove(claim.name)
-  return recovered
-}
-
-async function reportRecord(deps: RecoveryDeps, claim: Claim, skipped: SkipTally): Promise<RecoveredMonitor[]> {
-  const recovered: RecoveredMonitor[] = []
-  for (const entry of claim.file.monitors) {
-    // Ended with its notice delivered (or stopped on request): nothing is owed.
-    if (entry.status.kind !== "running" && !entry.wakePending) continue
-    if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
-      // The ids land in an envelope header and a request path: a record is data, not trusted.
-      skipped.add("entries with malformed ids", claim.name)
-      continue
-    }
-    recovered.push(await reportLost(deps, entry))
-  }
   return recovered
 }
 
