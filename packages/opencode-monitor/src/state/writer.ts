@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
+import { errorText } from "../errors"
 import type { MonitorSnapshot } from "../manager"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
@@ -13,7 +14,7 @@ import {
   type ServerStateFile,
   serverStateFileName,
 } from "./format"
-import { PrivateDir } from "./safe-file"
+import { PrivateDir, type Refused } from "./safe-file"
 
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
@@ -136,39 +137,30 @@ export class MonitorStateWriter {
   }
 
   private write(file: ServerStateFile): void {
+    this.inFolder("write", PrivateDir.ensure, (dir) => dir.write(this.name, `${JSON.stringify(file)}\n`))
+  }
+
+  private remove(): void {
+    this.inFolder("remove", PrivateDir.open, (dir) => dir.removeOwn(this.name))
+  }
+
+  /** Runs `use` in the state folder; a failure is one log line per streak of failures, not one per write. */
+  private inFolder(what: string, open: (path: string) => PrivateDir | Refused, use: (dir: PrivateDir) => void): void {
     try {
-      const dir = PrivateDir.ensure(this.dir)
+      const dir = open(this.dir)
+      if (!(dir instanceof PrivateDir)) return // no folder of ours: no record in it either
       try {
-        dir.write(this.name, `${JSON.stringify(file)}\n`)
+        use(dir)
       } finally {
         dir.close()
       }
       this.failing = false
     } catch (error) {
-      this.fail("write", error)
+      if (this.failing) return
+      this.failing = true
+      const message = `could not ${what} the monitor state file; the TUI and restart recovery will not see it`
+      this.options.log("warn", message, { path: this.path, error: errorText(error) })
     }
-  }
-
-  private remove(): void {
-    const dir = PrivateDir.open(this.dir)
-    if (!(dir instanceof PrivateDir)) return // no folder of ours: no record in it either
-    try {
-      dir.removeOwn(this.name)
-    } catch (error) {
-      this.fail("remove", error)
-    } finally {
-      dir.close()
-    }
-  }
-
-  private fail(what: string, error: unknown): void {
-    // One line per failure streak, not one per write.
-    if (this.failing) return
-    this.failing = true
-    this.options.log("warn", `could not ${what} the monitor state file; the TUI and restart recovery will not see it`, {
-      path: this.path,
-      error: error instanceof Error ? error.message : String(error),
-    })
   }
 }
 
