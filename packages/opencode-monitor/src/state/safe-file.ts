@@ -19,11 +19,9 @@ import { join } from "node:path"
 import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 /**
- * The one way into the state folder, which anything running as the user can write (docs/security.md,
- * "The state folder"). No path is checked and then used: a folder is opened once, checked on its
- * descriptor, and its entries are named `/proc/self/fd/<fd>/<name>`, which Linux resolves through the
- * opened folder itself. Without /proc (macOS) a folder is not `anchored`: entries are named by path,
- * and nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
+ * The one way into the state folder, which anything running as the user can write: no path is checked and
+ * then used (docs/security.md, "The state folder"). Without /proc (macOS) a folder is not `anchored`: entries
+ * are named by path, and nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
  */
 
 export type Unsafe = { ok: false; reason: string }
@@ -80,7 +78,7 @@ export class PrivateDir {
     return orThrow(PrivateDir.openAt(path, path, "narrow", true))
   }
 
-  /** The entry `name` of this very folder, whatever its path names by now. */
+  /** The entry `name` of this very folder, whatever its path names by now: Linux resolves /proc/self/fd/<fd>. */
   entry(name: string): string {
     return this.anchored ? `/proc/self/fd/${this.fd}/${name}` : join(this.path, name)
   }

@@ -100,9 +100,8 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
 }
 
 /**
- * One pass, SCAN_SLICE entries per turn of the event loop: takes (and removes) the requests for monitors
- * this instance runs. Only files named as requests are removed: taken ones, and after STOP_REQUEST_STALE_MS
- * those nobody took, unparsable or oversized. Never throws.
+ * One pass, SCAN_SLICE entries a turn: takes (and removes) the requests for monitors this instance runs. Only
+ * request files are removed: taken ones, and after STOP_REQUEST_STALE_MS unparsable, oversized or untaken ones.
  */
 export async function scanStopRequests(
   projectDir: string,
