@@ -220,7 +220,7 @@ export const MUTATIONS: Mutation[] = [
     file: "state/recovery.ts", fn: "recoverFrom", tests: RECOVERY, only: "a hostile record cannot forge",
     find: "if (SAFE_ID.test(entry.id) && SAFE_ID.test(entry.sessionID))", replace: "if (true)" },
   { id: "stop-request-any-mode", what: "a stop request is taken from a file others may read or write (not 0600)",
-    file: "state/stop-requests.ts", fn: "readRequest", tests: STOP_REQUESTS, only: "someone else could write is refused",
+    file: "state/stop-requests.ts", fn: "takeOne", tests: STOP_REQUESTS, only: "someone else could write is refused",
     find: 'dir.read(name, STOP_REQUEST_MAX_BYTES, "private")', replace: 'dir.read(name, STOP_REQUEST_MAX_BYTES, "shared")' },
   { id: "stop-request-not-owner", what: "a stop request is taken by an instance that does not run the monitor",
     file: "state/stop-requests.ts", fn: "takeOne", tests: STOP_REQUESTS, only: "this instance does not run",

@@ -159,7 +159,10 @@ async function takeRequests(pass: Pass, names: string[]): Promise<number> {
 const stale = (pass: Pass, mtimeMs: number | undefined) =>
   mtimeMs !== undefined && pass.now - mtimeMs > STOP_REQUEST_STALE_MS
 
-/** Takes one entry if it is a request for a monitor this instance runs; true when it stopped one. */
+/**
+ * Takes one entry if it is a well-formed request, in a private regular file, for a monitor this instance
+ * runs; true when it stopped one. Anything else is counted, or removed once old.
+ */
 function takeOne(pass: Pass, name: string): boolean {
   const { dir, handler } = pass
   const match = REQUEST_NAME.exec(name)
@@ -172,9 +175,20 @@ function takeOne(pass: Pass, name: string): boolean {
     if (stale(pass, dir.fileMtime(name, "private"))) dir.remove(name)
     return false
   }
-  const read = pass.memory.taken.has(name) ? undefined : readRequest(pass, name)
-  if (!read) return false
-  const { request } = read
+  if (pass.memory.taken.has(name)) return false
+  const read = dir.read(name, STOP_REQUEST_MAX_BYTES, "private")
+  if (!read.ok) {
+    if (read.reason === "ENOENT") return false // taken by another instance a moment ago
+    if (read.tooLarge && stale(pass, read.tooLarge.mtimeMs)) dir.remove(name)
+    else pass.skipped.add("untrusted", name, read.reason)
+    return false
+  }
+  const request = parseStopRequest(read.text)
+  if (!request || request.serverPid !== handler.serverPid) {
+    if (stale(pass, read.mtimeMs)) dir.remove(name)
+    else pass.skipped.add("not a stop request", name)
+    return false
+  }
   const age = pass.now - request.requestedAt
   if (Math.abs(age) > STOP_REQUEST_STALE_MS || !handler.owns(request.sessionID, request.monitorId)) {
     // Left for the instance that runs it; nobody took it in a minute, so nobody will.
@@ -185,25 +199,6 @@ function takeOne(pass: Pass, name: string): boolean {
   pass.memory.taken.add(name)
   handler.stop(request.sessionID, request.monitorId)
   return true
-}
-
-/** A well-formed request of this server's in a private regular file; else undefined (counted, or removed once old). */
-function readRequest(pass: Pass, name: string): { request: StopRequest; mtimeMs: number } | undefined {
-  const { dir, handler } = pass
-  const read = dir.read(name, STOP_REQUEST_MAX_BYTES, "private")
-  if (!read.ok) {
-    if (read.reason === "ENOENT") return undefined // taken by another instance a moment ago
-    if (read.tooLarge && stale(pass, read.tooLarge.mtimeMs)) dir.remove(name)
-    else pass.skipped.add("untrusted", name, read.reason)
-    return undefined
-  }
-  const request = parseStopRequest(read.text)
-  if (!request || request.serverPid !== handler.serverPid) {
-    if (stale(pass, read.mtimeMs)) dir.remove(name)
-    else pass.skipped.add("not a stop request", name)
-    return undefined
-  }
-  return { request, mtimeMs: read.mtimeMs }
 }
 
 /** Runs a pass whenever the folder may have changed, STOP_REQUEST_RESCAN_MS apart; returns the function that stops. */
