@@ -66,10 +66,7 @@ export function missingApiMessage(part: "server" | "TUI", missing: readonly stri
   )
 }
 
-/**
- * `ctx.ask` must answer with a promise that rejects on a "reject" (opencode 1.18). opencode 1.14
- * returned an Effect there: awaiting it would let every command run without the user's say.
- */
+/** `ctx.ask` must return a promise that rejects on "reject": 1.14's Effect, awaited, let every command run unasked. */
 export function askReturned(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function"
 }
@@ -90,10 +87,7 @@ function quietly(host: unknown, path: readonly string[], argument: unknown): boo
 /** Where a part shows a toast (both log through `client.app.log`), and how its calls wrap their fields. */
 type Voice = { toast: readonly string[]; wrap: (fields: object) => unknown }
 
-/**
- * True when `host` has every API of `required`; else it says what is missing once, in the server log and a
- * toast, and the caller registers nothing. Only the server part falls back to stderr (not to garble the TUI).
- */
+/** Every API there? Else a log line and a toast say what is missing (stderr for the server only, not the TUI). */
 function hostReady(host: unknown, required: readonly Requirement[], part: "server" | "TUI", voice: Voice): boolean {
   const missing = required
     .filter(({ path, kind }) => {

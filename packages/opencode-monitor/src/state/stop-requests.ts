@@ -159,10 +159,7 @@ async function takeRequests(pass: Pass, names: string[]): Promise<number> {
 const stale = (pass: Pass, mtimeMs: number | undefined) =>
   mtimeMs !== undefined && pass.now - mtimeMs > STOP_REQUEST_STALE_MS
 
-/**
- * Takes one entry if it is a well-formed request, in a private regular file, for a monitor this instance
- * runs; true when it stopped one. Anything else is counted, or removed once old.
- */
+/** True when it took a well-formed private request of this instance's; anything else is counted or removed once old. */
 function takeOne(pass: Pass, name: string): boolean {
   const { dir, handler } = pass
   const match = REQUEST_NAME.exec(name)

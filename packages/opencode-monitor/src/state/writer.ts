@@ -37,10 +37,7 @@ export const STATE_POLL_MS = 500
 /** An ended monitor stays in the record this long, for the TUI's "recently exited" list. */
 export const STATE_ENDED_RETAIN_MS = 120_000
 
-/**
- * This server's record of its monitors: written atomically, throttled, bounded, removed on a clean
- * dispose. Writing never throws into the server: a failure is one log line.
- */
+/** This server's record of its monitors: atomic, throttled, bounded, gone on a clean dispose; writing never throws. */
 export class MonitorStateWriter {
   readonly path: string
   private readonly dir: string

@@ -18,10 +18,8 @@ import {
 } from "./model"
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
-/**
- * The TUI part: the session's monitors in the sidebar and a "Monitors" command. It only renders (`model.ts`
- * decides) and never throws onto the screen. No JSX: an installed `.tsx` entry fails to load (CONTRIBUTING.md).
- */
+// The TUI part: it only renders (`model.ts` decides) and never throws onto the screen. No JSX: an installed
+// `.tsx` entry fails to load (CONTRIBUTING.md).
 const ID = "opencode-monitor"
 
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
