@@ -42,8 +42,7 @@ export const MonitorConfigSchema = z
     retained_max_age_ms: int(1_000).default(3_600_000),
     subagent_wake: z.enum(["off", "parent"]).default("parent"),
     automation_agents: z.array(z.string().min(1)).default([]),
-    // Program names: the fallback judges each simple command by its program word, so an entry
-    // with a space ("npm run dev") could never match and is refused rather than ignored.
+    // Program names: each simple command is judged by its program word, so "npm run dev" could never match.
     allowed_commands: z
       .array(
         z
@@ -54,11 +53,9 @@ export const MonitorConfigSchema = z
           }),
       )
       .default([]),
-    // Asks runtimes that block-buffer a pipe to flush each line (PYTHONUNBUFFERED=1, unless set):
-    // without it a Python server's readiness line waits in its buffer while the server runs.
+    // PYTHONUNBUFFERED=1 unless set: else a Python server's readiness line waits in its pipe buffer.
     unbuffered_runtimes: z.boolean().default(true),
-    // Wake on a matching line: the shortest gap between two match wakes of one monitor,
-    // and how many match wakes one session may get per minute, all monitors together.
+    // Match wakes: the shortest gap between two of one monitor, and the most per session per minute.
     wake_min_interval_ms: int(1_000).default(10_000),
     // How long a match wake waits for the output to pause, so it carries the lines after the match.
     wake_settle_ms: int(0, 1_000).default(200),

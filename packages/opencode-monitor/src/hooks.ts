@@ -45,8 +45,7 @@ export function monitorHooks(parts: HookParts): Hooks {
       if (sessionWentIdle(event)) router.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         router.forgetSession(sessionID)
-        // Not awaited: stopping may take kill_grace_ms, and the event hook must not hold up
-        // opencode's delivery of other events meanwhile.
+        // Not awaited: stopping may take kill_grace_ms, and opencode's other events must not wait for it.
         manager
           .stopSession(sessionID)
           .catch((error) =>
@@ -71,7 +70,6 @@ export function monitorHooks(parts: HookParts): Hooks {
   }
 }
 
-/** What a compacted session is told of its running monitors. */
 function compactionContext(running: readonly MonitorInfo[]): string {
   return [
     "Background monitors (opencode-monitor) still running in this session:",

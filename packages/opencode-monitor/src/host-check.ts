@@ -1,7 +1,5 @@
-/**
- * The opencode releases this package is tested on (test/versions.test.ts holds the repo to them),
- * and the check that the running opencode has the API the plugin relies on. No imports: the TUI uses it.
- */
+// The opencode releases this package is tested on (test/versions.test.ts holds the repo to them), and the
+// check that the running opencode has the API the plugin relies on. No imports: the TUI uses it.
 
 /** Oldest first. `npm test` runs the live suite on the newest and a core subset on the oldest. */
 export const TESTED_OPENCODE = ["1.18.32", "1.18.33"] as const
@@ -11,10 +9,7 @@ export const TESTED_TEXT = `opencode ${TESTED_OPENCODE[0]}–${TESTED_OPENCODE[T
 /** `engines.opencode`: every 1.x release from the oldest tested one (2.x does not load 1.x plugins). */
 export const ENGINES_RANGE = `>=${TESTED_OPENCODE[0]} <2`
 
-/**
- * One API the plugin uses and what must be there, named as `client.app.log (server log)`: its path
- * from the object opencode hands the part (`api.`: the TUI's object itself), then what it is for.
- */
+/** An API named by its path from the object opencode hands the part (`api.`: the TUI's own), then its use. */
 type Requirement = { api: string; path: readonly string[]; kind: "function" | "object" | "string" }
 const need = (api: string, kind: Requirement["kind"] = "function"): Requirement => ({
   api,
@@ -22,10 +17,7 @@ const need = (api: string, kind: Requirement["kind"] = "function"): Requirement 
   kind,
 })
 
-/**
- * What the server part reads from opencode's plugin input at load. `noReply` and `ctx.ask` cannot be
- * seen before a prompt or a tool call: `ctx.ask` is checked where it is called (`askReturned`).
- */
+/** What the server part reads at load. `ctx.ask` is only seen in a tool call: `askReturned` checks it there. */
 export const SERVER_API: readonly Requirement[] = [
   need("client.session.promptAsync (prompts with noReply)"),
   need("client.session.status (session status)"),
@@ -74,15 +66,12 @@ export function missingApiMessage(part: "server" | "TUI", missing: readonly stri
   )
 }
 
-/**
- * `ctx.ask` must answer with a promise that rejects on a "reject" (opencode 1.18). opencode 1.14
- * returned an Effect there: awaiting it would let every command run without the user's say.
- */
+/** `ctx.ask` must return a promise that rejects on "reject": 1.14's Effect, awaited, let every command run unasked. */
 export function askReturned(value: unknown): value is PromiseLike<unknown> {
   return typeof (value as { then?: unknown } | null)?.then === "function"
 }
 
-/** Calls the host's function at `path` with `argument`, never throwing or rejecting: reporting must not fail the load. */
+/** Calls the host's function at `path`, never throwing or rejecting: reporting must not fail the load. */
 function quietly(host: unknown, path: readonly string[], argument: unknown): boolean {
   const call = lookup(host, path)
   if (typeof call !== "function") return false
@@ -98,11 +87,7 @@ function quietly(host: unknown, path: readonly string[], argument: unknown): boo
 /** Where a part shows a toast (both log through `client.app.log`), and how its calls wrap their fields. */
 type Voice = { toast: readonly string[]; wrap: (fields: object) => unknown }
 
-/**
- * True when `host` has every API of `required`; else it says what is missing once, in the server log
- * and a toast, and the caller registers nothing. Only the server part falls back to stderr (it would
- * garble the TUI's screen).
- */
+/** Every API there? Else a log line and a toast say what is missing (stderr for the server only, not the TUI). */
 function hostReady(host: unknown, required: readonly Requirement[], part: "server" | "TUI", voice: Voice): boolean {
   const missing = required
     .filter(({ path, kind }) => {

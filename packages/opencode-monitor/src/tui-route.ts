@@ -4,10 +4,7 @@ import { homedir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import { sessionWentIdle } from "./hooks"
 
-/**
- * opencode 1.18 installs a TUI plugin listed as `opencode-monitor@file:<tgz>` but never loads it (no
- * `@opentui/solid` for files there) and says nothing, so the server part tells the person instead.
- */
+// opencode 1.18 installs an `opencode-monitor@file:<tgz>` TUI plugin but silently never loads it: we tell the person.
 const FILE_TUI_SPEC = "opencode-monitor@file:"
 
 const MAX_CONFIG_BYTES = 1_000_000
@@ -43,10 +40,7 @@ type Say = {
   toast(variant: "warning", title: string, message: string): void
 }
 
-/**
- * At load: a warning in the server log when tui.json names the `file:` route, and the same text as a
- * toast when a session's turn first ends: an earlier toast can reach opencode before the TUI listens.
- */
+/** When tui.json names the `file:` route: a log warning at load, a toast at the first idle (the TUI listens then). */
 export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; worktree?: string }, say: Say): Hooks {
   const files = filesWithFileTuiSpec(tuiConfigFiles(place.directory, place.worktree || place.directory))
   if (files.length === 0) return hooks

@@ -2,10 +2,8 @@ import { type FSWatcher, watch } from "node:fs"
 import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 
 /**
- * Runs `pass` whenever a folder may have changed: on fs.watch events once the folder exists, and on
- * a poll that also finds it when it is created later. One pass at a time, at most one more queued
- * behind it, each starting at least `gapMs` after the last one ended, so a burst of events costs one
- * pass. Creates nothing.
+ * Runs `pass` on fs.watch events once the folder exists, and on a poll that finds it when it appears.
+ * One pass at a time, at most one queued, each `gapMs` after the last ended (a burst costs one pass). Creates nothing.
  */
 export class FolderWatch {
   private fsWatcher: FSWatcher | undefined

@@ -3,24 +3,18 @@ import { homedir } from "node:os"
 import { join } from "node:path"
 import type { Ending, MonitorStatus, StopReason } from "../codec"
 
-/**
- * The small on-disk record of a server's monitors, one file per server process: the TUI part shows
- * it, a restarted server reports a dead one's. Never the raw command: labels only. Everything is bounded.
- */
+// The on-disk record of a server's monitors: the TUI shows it, a restarted server reports a dead one's.
+// Never the raw command (labels only); everything is bounded.
 export const STATE_FORMAT = "opencode-monitor/state@2"
 
-/** At most this many last lines per monitor, each at most LINE_TEXT_MAX characters. */
+/** At most this many last lines per monitor, each at most STATE_LINE_TEXT_MAX characters. */
 export const STATE_LAST_LINES = 5
 export const STATE_LINE_TEXT_MAX = 512
 /** At most this many monitors per file (running first, then the newest ended ones). */
 export const STATE_MAX_MONITORS = 64
 /** A server's record is small (64 monitors × 5 lines of 512 characters); a larger file is not read. */
 export const STATE_FILE_MAX_BYTES = 1024 * 1024
-/**
- * A state folder (a project's, its stop-requests) whose own size is over this is not listed: the
- * folder's size grows with its entries (about 1 500 short names on ext4), and listing, then looking
- * at, a folder flooded with junk would hold the event loop. A real one holds a few entries.
- */
+/** A state folder whose own size (it grows with its entries: ~1 500 names on ext4) is over this is not listed. */
 export const STATE_FOLDER_MAX_BYTES = 64 * 1024
 /** At most this many server records are read per pass (the rest are counted); real use has a handful. */
 export const STATE_RECORDS_MAX = 32
@@ -37,7 +31,7 @@ export type MonitorStateEntry = {
   status: MonitorStatus
   /** How it came to its end, once decided (who stopped it, for a stop). */
   ending: Ending | undefined
-  /** The process group leader, and its start time (process/process-table.ts: /proc ticks or ps lstart) to prove identity. */
+  /** The process group leader, and its start time (process-table.ts) to prove identity. */
   pid: number
   pidStartTime: string | undefined
   linesSeen: number
@@ -56,19 +50,13 @@ export type ServerStateFile = {
   monitors: MonitorStateEntry[]
 }
 
-/**
- * `$XDG_STATE_HOME/opencode/opencode-monitor/<hash>` (opencode's own state area, `~/.local/state/…` by
- * default): one folder per project directory, so a restarted server only looks at its own project's records.
- */
+/** `$XDG_STATE_HOME/opencode/opencode-monitor/<hash of the directory>`: a server sees only its project's records. */
 export function projectStateDir(directory: string, env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")
   return join(base, "opencode", "opencode-monitor", createHash("sha256").update(directory).digest("hex").slice(0, 16))
 }
 
-/**
- * opencode can create more than one plugin instance for a directory in one server process, so each
- * instance writes a file of its own: `server-<pid>-<start>-<instance>.json`.
- */
+/** One file per plugin instance: opencode may make several for a directory in one server process. */
 export function serverStateFileName(pid: number, pidStartTime: string | undefined, instance?: string): string {
   return `server-${pid}-${pidStartTime ?? "unknown"}${instance ? `-${instance}` : ""}.json`
 }

@@ -2,27 +2,19 @@ import type { SessionMessage } from "../delivery/session-api"
 import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
 import { type ProcessTable, processTable, readProcess } from "../process/process-table"
 
-/**
- * What a state record, a claim anyone running as the user can write, may make a restarted server
- * do: signal a process only when it proves it is the recorded leader (it leads its own session and
- * group, as every monitor's `sh` does, and carries the monitor's token), and wake a session only
- * when its history shows the `monitor_start` call that made the monitor.
- */
+// What a state record (anyone running as the user can write one) may make a restarted server do: signal only
+// a leader that proves it is the monitor's, wake only a session whose history shows its monitor_start
+// (docs/security.md lists the proof).
 
 /** The facts about a process the proof needs, one small function each (injectable for tests). */
 export type ProcessFacts = {
   /** Group, session, start time and state letter of a running process; undefined when there is none. */
   stat(pid: number): Promise<{ state: string; pgrp: number; sid: number; start: string } | undefined>
-  /**
-   * The value of TOKEN_VARIABLE in the process's environment (never its command line), undefined
-   * when it has none or the environment cannot be read whole.
-   */
+  /** TOKEN_VARIABLE from its environment (never its command line); undefined when absent or not readable whole. */
   token(pid: number): Promise<string | undefined>
-  /** This server: its pid and process group. */
   self(): Promise<{ pid: number; pgrp: number | undefined }>
 }
 
-/** The facts as the process table (/proc or ps, process/process-table.ts) tells them. */
 export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
   return {
     async stat(pid) {
@@ -39,11 +31,7 @@ export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
 
 export type LeaderClaim = { pid: number; pidStartTime: string | undefined; tokenHash?: string }
 
-/**
- * `proven`: the recorded leader runs and is this monitor's, its group may be signalled.
- * `gone`: no process of that identity runs (nothing to do). `unverified`: something runs under
- * that pid that does not prove it is the monitor's: never signalled, reported as a claim.
- */
+/** `unverified`: something runs under that pid but does not prove it is the monitor's: never signalled. */
 export type LeaderProof = { kind: "proven" } | { kind: "gone" } | { kind: "unverified"; reason: string }
 
 const unverified = (reason: string): LeaderProof => ({ kind: "unverified", reason })
@@ -68,7 +56,6 @@ export async function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tabl
   return { kind: "proven" }
 }
 
-/** The session's history shows the `monitor_start` call that returned this monitor id. */
 export function historyShowsStart(history: readonly SessionMessage[], monitorId: string): boolean {
   return history.some((message) => message.startedMonitors?.includes(monitorId) === true)
 }

@@ -29,17 +29,13 @@ export type RecoveryDeps = {
   whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
-  /** This server process; defaults to process.pid and its /proc start time. */
+  // For tests; each defaults to this server's own (its identity, its process table, what they say).
   self?: Owner
-  /** The process table (process/process-table.ts); default this server's, /proc or ps. */
   table?: ProcessTable
-  /** Process checks, injectable for tests; default the table's. */
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
-  /** What the leader proof reads about processes (recovery-proof.ts); default the table's. */
   facts?: ProcessFacts
-  /** Gives the event loop a turn between records (default: setImmediate). */
   yieldToLoop?: () => Promise<void>
-  /** false: act as on a system without /proc/self/fd (macOS), where nothing is renamed or removed (for tests). */
+  /** false: act as on a system without /proc/self/fd (macOS), where nothing is renamed or removed. */
   descriptorPaths?: boolean
 }
 
@@ -60,26 +56,20 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * When the plugin loads, reports once what dead servers of this project owed their sessions: a
- * monitor cut off while it ran, as `Status: lost`; an exit whose notice was still queued, as it
- * ended. A dead server's record is claimed by an atomic rename first, so two servers starting on
- * the same data never both report it. Never throws.
+ * At load, reports once what dead servers of this project owed their sessions: a monitor cut off while it
+ * ran, as `lost`; an exit whose notice was still queued, as it ended. A record is claimed by an atomic
+ * rename first, so two servers starting on the same data never both report it.
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
-  const listed = await listFolder(PrivateDir.open(path, "shared", deps.descriptorPaths ?? true))
-  if (!listed.ok) {
-    // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
-    if (listed.reason !== "ENOENT") {
-      logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason: listed.reason })
-    }
-    return []
+  const dir = PrivateDir.open(path, "shared", deps.descriptorPaths ?? true)
+  const done = await listFolder(dir, (dir, names) => recoverFrom(dir, names, deps))
+  if (done.ok) return done.value
+  // ENOENT: no record yet, nothing ever ran here. Anything else is not the plugin's folder.
+  if (done.reason !== "ENOENT") {
+    logOf(deps).warn("skipping an untrusted entry in the monitor state folder", { path, reason: done.reason })
   }
-  try {
-    return await recoverFrom(listed.dir, listed.names, deps)
-  } finally {
-    listed.dir.close()
-  }
+  return []
 }
 
 async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
@@ -95,11 +85,17 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
     const claim = await claimRecord(deps, dir, name, self, skipped)
     if (!claim) continue
     claimed.push(claim)
-    recovered.push(...(await reportRecord(deps, claim, skipped)))
+    for (const entry of claim.file.monitors) {
+      // Ended with its notice delivered (or stopped on request): nothing is owed.
+      if (entry.status.kind !== "running" && !entry.wakePending) continue
+      // The ids land in an envelope header and a request path: a record is data, not trusted.
+      if (SAFE_ID.test(entry.id) && SAFE_ID.test(entry.sessionID)) recovered.push(await reportLost(deps, entry))
+      else skipped.add("entries with malformed ids", claim.name)
+    }
   }
   const reported = recovered.filter((r) => r.outcome === "reported")
   const left = records.length - STATE_RECORDS_MAX
-  // One line per start, however many files: a warning when something was skipped or left.
+  // One line per start, however many files: a warning when something was skipped or left for the next start.
   if (records.length > 0 || skipped.count > 0) {
     logOf(deps)[skipped.count > 0 || left > 0 ? "warn" : "info"](
       "restart recovery looked at the monitor state folder",
@@ -109,46 +105,22 @@ async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps)
         claimed: claimed.length,
         reported: reported.length,
         ...(skipped.count > 0 ? { skipped: skipped.toString() } : {}),
-        // Read at the next start, once the ones read now are gone.
         ...(left > 0 ? { leftForTheNextStart: left, bound: STATE_RECORDS_MAX } : {}),
       },
     )
   }
-  // Until the notices are out the claims stay: if this server dies too, the next one takes over
-  // (and finds what was already delivered in the session history).
+  // The claims stay until the notices are out: if this server dies too, the next one takes over and
+  // finds in the session history what was delivered (which also makes a claim left behind harmless).
   if (reported.length > 0 && deps.whenDelivered) await deps.whenDelivered(reported)
-  // A claim left behind is harmless: its owner (this server) is alive, and once it is gone the
-  // next server finds every entry already reported in the history.
   for (const claim of claimed) if (claim.owned) dir.remove(claim.name)
-  return recovered
-}
-
-/** The monitors of one claimed record that are owed a notice, each reported. */
-async function reportRecord(deps: RecoveryDeps, claim: Claim, skipped: SkipTally): Promise<RecoveredMonitor[]> {
-  const recovered: RecoveredMonitor[] = []
-  for (const entry of claim.file.monitors) {
-    // Ended with its notice delivered (or stopped on request): nothing is owed.
-    if (entry.status.kind !== "running" && !entry.wakePending) continue
-    if (!SAFE_ID.test(entry.id) || !SAFE_ID.test(entry.sessionID)) {
-      // The ids land in an envelope header and a request path: a record is data, not trusted.
-      skipped.add("entries with malformed ids", claim.name)
-      continue
-    }
-    recovered.push(await reportLost(deps, entry))
-  }
   return recovered
 }
 
 const isRecordName = (name: string) => SERVER_FILE.test(name) || CLAIMED_FILE.test(name)
 
-/**
- * A dead server's record, taken for this process. `owned`: renamed to this server's claim, removed
- * once its notices are out; not where the folder is not anchored (macOS), where the session history
- * alone keeps a notice from being sent twice.
- */
+/** `owned`: renamed to this server's claim, removed once its notices are out; not on macOS (not anchored). */
 type Claim = { name: string; file: ServerStateFile; owned: boolean }
 
-/** Takes a dead server's record of this project for this process; undefined when there is nothing to take. */
 async function claimRecord(
   deps: RecoveryDeps,
   dir: PrivateDir,
@@ -175,8 +147,7 @@ async function claimRecord(
     return undefined
   }
   if (parsed.file.server.directory !== deps.directory) {
-    // Not this project's (forged, or a hash collision) and its server is dead: nobody will ever
-    // report it, so it goes, as a record of this project would once reported.
+    // Not this project's (forged, or a hash collision), its server dead: nobody will ever report it, so it goes.
     const removed = dir.remove(name)
     skipped.add(removed ? "of another directory, removed" : "of another directory", name, parsed.file.server.directory)
     return undefined
@@ -196,22 +167,18 @@ async function claimRecord(
 
 /** The session's history, far enough back to see every envelope of this monitor; empty when unreadable. */
 async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<SessionMessage[]> {
+  // Back to the start, or to the person's message before it.
+  const farEnough = (messages: readonly SessionMessage[]) =>
+    historyShowsStart(messages, entry.id) ||
+    messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
   try {
-    // To the person's message before its start.
-    return await readBack(
-      deps.api,
-      entry.sessionID,
-      (messages) =>
-        historyShowsStart(messages, entry.id) ||
-        messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt),
-    )
+    return await readBack(deps.api, entry.sessionID, farEnough)
   } catch {
     // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
     return []
   }
 }
 
-/** The terminal batch a recovered monitor's notice carries: its recorded last lines and its status. */
 function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
   const lines = entry.lastLines.map((recorded) => {
     const line = textLine(recorded.seq, recorded.stream, recorded.text)
@@ -230,8 +197,7 @@ function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: Monit
 }
 
 async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<RecoveredMonitor> {
-  // An exit whose notice was still queued is reported as it ended, as the dead server's claim (never
-  // as an exit this server saw); a running one was cut off.
+  // A running one was cut off; a queued exit notice is reported as the dead server's claim (`recorded`).
   const cutOff = entry.status.kind === "running" ? await stopSurvivor(deps, entry) : undefined
   const status = cutOff ?? ({ ...entry.status, recorded: true } as MonitorStatus)
   const result = { id: entry.id, sessionID: entry.sessionID, survivorPid: cutOff?.survivorPid }
@@ -268,28 +234,22 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
 type Lost = Extract<MonitorStatus, { kind: "lost" }>
 
 /**
- * The watchdog should have ended the group when the server died. A leader still running is
- * signalled only when it proves it is the recorded monitor's (recovery-proof.ts); its group, which
- * cannot change hands while it has members, is then ended like any stop. The status names a
- * survivor of SIGKILL, or an unproven process under the recorded pid (never signalled).
+ * The watchdog should have ended the group when the server died. A leader still running is signalled only
+ * when it proves it is the monitor's (recovery-proof.ts); its group cannot change hands while it has members.
  */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
   const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))
   if (proof.kind === "gone") return { kind: "lost", survivorPid: undefined }
-  const log = { monitorId: entry.id, pid: entry.pid }
+  const fields = { monitorId: entry.id, pid: entry.pid }
   if (proof.kind === "unverified") {
-    logOf(deps).warn("a state record names a running process that does not prove it is the monitor's; not signalled", {
-      ...log,
-      reason: proof.reason,
-    })
+    const message = "a state record names a running process that does not prove it is the monitor's; not signalled"
+    logOf(deps).warn(message, { ...fields, reason: proof.reason })
     return { kind: "lost", survivorPid: undefined, unverified: { pid: entry.pid, reason: proof.reason } }
   }
-  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", log)
+  logOf(deps).warn("a lost monitor's process still runs; stopping its process group", fields)
   const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
-  for (const [signal, waitMs] of [
-    ["SIGTERM", deps.killGraceMs],
-    ["SIGKILL", 2_000],
-  ] as const) {
+  const signals = { SIGTERM: deps.killGraceMs, SIGKILL: 2_000 }
+  for (const [signal, waitMs] of Object.entries(signals) as [NodeJS.Signals, number][]) {
     if (!(await groupGone())) signalGroup(entry.pid, signal)
     if (await waitUntil(groupGone, waitMs)) return { kind: "lost", survivorPid: undefined }
   }

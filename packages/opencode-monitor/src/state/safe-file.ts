@@ -19,38 +19,25 @@ import { join } from "node:path"
 import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 /**
- * The one way into the state folder, which anything running as the user can write (docs/security.md):
- * only the user's own real folders and regular files, not writable by others, read without blocking
- * and within a bound; what fails is skipped, never followed.
- *
- * No path is checked and then used: a folder is opened once (O_DIRECTORY|O_NOFOLLOW), checked on
- * its descriptor, and its entries are named `/proc/self/fd/<fd>/<name>`, which Linux resolves
- * through the opened folder itself, so swapping a folder for a symlink after the open changes
- * nothing. Without /proc (macOS) a folder is not `anchored`: entries are named by path, and
- * nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
+ * The one way into the state folder, which anything running as the user can write: no path is checked and
+ * then used (docs/security.md, "The state folder"). Without /proc (macOS) a folder is not `anchored`: entries
+ * are named by path, and nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
  */
 
 export type Unsafe = { ok: false; reason: string }
-/** A folder not opened or not listed, and where it is. */
 export type Refused = Unsafe & { path: string }
 export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */
 export type Unreadable = Unsafe & { tooLarge?: { mtimeMs: number } }
 
-const uid = () => process.getuid?.()
-
-/**
- * Which mode bits a trusted entry must not have: `shared` = no write for group or others (the state
- * records); `private` = nothing for group or others (0700 folders, 0600 files: the TUI's stop requests).
- */
+/** What group and others may not have: `shared` (records) write; `private` (stop requests, 0700/0600) anything. */
 export type Access = "shared" | "private"
 const FORBIDDEN: Record<Access, number> = { shared: 0o022, private: 0o077 }
 
 const DIRECTORY_FLAGS = constants.O_RDONLY | constants.O_DIRECTORY | constants.O_NOFOLLOW
 
-/** Why `stats` may not be trusted as the user's own, or undefined when it may. */
 function ownershipProblem(stats: Stats, access: Access | "owner"): string | undefined {
-  const self = uid()
+  const self = process.getuid?.()
   if (self !== undefined && stats.uid !== self) return `owned by uid ${stats.uid}, not ${self}`
   if (access !== "owner" && (stats.mode & FORBIDDEN[access]) !== 0) {
     return `${access === "shared" ? "group- or world-writable" : "open to group or others"} (mode ${(stats.mode & 0o777).toString(8)})`
@@ -67,10 +54,7 @@ function typeOf(stats: Stats): string {
   return "not a regular file"
 }
 
-/**
- * A real folder of the user's, opened once and addressed through its descriptor (see above). `close`
- * it only once every operation on it has settled: a closed descriptor's number may name another file next.
- */
+/** A real folder of the user's, opened once. Close it once all its operations settled: its fd number gets reused. */
 export class PrivateDir {
   private closed = false
 
@@ -78,7 +62,6 @@ export class PrivateDir {
     /** Where it was opened: for messages only, never to reach an entry. */
     readonly path: string,
     private readonly fd: number,
-    /** Entries are reached through the descriptor (Linux); false: by path, and nothing is deleted. */
     readonly anchored: boolean,
     /** The folder's own size: it grows with its entries, so a flooded folder is refused unlisted. */
     readonly bytes: number,
@@ -95,12 +78,11 @@ export class PrivateDir {
     return orThrow(PrivateDir.openAt(path, path, "narrow", true))
   }
 
-  /** The entry `name` of this very folder, whatever its path names by now. */
+  /** The entry `name` of this very folder, whatever its path names by now: Linux resolves /proc/self/fd/<fd>. */
   entry(name: string): string {
     return this.anchored ? `/proc/self/fd/${this.fd}/${name}` : join(this.path, name)
   }
 
-  /** Where an entry is, for messages and logs. */
   pathOf(name: string): string {
     return join(this.path, name)
   }
@@ -109,7 +91,6 @@ export class PrivateDir {
     return PrivateDir.openAt(this.entry(name), this.pathOf(name), access, this.anchored)
   }
 
-  /** `ensure` for a folder in this one. */
   ensureSubdir(name: string): PrivateDir {
     try {
       mkdirSync(this.entry(name), { mode: 0o700 })
@@ -148,11 +129,7 @@ export class PrivateDir {
     return this.anchored && succeeds(() => renameSync(this.entry(from), this.entry(to)))
   }
 
-  /**
-   * Writes a file 0600 atomically: a fresh temp name opened with O_EXCL|O_NOFOLLOW (a planted file
-   * or symlink there makes the open fail, never a write through it), then renamed over `name` (a
-   * rename replaces a symlink at `name` itself, never its target).
-   */
+  /** 0600, atomically: a fresh temp name opened O_EXCL|O_NOFOLLOW, renamed over `name` (a symlink, not its target). */
   write(name: string, text: string): void {
     const temp = `${name}.${randomBytes(4).toString("hex")}.tmp`
     const fd = openSync(
@@ -200,43 +177,42 @@ export class PrivateDir {
     } catch (error) {
       return { ok: false, reason: openDirProblem(at, error), path }
     }
-    let opened: PrivateDir | Refused
+    let reason: string
     try {
       const stats = fstatSync(fd)
       const problem = ownershipProblem(stats, access === "narrow" ? "owner" : access)
       if (!problem && access === "narrow" && (stats.mode & 0o077) !== 0) fchmodSync(fd, 0o700)
-      opened = problem
-        ? { ok: false, reason: problem, path }
-        : new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
+      if (!problem) return new PrivateDir(path, fd, descriptorPaths && anchors(fd, stats), stats.size)
+      reason = problem
     } catch (error) {
-      opened = { ok: false, reason: errorCode(error), path }
+      reason = errorCode(error)
     }
-    if (!(opened instanceof PrivateDir)) closeSync(fd)
-    return opened
+    closeSync(fd)
+    return { ok: false, reason, path }
   }
 }
 
 /**
- * The names in a folder `open` gave, listed off the event loop; `close` the folder when done. One over
- * `maxBytes` is refused (and closed) unlisted: listing a huge folder holds the loop however it is done.
+ * Lists a folder `open` gave, off the event loop, hands its names to `use`, then closes it. One over
+ * `maxBytes` is refused unlisted: listing a huge folder holds the loop however it is done.
  */
-export async function listFolder(
+export async function listFolder<T>(
   dir: PrivateDir | Refused,
+  use: (dir: PrivateDir, names: string[]) => Promise<T>,
   maxBytes = STATE_FOLDER_MAX_BYTES,
-): Promise<{ ok: true; dir: PrivateDir; names: string[] } | Refused> {
+): Promise<{ ok: true; value: T } | Refused> {
   if (!(dir instanceof PrivateDir)) return dir
-  let reason: string
-  if (dir.bytes > maxBytes) {
-    reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
-  } else {
-    try {
-      return { ok: true, dir, names: await readdir(dir.entry(".")) }
-    } catch (error) {
-      reason = errorCode(error)
+  try {
+    if (dir.bytes > maxBytes) {
+      const reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
+      return { ok: false, reason, path: dir.path }
     }
+    const names = await readdir(dir.entry(".")).catch(errorCode)
+    if (typeof names === "string") return { ok: false, reason: names, path: dir.path }
+    return { ok: true, value: await use(dir, names) }
+  } finally {
+    dir.close()
   }
-  dir.close()
-  return { ok: false, reason, path: dir.path }
 }
 
 /** Does `/proc/self/fd/<fd>` lead to the very folder that was opened? (Linux: yes; macOS: no /proc.) */
@@ -249,7 +225,6 @@ function anchors(fd: number, stats: Stats): boolean {
   }
 }
 
-/** Why a folder could not be opened: what it is instead, when that is why. */
 function openDirProblem(at: string, error: unknown): string {
   const code = errorCode(error)
   if (code !== "ELOOP" && code !== "ENOTDIR") return code
@@ -274,10 +249,7 @@ function orThrow(opened: PrivateDir | Unsafe): PrivateDir {
   throw new Error(opened.reason)
 }
 
-/**
- * Reads a regular file of the user's, at most `maxBytes`: opened with O_NOFOLLOW (a symlink fails)
- * and O_NONBLOCK (a FIFO cannot hold the open), then checked on the open descriptor.
- */
+/** A regular file of the user's, at most `maxBytes`: O_NOFOLLOW, O_NONBLOCK (a FIFO cannot hold the open), fstat. */
 function readPrivateFile(path: string, maxBytes: number, access: Access): SafeText | Unreadable {
   let fd: number
   try {
@@ -313,15 +285,13 @@ function readPrivateFile(path: string, maxBytes: number, access: Access): SafeTe
 /** What one pass over a folder skipped, by kind with one example each: one log line per pass, not per entry. */
 export class SkipTally {
   private readonly kinds = new Map<string, { count: number; example: string }>()
+  count = 0
 
   add(kind: string, name: string, detail?: string): void {
+    this.count += 1
     const seen = this.kinds.get(kind)
     if (seen) seen.count += 1
     else this.kinds.set(kind, { count: 1, example: detail ? `${name}: ${detail}` : name })
-  }
-
-  get count(): number {
-    return [...this.kinds.values()].reduce((total, kind) => total + kind.count, 0)
   }
 
   /** `2 not a stop request (e.g. stop-7-….json), 1 untrusted (e.g. x.json: is a symbolic link)`; "" when none. */
@@ -330,7 +300,6 @@ export class SkipTally {
   }
 }
 
-/** Gives the event loop a turn between slices of a long pass (other timers and I/O run first). */
 export const yieldToLoop = (): Promise<void> => new Promise((resolve) => setImmediate(resolve))
 
 function errorCode(error: unknown): string {

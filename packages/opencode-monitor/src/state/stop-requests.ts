@@ -1,15 +1,12 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
+import { errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
 import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
-/**
- * A person's stop from the TUI: a small file in this folder of the project's state folder, addressed
- * to the server process that owns the monitor, which watches the folder, stops the monitor as the
- * person's stop and removes the file.
- */
+/** A person's stop from the TUI: a small file here, addressed to the server that runs the monitor (docs/tui.md). */
 const STOP_REQUESTS_FOLDER = "stop-requests"
 const STOP_REQUEST_FORMAT = "opencode-monitor/stop@1"
 
@@ -20,7 +17,7 @@ const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
 export type StopRequest = {
   format: typeof STOP_REQUEST_FORMAT
-  /** The pid of the server whose state file lists the monitor. */
+  /** The server whose state file lists the monitor. */
   serverPid: number
   sessionID: string
   monitorId: string
@@ -52,9 +49,8 @@ export function writeStopRequest(
         `${dir.path} holds too many entries for the server to read it (a folder of ${dir.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove that folder`,
       )
     }
-    const body: StopRequest = { format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }
     const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
-    dir.write(name, JSON.stringify(body))
+    dir.write(name, JSON.stringify({ format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }))
     return dir.pathOf(name)
   } finally {
     dir?.close()
@@ -78,18 +74,12 @@ export function parseStopRequest(text: string): StopRequest | undefined {
 export type StopRequestHandler = {
   /** This server's pid: requests addressed to another server are left to it. */
   serverPid: number
-  /**
-   * Does this plugin instance run that monitor of that session? One server process may hold several
-   * instances for one directory (opencode 1.18 creates two), so a request is left for its owner.
-   */
+  /** Does this plugin instance run it? A server may hold several for one directory: the others leave it. */
   owns: (sessionID: string, monitorId: string) => boolean
-  /** Stops a monitor `owns` accepted. */
   stop: (sessionID: string, monitorId: string) => void
-  /** The clock of `now` and of the watcher's poll (the poll is on it too, so tests never sleep). */
   scheduler?: Scheduler
   now?: () => number
   onError?: (message: string) => void
-  /** Gives the event loop a turn between slices of a pass (default: setImmediate). */
   yieldToLoop?: () => Promise<void>
   /** false: act as on a system without /proc/self/fd (macOS), where nothing is deleted (for tests). */
   descriptorPaths?: boolean
@@ -100,10 +90,7 @@ export type ScanMemory = { taken: Set<string>; logged: Set<string> }
 
 export const newScanMemory = (): ScanMemory => ({ taken: new Set(), logged: new Set() })
 
-/**
- * Logs a problem line once while problems last (a folder swapped back and forth is two lines, not
- * one a pass); a clean pass ("") forgets them, so a problem that comes back is logged again.
- */
+/** Logs a problem once while problems last; a clean pass ("") forgets them, so one that comes back is logged again. */
 function report(handler: StopRequestHandler, memory: ScanMemory, line: string): void {
   if (!line) memory.logged.clear()
   if (!line || memory.logged.has(line)) return
@@ -113,30 +100,26 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
 }
 
 /**
- * One pass over the folder, SCAN_SLICE entries per turn of the event loop: takes (and removes) the
- * requests for monitors this instance runs. Only files named as requests are removed: taken ones,
- * and after STOP_REQUEST_STALE_MS those nobody took, unparsable or oversized. What is skipped is
- * counted in one log line. Never throws.
+ * One pass, SCAN_SLICE entries a turn: takes (and removes) the requests for monitors this instance runs. Only
+ * request files are removed: taken ones, and after STOP_REQUEST_STALE_MS unparsable, oversized or untaken ones.
  */
 export async function scanStopRequests(
   projectDir: string,
   handler: StopRequestHandler,
   memory: ScanMemory = newScanMemory(),
 ): Promise<number> {
-  const listed = await listFolder(openRequestFolder(projectDir, handler.descriptorPaths ?? true))
-  if (!listed.ok) {
-    const line = `skipping an untrusted entry in the monitor state folder: ${listed.path} (${listed.reason})`
-    if (listed.reason !== "ENOENT") report(handler, memory, line)
-    return 0
-  }
+  const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
+  const take = (dir: PrivateDir, names: string[]) =>
+    takeRequests({ dir, handler, memory, now, skipped: new SkipTally() }, names)
   try {
-    return await takeRequests(listed.dir, listed.names, handler, memory)
+    const done = await listFolder(openRequestFolder(projectDir, handler.descriptorPaths ?? true), take)
+    if (done.ok) return done.value
+    const line = `skipping an untrusted entry in the monitor state folder: ${done.path} (${done.reason})`
+    if (done.reason !== "ENOENT") report(handler, memory, line)
   } catch (error) {
-    handler.onError?.(`stop requests: ${error instanceof Error ? error.message : String(error)}`)
-    return 0
-  } finally {
-    listed.dir.close()
+    handler.onError?.(`stop requests: ${errorText(error)}`)
   }
+  return 0
 }
 
 /** The project's folder, then its stop-requests folder through it: both private, neither through a symlink. */
@@ -158,32 +141,25 @@ type Pass = {
   skipped: SkipTally
 }
 
-async function takeRequests(
-  dir: PrivateDir,
-  names: string[],
-  handler: StopRequestHandler,
-  memory: ScanMemory,
-): Promise<number> {
-  const now = handler.now?.() ?? handler.scheduler?.now() ?? Date.now()
-  const pass: Pass = { dir, handler, memory, now, skipped: new SkipTally() }
-  const pause = handler.yieldToLoop ?? yieldToLoop
+async function takeRequests(pass: Pass, names: string[]): Promise<number> {
+  const { handler, memory } = pass
   let stopped = 0
   for (const [index, name] of names.entries()) {
-    if (index > 0 && index % SCAN_SLICE === 0) await pause()
+    if (index > 0 && index % SCAN_SLICE === 0) await (handler.yieldToLoop ?? yieldToLoop)()
     if (takeOne(pass, name)) stopped += 1
   }
   // Bounded by the folder: a name no longer listed is forgotten.
   const present = new Set(names)
   for (const name of memory.taken) if (!present.has(name)) memory.taken.delete(name)
   const skipped = pass.skipped.toString()
-  report(handler, memory, skipped && `skipping entries of the stop-requests folder ${dir.path}: ${skipped}`)
+  report(handler, memory, skipped && `skipping entries of the stop-requests folder ${pass.dir.path}: ${skipped}`)
   return stopped
 }
 
 const stale = (pass: Pass, mtimeMs: number | undefined) =>
   mtimeMs !== undefined && pass.now - mtimeMs > STOP_REQUEST_STALE_MS
 
-/** Takes one entry if it is a request for a monitor this instance runs; true when it stopped one. */
+/** True when it took a well-formed private request of this instance's; anything else is counted or removed once old. */
 function takeOne(pass: Pass, name: string): boolean {
   const { dir, handler } = pass
   const match = REQUEST_NAME.exec(name)
@@ -197,9 +173,19 @@ function takeOne(pass: Pass, name: string): boolean {
     return false
   }
   if (pass.memory.taken.has(name)) return false
-  const read = readRequest(pass, name)
-  if (!read) return false
-  const { request } = read
+  const read = dir.read(name, STOP_REQUEST_MAX_BYTES, "private")
+  if (!read.ok) {
+    if (read.reason === "ENOENT") return false // taken by another instance a moment ago
+    if (read.tooLarge && stale(pass, read.tooLarge.mtimeMs)) dir.remove(name)
+    else pass.skipped.add("untrusted", name, read.reason)
+    return false
+  }
+  const request = parseStopRequest(read.text)
+  if (!request || request.serverPid !== handler.serverPid) {
+    if (stale(pass, read.mtimeMs)) dir.remove(name)
+    else pass.skipped.add("not a stop request", name)
+    return false
+  }
   const age = pass.now - request.requestedAt
   if (Math.abs(age) > STOP_REQUEST_STALE_MS || !handler.owns(request.sessionID, request.monitorId)) {
     // Left for the instance that runs it; nobody took it in a minute, so nobody will.
@@ -212,30 +198,7 @@ function takeOne(pass: Pass, name: string): boolean {
   return true
 }
 
-/** A well-formed request of this server's in a private regular file; else undefined (counted, or removed once old). */
-function readRequest(pass: Pass, name: string): { request: StopRequest; mtimeMs: number } | undefined {
-  const { dir, handler } = pass
-  const read = dir.read(name, STOP_REQUEST_MAX_BYTES, "private")
-  if (!read.ok) {
-    if (read.reason === "ENOENT") return undefined // taken by another instance a moment ago
-    if (read.tooLarge && stale(pass, read.tooLarge.mtimeMs)) dir.remove(name)
-    else pass.skipped.add("untrusted", name, read.reason)
-    return undefined
-  }
-  const request = parseStopRequest(read.text)
-  if (!request || request.serverPid !== handler.serverPid) {
-    if (stale(pass, read.mtimeMs)) dir.remove(name)
-    else pass.skipped.add("not a stop request", name)
-    return undefined
-  }
-  return { request, mtimeMs: read.mtimeMs }
-}
-
-/**
- * Runs a pass whenever the folder may have changed (FolderWatch), STOP_REQUEST_RESCAN_MS apart: a
- * request is taken within that gap plus two passes of the folder as it is (each bounded by
- * STATE_FOLDER_MAX_BYTES), or by the next poll. Returns the function that stops watching.
- */
+/** Runs a pass whenever the folder may have changed, STOP_REQUEST_RESCAN_MS apart; returns the function that stops. */
 export function watchStopRequests(
   projectDir: string,
   handler: StopRequestHandler & { scheduler: Scheduler },

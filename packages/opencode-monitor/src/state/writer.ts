@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
 import type { LogLevel } from "../delivery/session-api"
+import { errorText } from "../errors"
 import type { MonitorSnapshot } from "../manager"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
@@ -11,20 +12,17 @@ import {
   STATE_LINE_TEXT_MAX,
   STATE_MAX_MONITORS,
   type ServerStateFile,
-  type StateLine,
   serverStateFileName,
 } from "./format"
-import { PrivateDir } from "./safe-file"
+import { PrivateDir, type Refused } from "./safe-file"
 
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
   directory: string
-  /** The monitors of this plugin instance as they are now. */
   source: () => MonitorSnapshot[]
   scheduler: Scheduler
   log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
   env?: Record<string, string | undefined>
-  /** This server process: its pid and start time (process-table.ts `serverIdentity`). */
   server: { pid: number; pidStartTime: string | undefined }
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
   instance?: string
@@ -39,11 +37,7 @@ export const STATE_POLL_MS = 500
 /** An ended monitor stays in the record this long, for the TUI's "recently exited" list. */
 export const STATE_ENDED_RETAIN_MS = 120_000
 
-/**
- * Keeps this server process's record of its monitors on disk: written atomically
- * (temp file + rename), throttled, bounded, removed on a clean dispose. Writing never throws into
- * the server: a failure is one log line.
- */
+/** This server's record of its monitors: atomic, throttled, bounded, gone on a clean dispose; writing never throws. */
 export class MonitorStateWriter {
   readonly path: string
   private readonly dir: string
@@ -140,41 +134,30 @@ export class MonitorStateWriter {
   }
 
   private write(file: ServerStateFile): void {
+    this.inFolder("write", PrivateDir.ensure, (dir) => dir.write(this.name, `${JSON.stringify(file)}\n`))
+  }
+
+  private remove(): void {
+    this.inFolder("remove", PrivateDir.open, (dir) => dir.removeOwn(this.name))
+  }
+
+  /** Runs `use` in the state folder; a failure is one log line per streak of failures, not one per write. */
+  private inFolder(what: string, open: (path: string) => PrivateDir | Refused, use: (dir: PrivateDir) => void): void {
     try {
-      // 0700 folders, a 0600 file, a temp name a planted symlink cannot redirect, all within the
-      // folder as opened (safe-file.ts).
-      const dir = PrivateDir.ensure(this.dir)
+      const dir = open(this.dir)
+      if (!(dir instanceof PrivateDir)) return // no folder of ours: no record in it either
       try {
-        dir.write(this.name, `${JSON.stringify(file)}\n`)
+        use(dir)
       } finally {
         dir.close()
       }
       this.failing = false
     } catch (error) {
-      this.fail("write", error)
+      if (this.failing) return
+      this.failing = true
+      const message = `could not ${what} the monitor state file; the TUI and restart recovery will not see it`
+      this.options.log("warn", message, { path: this.path, error: errorText(error) })
     }
-  }
-
-  private remove(): void {
-    const dir = PrivateDir.open(this.dir)
-    if (!(dir instanceof PrivateDir)) return // no folder of ours: no record in it either
-    try {
-      dir.removeOwn(this.name)
-    } catch (error) {
-      this.fail("remove", error)
-    } finally {
-      dir.close()
-    }
-  }
-
-  private fail(what: string, error: unknown): void {
-    // One line per failure streak, not one per write.
-    if (this.failing) return
-    this.failing = true
-    this.options.log("warn", `could not ${what} the monitor state file; the TUI and restart recovery will not see it`, {
-      path: this.path,
-      error: error instanceof Error ? error.message : String(error),
-    })
   }
 }
 
@@ -190,11 +173,11 @@ function toEntry({ info, pid, tokenHash, lastLines }: MonitorSnapshot, pidStartT
     pid,
     pidStartTime,
     linesSeen: info.counters.total,
-    lastLines: lastLines
-      .slice(-STATE_LAST_LINES)
-      .map(
-        (line): StateLine => ({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) }),
-      ),
+    lastLines: lastLines.slice(-STATE_LAST_LINES).map(({ stream, seq, text }) => ({
+      stream,
+      seq,
+      text: text.slice(0, STATE_LINE_TEXT_MAX),
+    })),
     ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
     ...(tokenHash ? { tokenHash } : {}),
   }

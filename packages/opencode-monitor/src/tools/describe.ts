@@ -35,7 +35,6 @@ export function notFound(monitorId: string): MonitorError {
   )
 }
 
-/** When a monitor is stopped by its deadline, or "none". */
 export function deadlineText(info: Pick<MonitorInfo, "startedAt" | "timeoutMs">): string {
   if (info.timeoutMs === undefined) return "none"
   return `${new Date(info.startedAt + info.timeoutMs).toISOString()} (timeout_ms ${info.timeoutMs})`

@@ -6,7 +6,7 @@ import { monitorStart, type StartToolDeps } from "./monitor-start"
 import { monitorStop } from "./monitor-stop"
 
 export type ToolDeps = StartToolDeps & {
-  /** monitor_stop: the agent asked for it, so nothing more is delivered and nobody is woken. */
+  /** monitor_stop and monitor_restart: the agent asked for it, so nothing more is delivered and nobody is woken. */
   afterStop: (monitorId: string) => void
 }
 

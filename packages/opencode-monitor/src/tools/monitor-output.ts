@@ -1,3 +1,4 @@
+import { int } from "../config"
 import type { MonitorManager } from "../manager"
 import { z } from "zod"
 import { lineText } from "../pipeline/line"
@@ -18,12 +19,8 @@ const args = {
     .enum(["matched", "unmatched", "all"])
     .default("all")
     .describe("Which lines: matched by match_pattern, unmatched, or all (default)"),
-  since_sequence: z.number().int().min(0).optional().describe("Only lines with seq greater than this"),
-  limit: z
-    .number()
-    .int()
-    .min(1)
-    .max(OUTPUT_LIMIT_MAX)
+  since_sequence: int(0).optional().describe("Only lines with seq greater than this"),
+  limit: int(1, OUTPUT_LIMIT_MAX)
     .default(OUTPUT_LIMIT_DEFAULT)
     .describe(`At most this many lines, oldest first (default ${OUTPUT_LIMIT_DEFAULT})`),
 }

@@ -3,7 +3,8 @@ import { authorizeCommand } from "../permission/authorize"
 import { z } from "zod"
 import { tool } from "../tool-definition"
 import { notFound } from "./describe"
-import { type StartToolDeps, startedText } from "./monitor-start"
+import type { ToolDeps } from "./index"
+import { startedText } from "./monitor-start"
 
 const DESCRIPTION =
   "Restart a monitor of this session, running or ended (a dev server after a config change, the tests once more): " +
@@ -11,12 +12,7 @@ const DESCRIPTION =
   "then starts the same command in the same directory with the same options as a new monitor. The permission rules judge the command again, as for monitor_start. " +
   "You are not woken for the old one's stop. Use it instead of monitor_stop + monitor_start, which can race the old process for its port."
 
-export type RestartToolDeps = StartToolDeps & {
-  /** As for monitor_stop: nothing more of the old monitor is delivered, nobody is woken for it. */
-  afterStop: (monitorId: string) => void
-}
-
-export function monitorRestart(deps: RestartToolDeps) {
+export function monitorRestart(deps: ToolDeps) {
   return tool({
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },

@@ -53,15 +53,13 @@ export function monitorStart(deps: StartToolDeps) {
       const info = await manager.start(request)
       // A second dev server under the same name is usually a restart done the racy way.
       const twin = manager.list(ctx.sessionID, false).find((m) => m.label === info.label && m.id !== info.id)
-      const note = twin
-        ? [
-            `Note: monitor ${twin.id} with the label "${info.label}" is still running in this session, so two run now. ` +
-              `To restart a job, use monitor_restart with monitor_id "${twin.id}": it stops the old one and waits until its processes are gone (so its port is free) before starting again.`,
-          ]
-        : []
+      const note =
+        twin &&
+        `Note: monitor ${twin.id} with the label "${info.label}" is still running in this session, so two run now. ` +
+          `To restart a job, use monitor_restart with monitor_id "${twin.id}": it stops the old one and waits until its processes are gone (so its port is free) before starting again.`
       return {
         title: `monitor ${info.label} started`,
-        output: [startedText(info, config, deps.sourceOf(ctx.sessionID)), ...note].join("\n"),
+        output: lines(startedText(info, config, deps.sourceOf(ctx.sessionID)), note),
         metadata: { monitorId: info.id, label: info.label },
       }
     },
@@ -70,23 +68,21 @@ export function monitorStart(deps: StartToolDeps) {
 
 /** What monitor_start (and monitor_restart) tell the agent about a monitor it now has. */
 export function startedText(info: MonitorInfo, config: MonitorConfig, source: SessionSource | undefined): string {
-  return [
+  return lines(
     `Started monitor ${info.id} (label: ${info.label}).`,
     `Its output will arrive in this session by itself as [OMO MONITOR OUTPUT] observations; ${exitNote(source, config.subagent_wake)}`,
     "Do not poll, sleep or wait for it: carry on with your work.",
     `Limits: ${info.timeoutMs === undefined ? "no deadline (it runs until it exits or is stopped)" : `stopped after ${info.timeoutMs} ms`}; batches of up to ${config.batch_max_lines} lines or ${config.batch_max_bytes} bytes every ${config.flush_interval_ms} ms; the last ${config.ring_max_lines} lines are kept for monitor_output.`,
     info.pattern ? `Only lines matching ${JSON.stringify(info.pattern)} are delivered.` : "Every line is delivered.",
-    ...(info.wakePattern
-      ? [
-          `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
-        ]
-      : []),
-    ...(info.silenceMs !== undefined
-      ? [`If it prints nothing for ${info.silenceMs} ms while it runs, you are woken once for that silence.`]
-      : []),
+    info.wakePattern &&
+      `A line matching ${JSON.stringify(info.wakePattern)} wakes you (at most ${info.wakeLimit} time${info.wakeLimit === 1 ? "" : "s"}); no need to poll for it.`,
+    info.silenceMs !== undefined &&
+      `If it prints nothing for ${info.silenceMs} ms while it runs, you are woken once for that silence.`,
     `To stop it: monitor_stop with monitor_id "${info.id}"; to restart it: monitor_restart.`,
-  ].join("\n")
+  )
 }
+
+const lines = (...texts: (string | false | undefined)[]) => texts.filter((text) => text).join("\n")
 
 /** Where a monitor's exit notice goes, said to the agent that starts it. */
 function exitNote(source: SessionSource | undefined, subagentWake: MonitorConfig["subagent_wake"]): string {

@@ -22,10 +22,7 @@ export function monitorStop(deps: { manager: MonitorManager; afterStop: (monitor
   })
 }
 
-/**
- * What this call did, as the run decided it: a process that exited by itself, or a stop that came
- * first (its deadline, the person's), keeps its ending.
- */
+/** What this call did, as the run decided: an exit, or a stop that came first (deadline, person), keeps its ending. */
 function stopNote({ info, outcome }: StopResult): string {
   const unsent = `Output not yet delivered is not sent; read it with monitor_output (monitor_id "${info.id}") while it is retained.`
   const how = info.ending ? `: ${formatEnding(info.ending)}` : ""

@@ -18,10 +18,7 @@ const LINE = /^\[(stdout|stderr) seq=(\d+)\] (.*)$/
 /** The tools whose results start a monitor: their metadata names it. */
 const START_TOOLS = new Set(["monitor_start", "monitor_restart"])
 
-/**
- * The fallback when no local state file describes the session (a remote server): its monitor_start
- * results and the envelopes delivered so far. Stop is not possible from here.
- */
+/** The fallback without a local record (a remote server): the session's monitor_start results and envelopes. */
 export function monitorsFromMessages(sessionID: string, parts: readonly MessagePart[], now: number): MonitorView[] {
   const byId = new Map<string, MonitorView>()
   const entry = (id: string, label: string, at: number): MonitorView => {

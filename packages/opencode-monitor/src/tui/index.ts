@@ -18,12 +18,8 @@ import {
 } from "./model"
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
-/**
- * The TUI part: the session's monitors in the sidebar and a "Monitors" command, from the state files
- * (or the session's messages). It only renders (`model.ts` decides) and never throws onto the screen.
- * No JSX: opencode compiles it only outside node_modules, so an installed `.tsx` entry fails to load
- * (`Cannot find module '@opentui/solid/jsx-dev-runtime'`). Props that change are getters, as Solid writes them.
- */
+// The TUI part: it only renders (`model.ts` decides) and never throws onto the screen. No JSX: an installed
+// `.tsx` entry fails to load (CONTRIBUTING.md).
 const ID = "opencode-monitor"
 
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
@@ -51,9 +47,8 @@ const tui: TuiPlugin = async (api) => {
   }
   const rowsOf = (sessionID: string): Row[] =>
     safely(() => {
-      const found = screen.forSession(sessionID)
-      const note = found.local || found.monitors.length === 0 ? undefined : REMOTE_NOTE
-      return sidebarRows(found.monitors, { now: now(), ...SIDEBAR_DEFAULTS, note })
+      const { monitors, local } = screen.forSession(sessionID)
+      return sidebarRows(monitors, { now: now(), ...SIDEBAR_DEFAULTS, note: local ? undefined : REMOTE_NOTE })
     }, [])
   api.slots.register({
     order: 150,
@@ -83,7 +78,6 @@ const tui: TuiPlugin = async (api) => {
   })
 }
 
-/** The sidebar's rows, one text element each, coloured by tone. */
 function sidebar(api: TuiPluginApi, rowsOf: () => Row[]) {
   const rows = createMemo(rowsOf)
   return createComponent(Show, {
@@ -119,23 +113,22 @@ function showList(screen: Screen): void {
     api.ui.toast({ variant: "info", title: "Monitors", message: "Open a session first: monitors belong to a session." })
     return
   }
-  const found = screen.forSession(sessionID)
-  const dialog = listDialog(found, Date.now())
+  const dialog = listDialog(screen.forSession(sessionID), Date.now())
   api.ui.dialog.replace(() =>
     createComponent(api.ui.DialogSelect<string>, {
       title: dialog.title,
       options: dialog.options,
       onSelect: (option) => {
-        const monitor = dialog.monitors.find((m) => m.id === option.value)
-        if (monitor) showDetail(screen, sessionID, monitor.id, found.local)
+        if (dialog.monitors.some((m) => m.id === option.value)) showDetail(screen, sessionID, option.value)
       },
     }),
   )
 }
 
-function showDetail(screen: Screen, sessionID: string, monitorId: string, local: boolean): void {
+function showDetail(screen: Screen, sessionID: string, monitorId: string): void {
   const { api } = screen
-  const monitor = screen.forSession(sessionID).monitors.find((m) => m.id === monitorId)
+  const { monitors, local } = screen.forSession(sessionID)
+  const monitor = monitors.find((m) => m.id === monitorId)
   if (!monitor) {
     showList(screen)
     return
@@ -147,15 +140,15 @@ function showDetail(screen: Screen, sessionID: string, monitorId: string, local:
       skipFilter: true,
       options: dialog.options,
       onSelect: (option) => {
-        if (option.value === "stop") confirmStop(screen, sessionID, monitor, local)
-        else if (option.value === "refresh") showDetail(screen, sessionID, monitorId, local)
+        if (option.value === "stop") confirmStop(screen, sessionID, monitor)
+        else if (option.value === "refresh") showDetail(screen, sessionID, monitorId)
         else if (option.value === "back") showList(screen)
       },
     }),
   )
 }
 
-function confirmStop(screen: Screen, sessionID: string, monitor: MonitorView, local: boolean): void {
+function confirmStop(screen: Screen, sessionID: string, monitor: MonitorView): void {
   const { api } = screen
   api.ui.dialog.replace(() =>
     createComponent(api.ui.DialogConfirm, {
@@ -166,7 +159,7 @@ function confirmStop(screen: Screen, sessionID: string, monitor: MonitorView, lo
         api.ui.toast({ variant, title: "Monitors", message })
         api.ui.dialog.clear()
       },
-      onCancel: () => showDetail(screen, sessionID, monitor.id, local),
+      onCancel: () => showDetail(screen, sessionID, monitor.id),
     }),
   )
 }

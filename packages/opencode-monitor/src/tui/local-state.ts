@@ -23,7 +23,6 @@ export type LocalStateDeps = {
   isServerAlive?: (pid: number, pidStartTime: string | undefined) => boolean
   /** Records read before, by name, reused while the file is unchanged (the TUI keeps one across refreshes). */
   cache?: Map<string, CachedRecord>
-  /** Gives the event loop a turn before each record (default: setImmediate). */
   yieldToLoop?: () => Promise<void>
 }
 
@@ -32,21 +31,11 @@ export type CachedRecord = { version: string; parsed: ParseResult }
 
 type Counts = { unreadable: number; otherFormat: number; untrusted: number }
 
-/**
- * Reads the server state files of one project folder through safe-file.ts, at most STATE_RECORDS_MAX,
- * one per turn of the event loop. Missing folder: nothing. Never throws.
- */
+/** The server state files of one project folder, at most STATE_RECORDS_MAX, one per turn of the event loop. */
 export async function readLocalState(projectDir: string, deps: LocalStateDeps = {}): Promise<LocalSnapshot> {
   const snapshot: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
-  const listed = await listFolder(PrivateDir.open(projectDir))
-  if (!listed.ok) {
-    if (listed.reason !== "ENOENT")
-      snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${listed.reason}`)
-    return snapshot
-  }
-  const { dir } = listed
-  try {
-    const names = listed.names.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
+  const done = await listFolder(PrivateDir.open(projectDir), async (dir, listed) => {
+    const names = listed.filter((name) => name.startsWith("server-") && name.endsWith(".json")).sort()
     const read = names.slice(0, STATE_RECORDS_MAX)
     const counts: Counts = { unreadable: 0, otherFormat: 0, untrusted: 0 }
     const newest = new Map<string, { view: MonitorView; updatedAt: number }>()
@@ -58,10 +47,10 @@ export async function readLocalState(projectDir: string, deps: LocalStateDeps = 
     for (const name of deps.cache?.keys() ?? []) if (!read.includes(name)) deps.cache?.delete(name)
     snapshot.monitors = [...newest.values()].map((entry) => entry.view)
     snapshot.notes.push(...notesOf(counts, names.length - read.length))
-    return snapshot
-  } finally {
-    dir.close()
-  }
+  })
+  if (!done.ok && done.reason !== "ENOENT")
+    snapshot.notes.push(`monitor state folder not read: ${projectDir}: ${done.reason}`)
+  return snapshot
 }
 
 /** One record, from the cache while its file is unchanged; undefined (counted) when it cannot be used. */
@@ -111,7 +100,6 @@ function addRecord(
   }
 }
 
-/** Short notes for the person, one per kind of file skipped. */
 function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number): string[] {
   const files = (n: number) => (n === 1 ? "file" : "files")
   return [
@@ -125,10 +113,7 @@ function notesOf({ unreadable, untrusted, otherFormat }: Counts, notRead: number
   ].filter((note) => typeof note === "string")
 }
 
-/**
- * The state file drops an ended monitor after a while; the TUI keeps the ones it saw, so the
- * sidebar can still count them. `memory` is the TUI's own map; at most `max` are kept.
- */
+/** The ended monitors the TUI saw (at most `max`) stay after the state file drops them, so the sidebar counts them. */
 export function withRemembered(
   memory: Map<string, MonitorView>,
   current: readonly MonitorView[],

@@ -5,10 +5,7 @@ import { type MessagePart, monitorsFromMessages } from "./from-messages"
 import { type CachedRecord, type LocalSnapshot, readLocalState, safely, withRemembered } from "./local-state"
 import { dialogOption, detailRows, type MonitorView, ordered, REMOTE_NOTE, type Tone } from "./view"
 
-/**
- * What the TUI part shows, as plain logic `index.ts` only renders: the local state records, the
- * fallback from a session's messages, the dialog options, a stop. Nothing here may throw onto the screen.
- */
+// What the TUI part shows, as plain logic `index.ts` only renders. Nothing here may throw onto the screen.
 
 /** How long a monitor seen in the messages waits for a local state record before the fallback shows it. */
 const FALLBACK_GRACE_MS = 2_000
@@ -26,10 +23,7 @@ export function stateFolderOf(directory: string): string {
   return safely(() => projectStateDir(directory), "")
 }
 
-/**
- * Reads the project's state records whenever they may have changed (FolderWatch); `onChange` gets
- * the snapshot only when it differs from the last one. Returns the function that stops watching.
- */
+/** Reads the records whenever they may have changed; `onChange` gets each snapshot that differs from the last. */
 export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapshot) => void): () => void {
   const seen = new Map<string, MonitorView>()
   const records = new Map<string, CachedRecord>()
@@ -46,10 +40,7 @@ export function watchLocalState(folder: string, onChange: (snapshot: LocalSnapsh
   return () => watch.close()
 }
 
-/**
- * The monitors of one session: from a local server's record when there is one; else (a remote
- * server, or a local one that has not written its record yet) from the session's messages.
- */
+/** A session's monitors: from a local server's record, else (a remote server, or no record yet) from its messages. */
 export function monitorsOfSession(
   snapshot: LocalSnapshot,
   sessionID: string,
@@ -78,12 +69,10 @@ const THEME_COLOR = {
   muted: "textMuted",
 } as const satisfies Record<Tone, string>
 
-/** The theme colour of a tone. */
 export function colorOf<C>(theme: Record<(typeof THEME_COLOR)[Tone], C>, tone: Tone): C {
   return theme[THEME_COLOR[tone]]
 }
 
-/** The "Monitors" dialog: its title, and one option per monitor, then the notes. */
 export function listDialog(found: SessionMonitors, now: number) {
   const monitors = ordered(found.monitors)
   const notes = [...found.notes, ...(found.local ? [] : monitors.length > 0 ? [REMOTE_NOTE] : [])]
@@ -109,10 +98,7 @@ export function detailDialog(monitor: MonitorView, local: boolean, now: number) 
   ]
   const options: DialogOption[] = [
     ...actions.map((a) => ({ ...a, category: "Actions" })),
-    ...rows
-      .slice(1)
-      .filter((row) => row.text !== "")
-      .map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
+    ...rows.slice(1).map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
   ]
   return { title: rows[0]?.text ?? monitor.id, options }
 }
@@ -130,7 +116,6 @@ export function requestStop(folder: string, sessionID: string, monitor: MonitorV
   }
 }
 
-/** The session a route shows, if it is a session's. */
 export function sessionOfRoute(route: { name: string; params?: unknown }): string | undefined {
   if (route.name !== "session") return undefined
   const id = (route.params as { sessionID?: unknown } | undefined)?.sessionID

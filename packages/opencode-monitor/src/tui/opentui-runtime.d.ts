@@ -1,8 +1,4 @@
-/**
- * The few runtime calls the TUI part imports. opencode provides both modules to TUI plugins at
- * run time (its own Solid and @opentui/solid), so neither is installed here; these declarations
- * are what `tsc` checks the calls against.
- */
+/** The runtime calls the TUI part imports: opencode provides both modules at run time, so neither is installed. */
 declare module "@opentui/solid" {
   export type Node = unknown
   export function createElement(tag: string): Node

@@ -1,7 +1,4 @@
-/**
- * Screen-safe text for the TUI part: process output and labels come from a state file the TUI
- * does not trust, so everything is made one printable line and measured in terminal cells.
- */
+// Screen-safe text: output and labels come from an untrusted state file; one printable line, measured in cells.
 
 // CSI, OSC (ended by BEL or ST) and other escape sequences.
 const ESCAPE = /\x1b\[[0-?]*[ -/]*[@-~]?|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[ -/]*[0-~]?/g

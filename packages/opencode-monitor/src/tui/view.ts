@@ -10,7 +10,6 @@ export type MonitorView = Pick<
   statusKind: StatusKind
   /** The status as the envelope writes it (formatStatus). */
   status: string
-  /** Who stopped it, when someone did. */
   stoppedBy?: string
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
@@ -21,13 +20,10 @@ export type Row = { text: string; tone: Tone }
 
 export type SidebarOptions = {
   now: number
-  /** Cells available for one line. */
   width: number
   /** An ended monitor stays in the list this long, then folds into the count. */
   keepEndedMs: number
-  /** At most this many ended monitors are listed. */
   maxEnded: number
-  /** A short note under the list (e.g. where the data came from). */
   note?: string
 }
 
@@ -59,20 +55,16 @@ export function shortStatus(monitor: MonitorView, now: number): string {
   }
 }
 
+const TONES: Partial<Record<StatusKind, Tone>> = {
+  running: "running",
+  stopped: "muted",
+  timed_out: "warning",
+  lost: "warning",
+}
+
 function toneOf(monitor: MonitorView): Tone {
-  switch (monitor.statusKind) {
-    case "running":
-      return "running"
-    case "exited":
-      return /code=0\)/.test(monitor.status) ? "success" : "error"
-    case "stopped":
-      return "muted"
-    case "timed_out":
-    case "lost":
-      return "warning"
-    default:
-      return "error"
-  }
+  if (monitor.statusKind === "exited") return /code=0\)/.test(monitor.status) ? "success" : "error"
+  return TONES[monitor.statusKind] ?? "error"
 }
 
 /** Running first (oldest first), then ended ones, newest first. */
@@ -111,7 +103,6 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
   return rows
 }
 
-/** One option of the monitors dialog. */
 export function dialogOption(monitor: MonitorView, now: number): { title: string; description: string } {
   return {
     title: truncateToWidth(labelOf(monitor), 48),
@@ -119,7 +110,6 @@ export function dialogOption(monitor: MonitorView, now: number): { title: string
   }
 }
 
-/** The detail view of one monitor: status, counters, recent retained output with seq. */
 export function detailRows(monitor: MonitorView, now: number, width: number): Row[] {
   const rows: Row[] = []
   const line = (text: string, tone: Tone) => rows.push({ text: truncateToWidth(text, width), tone })
@@ -132,7 +122,6 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
   const deadline = monitor.deadlineAt === undefined ? none : new Date(monitor.deadlineAt).toISOString()
   if (monitor.statusKind === "running") line(`Deadline: ${deadline}`, "muted")
   line(`Lines seen: ${monitor.linesSeen}`, "text")
-  line("", "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")
   else {
     line(`Last ${monitor.lastLines.length} retained lines:`, "muted")
