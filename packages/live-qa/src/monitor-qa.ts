@@ -4,8 +4,8 @@
  * pass `pluginSpec` to load this repo's own packed build the way users install it instead.
  */
 import { resolve } from "node:path"
-import type { IsolatedDirs, JsonObject } from "./isolated-env.ts"
 import { type EnvelopeNote, formatStatus, noteOf } from "../../opencode-monitor/src/codec.ts"
+import type { IsolatedDirs, JsonObject } from "./isolated-env.ts"
 import { monitorAgent } from "./monitor-agent.ts"
 import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts"
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"

@@ -14,7 +14,7 @@ import {
   opencodeBinary,
   removeIsolatedDirs,
 } from "./isolated-env.ts"
-import { crashGroup, type GroupProcess, type KillReport, type LogLine, killGroup, spawnGroup } from "./process-group.ts"
+import { crashGroup, type GroupProcess, type KillReport, killGroup, type LogLine, spawnGroup } from "./process-group.ts"
 
 export type { LogLine } from "./process-group.ts"
 

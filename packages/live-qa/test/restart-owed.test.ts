@@ -10,8 +10,8 @@ import { afterAll, afterEach, expect, test } from "bun:test"
 import { removeIsolatedDirs } from "../src/isolated-env.ts"
 import { exitReport } from "../src/monitor-agent.ts"
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
-import { restartData } from "../src/state-records.ts"
 import { explained, planPrompt, waitForEnvelope, waitForReply } from "../src/scenario.ts"
+import { restartData } from "../src/state-records.ts"
 import { waitFor } from "../src/timeline.ts"
 
 const data = restartData("oc-restart-owed-")

@@ -9,11 +9,11 @@ import { afterAll, afterEach, expect, test } from "bun:test"
 import { readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { STATE_FORMAT } from "../../opencode-monitor/src/state/format.ts"
+import { removeIsolatedDirs } from "../src/isolated-env.ts"
 import { exitReport } from "../src/monitor-agent.ts"
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
-import { removeIsolatedDirs } from "../src/isolated-env.ts"
-import { restartData } from "../src/state-records.ts"
 import { explained, liveProcesses, planPrompt, waitForEnvelope, waitForProcess, waitForReply } from "../src/scenario.ts"
+import { restartData } from "../src/state-records.ts"
 import { sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
 const data = restartData("oc-restart-")

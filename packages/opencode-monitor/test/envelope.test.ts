@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test"
-import { defaultMonitorConfig } from "../src/config"
 import { ENVELOPE_END, ENVELOPE_START, formatStatus, type MonitorStatus } from "../src/codec"
+import { defaultMonitorConfig } from "../src/config"
 import { formatMonitorBatch, sanitizeLabel } from "../src/delivery/envelope"
 import { NO_DROPS, type OutputBatch } from "../src/pipeline/batcher"
 import { fallbackStripAnsi, lineText, type MonitorStream } from "../src/pipeline/line"

@@ -1,9 +1,9 @@
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { startMonitor } from "./support/start"
-import { MonitorManager } from "../src/manager"
 import type { MonitorInfo } from "../src/manager"
+import { MonitorManager } from "../src/manager"
 import type { OutputBatch } from "../src/pipeline/batcher"
+import { startMonitor } from "./support/start"
 
 /** Counts batches per monitor without retaining them (a flood makes millions of lines). */
 function counter() {

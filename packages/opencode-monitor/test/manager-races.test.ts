@@ -1,14 +1,14 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { type MonitorInfo, MonitorManager, type StopResult } from "../src/manager"
 import type { OutputBatch } from "../src/pipeline/batcher"
+import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { type ProcessTable, processTable } from "../src/process/process-table"
-import { startMonitor } from "./support/start"
 import { drive } from "./support/drive"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
 import { toolContext } from "./support/tool-context"
 
 // Issue 12, finding 4: races around start, stop and supervision, with real processes.

@@ -3,9 +3,9 @@ import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { compileLineFilter } from "../src/pipeline/filter"
+import { lineByteLength, lineText } from "../src/pipeline/line"
 import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { FakeScheduler } from "./support/fake-scheduler"
-import { lineText, lineByteLength } from "../src/pipeline/line"
 
 // Bytes in, OutputBatch out, through the real splitter, filter, ring and batcher: every promise the
 // envelope makes to the model is checked where the components meet, not only on each component.

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test"
+import { defaultMonitorConfig } from "../src/config"
 import { classifySession, routeBatch, SessionSources } from "../src/delivery/session-source"
 import type { OutputBatch } from "../src/pipeline/batcher"
-import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"

@@ -7,9 +7,9 @@ import {
   chmodSync,
   existsSync,
   mkdirSync,
-  readFileSync,
   mkdtempSync,
   readdirSync,
+  readFileSync,
   rmSync,
   statSync,
   symlinkSync,
@@ -21,14 +21,14 @@ import { join } from "node:path"
 import { defaultMonitorConfig } from "../src/config"
 import { createMonitorPlugin } from "../src/plugin"
 import { isLive, processStartTime, processTable, readProcess } from "../src/process/process-table"
-import { type MonitorStateEntry, projectStateDir, STATE_FORMAT, type ServerStateFile } from "../src/state/format"
+import { type MonitorStateEntry, projectStateDir, type ServerStateFile, STATE_FORMAT } from "../src/state/format"
 import { proveLeader } from "../src/state/recovery-proof"
 import { listFolder, PrivateDir } from "../src/state/safe-file"
 import { writeStopRequest } from "../src/state/stop-requests"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
-import { swapForSymlink } from "./support/swap"
 import { startMonitor } from "./support/start"
+import { swapForSymlink } from "./support/swap"
 import { toolContext } from "./support/tool-context"
 
 /**

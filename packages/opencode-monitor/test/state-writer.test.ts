@@ -14,9 +14,10 @@ import {
 } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
+import type { MonitorStatus } from "../src/codec"
 import { defaultMonitorConfig } from "../src/config"
-import { createMonitorPlugin } from "../src/plugin"
 import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
+import { createMonitorPlugin } from "../src/plugin"
 import { processStartTime } from "../src/process/process-table"
 import {
   parseStateFile,
@@ -31,11 +32,10 @@ import {
   STATE_POLL_MS,
   STATE_WRITE_MIN_INTERVAL_MS,
 } from "../src/state/writer"
-import type { MonitorStatus } from "../src/codec"
-import { startMonitor } from "./support/start"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
 import { swapForSymlink } from "./support/swap"
 
 const roots: string[] = []

@@ -1,12 +1,12 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import { formatStatus } from "../src/codec"
 import { defaultMonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
-import { formatStatus } from "../src/codec"
-import { startMonitor } from "./support/start"
 import { BatchCollector } from "./support/collect"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
+import { startMonitor } from "./support/start"
 import { BACK_ENDS } from "./support/tables"
 
 // A process that survives SIGKILL, for real: one frozen by the cgroup v1 freezer does not die until

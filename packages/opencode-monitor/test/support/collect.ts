@@ -1,5 +1,5 @@
-import type { OutputBatch } from "../../src/pipeline/batcher"
 import type { MonitorInfo } from "../../src/manager"
+import type { OutputBatch } from "../../src/pipeline/batcher"
 import { textsOf } from "./lines"
 
 /** Collects what a MonitorManager hands to delivery, and resolves when a monitor has ended. */

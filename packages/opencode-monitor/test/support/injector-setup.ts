@@ -1,10 +1,10 @@
+import type { MonitorStatus } from "../../src/codec"
 import type { ContextLedger } from "../../src/delivery/context-ledger"
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
-import { batchOf, sizedLine } from "./lines"
-import type { MonitorStatus } from "../../src/codec"
 import { FakeScheduler } from "./fake-scheduler"
 import { FakeSessionApi, settle } from "./fake-session-api"
+import { batchOf, sizedLine } from "./lines"
 
 /**
  * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings.
