@@ -21,7 +21,7 @@ afterEach(async () => {
   qa = undefined
 })
 
-const SESSIONS = 24
+const SESSIONS = 12
 const MONITORS_PER_SESSION = 6
 const SEED = Number(process.env.FAULT_SEED ?? 12)
 
@@ -83,15 +83,21 @@ test("faults: every monitor's exit gives exactly one REPORT turn, none lost, non
     let started = 0
     let reported = 0
     const failed: string[] = []
+    let pending = 0
     for (const s of sessions) {
       const messages = await live.messages(s.id)
       started += startedIn(messages).length
       reported += new Set(reportsIn(messages)).size
       failed.push(...failedStartsIn(messages))
+      pending += messages
+        .flatMap((m) => m.parts as { tool?: string; state?: { status?: string } }[])
+        .filter(
+          (p) => p.tool === "monitor_start" && p.state?.status !== "completed" && p.state?.status !== "error",
+        ).length
     }
-    return { started, reported, failed }
+    return { started, reported, failed, pending }
   }
-  let last = { started: 0, reported: 0, failed: [] as string[] }
+  let last = { started: 0, reported: 0, failed: [] as string[], pending: 0 }
   await waitFor(
     async () => {
       last = await count()
@@ -103,7 +109,7 @@ test("faults: every monitor's exit gives exactly one REPORT turn, none lost, non
   ).catch((error) => {
     // A red says how far it got: slow (reports still coming) or lost (stuck below the count).
     throw new Error(
-      `${error.message}: ${last.started} monitors started, ${last.failed.length} starts failed, ${last.reported} reported; failures: ${JSON.stringify(last.failed.slice(0, 5))}`,
+      `${error.message}: ${last.started} monitors started, ${last.failed.length} starts failed, ${last.pending} still running, ${last.reported} reported; failures: ${JSON.stringify(last.failed.slice(0, 5))}`,
     )
   })
   // Every exit notice logged as delivered (sent, or found in the history after an ambiguous
