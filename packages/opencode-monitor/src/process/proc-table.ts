@@ -45,7 +45,7 @@ export function createProcTable(): ProcessTable {
 }
 
 /** The value `read` gives, undefined when it throws: the process ended meanwhile, or is another user's. */
-function attempt<T>(read: () => T): T | undefined {
+export function attempt<T>(read: () => T): T | undefined {
   try {
     return read()
   } catch {

@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs"
-import { createProcTable } from "./proc-table"
+import { attempt, createProcTable } from "./proc-table"
 import { createPsTable, type PsTableOptions } from "./ps-table"
 
 /**
@@ -103,19 +103,9 @@ export function searchedTogether(
 export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =>
   entry !== undefined && entry.state !== "Z" && entry.state !== "X"
 
-/** Whether /proc can be read here: the choice of back end. */
-function procReadable(): boolean {
-  try {
-    readFileSync("/proc/self/stat", "latin1")
-    return true
-  } catch {
-    return false
-  }
-}
-
 /** A table of the given back end (default: /proc where it is readable, else ps); `ps` options for tests. */
 export function createProcessTable(
-  kind: "proc" | "ps" = procReadable() ? "proc" : "ps",
+  kind: "proc" | "ps" = attempt(() => readFileSync("/proc/self/stat")) ? "proc" : "ps",
   options: PsTableOptions = {},
 ): ProcessTable {
   return kind === "proc" ? createProcTable() : createPsTable(options)
