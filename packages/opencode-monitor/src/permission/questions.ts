@@ -60,9 +60,9 @@ export async function permissionQuestions(
     if (name !== undefined && PATH_COMMANDS.has(name)) {
       for (const dir of outsideDirectories(simple, place, isDirectory)) dirs.add(dir)
     }
-    if (name !== undefined && (depth > 0 || !DIRECTORY_COMMANDS.has(name))) patterns.add(simple.text)
-    if (name !== undefined && depth === 0 && !DIRECTORY_COMMANDS.has(name)) {
-      always.add(`${arityPrefix(simple.words).join(" ")} *`)
+    if (name !== undefined && (depth > 0 || !DIRECTORY_COMMANDS.has(name))) {
+      patterns.add(simple.text)
+      if (depth === 0) always.add(`${arityPrefix(simple.words).join(" ")} *`)
     }
     const program = programWord(simple.argv)
     if (program !== undefined) programs.push(program)
