@@ -1,7 +1,5 @@
 import type { MonitorConfig } from "./config"
-import type { ObservationBudget } from "./delivery/budget"
 import { latestUserIdentity } from "./delivery/gates"
-import type { MonitorOutputInjector } from "./delivery/injector"
 import { DeliveryRouter } from "./delivery/router"
 import type { SessionApi } from "./delivery/session-api"
 import { monitorHooks, type MonitorHooks } from "./hooks"
@@ -40,8 +38,6 @@ export type MonitorPluginInstance = {
   hooks: MonitorHooks
   manager: MonitorManager
   router: DeliveryRouter
-  budget: ObservationBudget
-  injector: MonitorOutputInjector
 }
 
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
@@ -83,7 +79,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
       writer?.dispose()
     },
   })
-  return { hooks, manager, router, budget: router.budget, injector: router.injector }
+  return { hooks, manager, router }
 }
 
 /** The manager, its batches handed to the router, its ends logged and told to the person. */
