@@ -1,8 +1,9 @@
+import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import { latestUserIdentity } from "./delivery/gates"
 import { DeliveryRouter } from "./delivery/router"
 import type { SessionApi } from "./delivery/session-api"
-import { monitorHooks, type MonitorHooks } from "./hooks"
+import { monitorHooks } from "./hooks"
 import { namedLogger } from "./log"
 import { MonitorManager } from "./manager"
 import { notifyEnded } from "./notify"
@@ -35,7 +36,7 @@ export type PluginDeps = {
 }
 
 export type MonitorPluginInstance = {
-  hooks: MonitorHooks
+  hooks: Hooks
   manager: MonitorManager
   router: DeliveryRouter
 }
