@@ -149,7 +149,11 @@ describe("events are routed by the session they belong to", () => {
     const { api, instance, idle } = plugin()
     api.busy.ses_parent = "busy"
     api.busy.ses_child = "busy"
-    instance.router.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
+    instance.router.injector.enqueue(
+      terminal,
+      { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" },
+      "t",
+    )
     instance.router.injector.enqueue(streaming, { sessionID: "ses_child", wake: false }, "t")
     await settle()
     delete api.busy.ses_child
@@ -163,7 +167,11 @@ describe("events are routed by the session they belong to", () => {
   test("a parent that went idle first stays idle when a child's event arrives after it", async () => {
     const { api, instance, idle } = plugin()
     api.busy.ses_parent = "busy"
-    instance.router.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
+    instance.router.injector.enqueue(
+      terminal,
+      { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" },
+      "t",
+    )
     await settle()
     expect(api.sent).toEqual([])
     // The parent finished; the child's busy status arrives after it and is in the very state the
