@@ -7,8 +7,6 @@ import type { MonitorInfo } from "./monitor-run"
 import { createMonitorTools } from "./tools"
 import { deadlineText } from "./tools/describe"
 
-export type MonitorHooks = Hooks
-
 export type HookParts = {
   config: MonitorConfig
   manager: MonitorManager

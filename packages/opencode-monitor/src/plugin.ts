@@ -1,10 +1,9 @@
+import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
-import type { ObservationBudget } from "./delivery/budget"
 import { latestUserIdentity } from "./delivery/gates"
-import type { MonitorOutputInjector } from "./delivery/injector"
 import { DeliveryRouter } from "./delivery/router"
 import type { SessionApi } from "./delivery/session-api"
-import { monitorHooks, type MonitorHooks } from "./hooks"
+import { monitorHooks } from "./hooks"
 import { namedLogger } from "./log"
 import { MonitorManager } from "./manager"
 import { notifyEnded } from "./notify"
@@ -37,11 +36,9 @@ export type PluginDeps = {
 }
 
 export type MonitorPluginInstance = {
-  hooks: MonitorHooks
+  hooks: Hooks
   manager: MonitorManager
   router: DeliveryRouter
-  budget: ObservationBudget
-  injector: MonitorOutputInjector
 }
 
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
@@ -83,7 +80,7 @@ export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): Mo
       writer?.dispose()
     },
   })
-  return { hooks, manager, router, budget: router.budget, injector: router.injector }
+  return { hooks, manager, router }
 }
 
 /** The manager, its batches handed to the router, its ends logged and told to the person. */

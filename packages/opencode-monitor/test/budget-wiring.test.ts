@@ -144,7 +144,7 @@ describe("the observation budget in the plugin", () => {
     expect(await waitFor(() => api.sent.some((p) => !p.noReply), 10_000)).toBe(true)
     const wake = api.sent.find((p) => !p.noReply)?.text ?? ""
     expect(wake).toContain("wake: line matched wake_pattern (1 of 1)")
-    expect(instance.budget.spent("ses_a")).toBe(Buffer.byteLength(wake))
+    expect(instance.router.budget.spent("ses_a")).toBe(Buffer.byteLength(wake))
   }, 30_000)
 
   test("a person's message that chat.message sees while the gates read the session holds delivery back", async () => {
@@ -168,11 +168,11 @@ describe("the observation budget in the plugin", () => {
   test("a person's message resets the session's budget; the plugin's own injected messages do not", async () => {
     const { instance, start, chat, api } = plugin()
     await start("seq 1 200")
-    expect(await waitFor(() => api.sent.length > 0 && instance.budget.spent("ses_a") > 0, 10_000)).toBe(true)
-    const spent = instance.budget.spent("ses_a")
+    expect(await waitFor(() => api.sent.length > 0 && instance.router.budget.spent("ses_a") > 0, 10_000)).toBe(true)
+    const spent = instance.router.budget.spent("ses_a")
     await chat(true)
-    expect(instance.budget.spent("ses_a")).toBe(spent)
+    expect(instance.router.budget.spent("ses_a")).toBe(spent)
     await chat(false)
-    expect(instance.budget.spent("ses_a")).toBe(0)
+    expect(instance.router.budget.spent("ses_a")).toBe(0)
   }, 30_000)
 })

@@ -150,7 +150,7 @@ describe("identity from what the plugin sees", () => {
     scheduler.advance(defaultMonitorConfig().user_message_window_ms)
     // The history is gone from view (compacted, or unreadable): the identity seen is what counts.
     api.historyFails = (read) => read > 1
-    instance.injector.enqueue(terminalBatch(), { sessionID: S, wake: true }, "t")
+    instance.router.injector.enqueue(terminalBatch(), { sessionID: S, wake: true }, "t")
     for (let i = 0; i < 100; i++) {
       scheduler.advance(50)
       await settle()

@@ -149,21 +149,29 @@ describe("events are routed by the session they belong to", () => {
     const { api, instance, idle } = plugin()
     api.busy.ses_parent = "busy"
     api.busy.ses_child = "busy"
-    instance.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
-    instance.injector.enqueue(streaming, { sessionID: "ses_child", wake: false }, "t")
+    instance.router.injector.enqueue(
+      terminal,
+      { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" },
+      "t",
+    )
+    instance.router.injector.enqueue(streaming, { sessionID: "ses_child", wake: false }, "t")
     await settle()
     delete api.busy.ses_child
     await idle("ses_child")
     await settle()
     expect(api.sent.map((p) => p.sessionID)).toEqual(["ses_child"])
-    expect(instance.injector.pending("ses_parent")).toHaveLength(1)
+    expect(instance.router.injector.pending("ses_parent")).toHaveLength(1)
     await instance.hooks.dispose?.()
   })
 
   test("a parent that went idle first stays idle when a child's event arrives after it", async () => {
     const { api, instance, idle } = plugin()
     api.busy.ses_parent = "busy"
-    instance.injector.enqueue(terminal, { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" }, "t")
+    instance.router.injector.enqueue(
+      terminal,
+      { sessionID: "ses_parent", wake: true, subagentSessionID: "ses_child" },
+      "t",
+    )
     await settle()
     expect(api.sent).toEqual([])
     // The parent finished; the child's busy status arrives after it and is in the very state the

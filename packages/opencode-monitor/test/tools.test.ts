@@ -345,7 +345,7 @@ describe("monitor tools through the plugin's hooks", () => {
     expect(liveProcesses(marker)).toEqual([])
     // The stop has returned after the monitor ended: a wake would be queued or sent by now.
     expect(api.sent.filter((p) => !p.noReply)).toEqual([])
-    expect(instance.injector.pending("ses_a")).toEqual([])
+    expect(instance.router.injector.pending("ses_a")).toEqual([])
   })
 
   test("monitor_output says more only while more lines are retained after the ones it returns", async () => {
