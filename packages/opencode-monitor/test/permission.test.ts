@@ -193,6 +193,37 @@ describe("a command the parser cannot judge within its bounds is refused, and th
     refusedWith(/the bash parser took longer than 50 ms over it/)(result)
     expect(await texts("echo a | grep b")).toEqual(["echo a", "grep b"])
   })
+  test("parses asked together share the worker's round trips: a busy server thread answers them all in a few turns", async () => {
+    await parseSimpleCommands("echo warm")
+    // Each turn of this thread's event loop costs 5 ms, as on a loaded server; many sessions
+    // starting monitors at once must not wait one round trip (two turns and more) per command.
+    let turns = 0
+    const busy = setInterval(() => {
+      turns++
+      const until = performance.now() + 5
+      while (performance.now() < until) {}
+    }, 0)
+    const commands = Array.from({ length: 24 }, (_, i) => `echo f${i}; sleep 1; exit ${i}`)
+    const parsed = await Promise.all(commands.map((command) => parseSimpleCommands(command)))
+    clearInterval(busy)
+    expect(parsed.map((simple) => simple[0]?.text)).toEqual(commands.map((_, i) => `echo f${i}`))
+    expect(turns).toBeLessThan(12)
+  })
+
+  test("parses posted behind one that outlasts its time bound are answered by a new worker", async () => {
+    await parseSimpleCommands("echo warm")
+    const slow = parseSimpleCommands("echo a; ".repeat(16_000), {
+      commandBytes: 128 * 1024,
+      answerChars: 1024 * 1024,
+      timeMs: 50,
+    }).catch((error) => error)
+    const behind = ["echo b | grep c", "ls; pwd"].map(texts)
+    refusedWith(/the bash parser took longer than 50 ms over it/)(await slow)
+    expect(await Promise.all(behind)).toEqual([
+      ["echo b", "grep c"],
+      ["ls", "pwd"],
+    ])
+  })
 })
 
 /** Runs `lines` as a script in a fresh bun process at the repository root; returns what it printed as JSON. */

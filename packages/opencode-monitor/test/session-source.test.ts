@@ -69,6 +69,30 @@ describe("SessionSources", () => {
   })
 })
 
+describe("SessionSources at monitor_start", () => {
+  test("a lookup the server never answers holds the start 5 s at most; the exit's routing asks again", async () => {
+    const scheduler = new FakeScheduler()
+    let asked = 0
+    const api = {
+      parentOf: () => (++asked === 1 ? new Promise<string | undefined>(() => {}) : Promise.resolve(undefined)),
+      log: () => {},
+    }
+    const sources = new SessionSources(api, [], { scheduler, delayMs: 1_000 })
+    let learned = false
+    void sources.learn("ses_busy", "build").then(() => {
+      learned = true
+    })
+    scheduler.advance(4_999)
+    await settle()
+    expect(learned).toBe(false)
+    scheduler.advance(1)
+    await settle()
+    expect(learned).toBe(true)
+    expect(sources.cached("ses_busy")).toBeUndefined()
+    expect(await sources.sourceOf("ses_busy")).toEqual({ kind: "primary" })
+  })
+})
+
 describe("routeBatch", () => {
   const subagent = { kind: "subagent" as const, parentID: "ses_mid", rootID: "ses_root" }
 

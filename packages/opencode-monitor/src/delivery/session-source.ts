@@ -1,7 +1,7 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import { errorText } from "../errors"
 import { namedLogger } from "../log"
-import type { Scheduler } from "../scheduler"
+import type { Scheduler, TimerHandle } from "../scheduler"
 import { carriesWake } from "./match-wake"
 import type { SessionApi } from "./session-api"
 
@@ -38,6 +38,9 @@ export async function classifySession(
 
 // A terminal batch of a session not yet classified waits for this many lookups, this far apart.
 const CLASSIFY_ATTEMPTS = 3
+// How long monitor_start waits for its session's lookup: a tool call never waits on a host too busy
+// to answer; the exit notice's routing asks again (sourceOf).
+const LEARN_WAIT_MS = 5_000
 
 /**
  * The classification of each session that started a monitor; only a successful lookup is kept. One
@@ -56,7 +59,14 @@ export class SessionSources {
   /** At monitor_start: remember the agent and classify now if not known yet. */
   async learn(sessionID: string, agent: string | undefined): Promise<void> {
     if (!this.agents.has(sessionID)) this.agents.set(sessionID, agent)
-    if (!this.known.has(sessionID)) await this.classify(sessionID).catch(() => undefined)
+    if (this.known.has(sessionID)) return
+    const { scheduler } = this.retry
+    let timer: TimerHandle | undefined
+    const waited = new Promise<void>((resolve) => {
+      timer = scheduler.setTimeout(resolve, LEARN_WAIT_MS)
+    })
+    await Promise.race([this.classify(sessionID).catch(() => undefined), waited])
+    if (timer) scheduler.clearTimeout(timer)
   }
 
   cached(sessionID: string): SessionSource | undefined {

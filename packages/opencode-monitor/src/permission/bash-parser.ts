@@ -30,39 +30,65 @@ export const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars
 const WORKER_FILES = ["./bash-parser-worker.ts", "./bash-parser-worker.js", "../bash-parser-worker.js"]
 const SPLIT_IT = "split it into smaller commands, or put the script in a file and run that file"
 
-/**
- * Asks the worker one command and awaits it, never waiting on this thread: a command it takes too
- * long over ends it (the next parse starts a new one), and this thread stays free.
- */
-function parseIn(worker: Worker, command: string, limits: ParseLimits): Promise<SimpleCommand[]> {
-  return new Promise((resolve, reject) => {
-    const end = (error: Error) => {
-      clearTimeout(timer)
-      parser = undefined
-      worker.terminate()
-      reject(error)
-    }
-    const timer = setTimeout(
-      () => end(refusal(`the bash parser took longer than ${limits.timeMs} ms over it`)),
-      limits.timeMs,
-    )
-    worker.onerror = (event) => end(new Error(`the bash parser's worker failed: ${event.message}`))
+/** One command asked of the worker, with the limits it is judged by. */
+type Parse = { command: string; limits: ParseLimits } & ReturnType<typeof Promise.withResolvers<SimpleCommand[]>>
+
+// Every parse is posted at once and the worker answers in that order: many sessions starting
+// monitors together wait one round trip, where one at a time cost each a round trip of every
+// parse before it (on a loaded server, seconds each).
+let posted: Parse[] = []
+let deadline: ReturnType<typeof setTimeout> | undefined
+
+function ask(parse: Parse): void {
+  loadBashParser().then((worker) => {
+    posted.push(parse)
+    worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => answered(worker, data)
+    worker.onerror = (event) => endWorker(worker, new Error(`the bash parser's worker failed: ${event.message}`))
     // Referenced only while it parses: an idle parser never holds the process open.
     worker.ref()
-    worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => {
-      clearTimeout(timer)
-      worker.unref()
-      // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
-      // straight from a worker's message (oven-sh/bun#37189).
-      setTimeout(() => {
-        if ("commands" in data) resolve(data.commands)
-        else if ("tooLarge" in data)
-          reject(refusal(`its simple commands come to more than ${limits.answerChars} characters`))
-        else reject(new Error(data.error))
-      }, 0)
-    }
-    worker.postMessage({ command, maxChars: limits.answerChars } satisfies ParseRequest)
-  })
+    worker.postMessage({ command: parse.command, maxChars: parse.limits.answerChars } satisfies ParseRequest)
+    if (posted.length === 1) timeOldest(worker)
+  }, parse.reject)
+}
+
+/** The oldest parse gets its `timeMs` from now (the worker started it once it answered the one before). */
+function timeOldest(worker: Worker): void {
+  clearTimeout(deadline)
+  const oldest = posted[0]
+  if (!oldest) return void worker.unref()
+  const { timeMs } = oldest.limits
+  deadline = setTimeout(
+    () => endWorker(worker, refusal(`the bash parser took longer than ${timeMs} ms over it`)),
+    timeMs,
+  )
+}
+
+function answered(worker: Worker, data: ParseAnswer): void {
+  const parse = posted.shift()
+  timeOldest(worker)
+  if (!parse) return
+  // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
+  // straight from a worker's message (oven-sh/bun#37189).
+  setTimeout(() => {
+    if ("commands" in data) parse.resolve(data.commands)
+    else if ("tooLarge" in data)
+      parse.reject(refusal(`its simple commands come to more than ${parse.limits.answerChars} characters`))
+    else parse.reject(new Error(data.error))
+  }, 0)
+}
+
+/**
+ * Ends a worker that failed or took too long, never waiting on this thread: the parse it was on
+ * fails, the ones posted after it are asked again of a new worker.
+ */
+function endWorker(worker: Worker, error: Error): void {
+  clearTimeout(deadline)
+  parser = undefined
+  worker.terminate()
+  const [oldest, ...rest] = posted
+  posted = []
+  oldest?.reject(error)
+  for (const parse of rest) ask(parse)
 }
 
 /** A command the permission check cannot judge within its limits: refused, never run unjudged. */
@@ -74,8 +100,6 @@ function refusal(why: string): MonitorError {
 }
 
 let parser: Promise<Worker> | undefined
-// Parses run one after another: a worker that is ended for one command takes no other with it.
-let queue: Promise<unknown> = Promise.resolve()
 
 function workerUrl(): URL {
   const urls = WORKER_FILES.map((file) => new URL(file, import.meta.url))
@@ -119,7 +143,7 @@ export function parseSimpleCommands(command: string, limits: ParseLimits = PARSE
   if (bytes > limits.commandBytes) {
     return Promise.reject(refusal(`${bytes} bytes, at most ${limits.commandBytes}`))
   }
-  const turn = queue.then(async () => parseIn(await loadBashParser(), command, limits))
-  queue = turn.catch(() => {})
-  return turn
+  const parse = { command, limits, ...Promise.withResolvers<SimpleCommand[]>() }
+  ask(parse)
+  return parse.promise
 }
