@@ -290,4 +290,7 @@ export const MUTATIONS: Mutation[] = [
   { id: "share-always-room", what: "the share always has room: a flood is read past it",
     file: "process/read-pipe.ts", fn: "hasRoom", tests: ["read-pipe.test.ts"],
     find: "return this.tokens > 0", replace: "return true" },
+  { id: "pieces-by-bytes-only", what: "a flood of tiny lines is handed over 32 KB at a time: 16 384 lines of `yes` in one piece",
+    file: "process/read-pipe.ts", fn: "pieceSize", tests: ["read-pipe.test.ts"],
+    find: "return lines === 0 ? PIECE_BYTES :", replace: "return PIECE_BYTES; return lines === 0 ? PIECE_BYTES :" },
 ]

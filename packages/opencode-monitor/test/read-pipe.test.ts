@@ -39,6 +39,18 @@ describe("readPipe", () => {
     expect(pieces.filter((piece) => piece.length < 32 * 1024 && piece.at(-1) === 10).length).toBeGreaterThan(10)
   })
 
+  test("a flood of 2-byte lines is handed over in pieces of at most 4 096 lines (the pipeline's work is per line)", async () => {
+    const input = Buffer.from("y\n".repeat(256 * 1024))
+    const stream = new PassThrough({ highWaterMark: 512 * 1024 })
+    const pieces: Uint8Array[] = []
+    const done = readPipe(stream, (piece) => pieces.push(Uint8Array.from(piece)))
+    stream.end(input)
+    await done
+    expect(Buffer.concat(pieces).equals(input)).toBe(true)
+    const lines = (piece: Uint8Array) => piece.filter((byte) => byte === 10).length
+    expect(Math.max(...pieces.map(lines))).toBeLessThanOrEqual(4_096)
+  })
+
   test("past the slice budget the stream is paused, so a fast writer meets backpressure; every byte arrives in order", async () => {
     // 1 MB of numbered lines, written in 16 KB pieces by a writer that waits for 'drain' when told to.
     const input = Buffer.from(

@@ -8,6 +8,11 @@ import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 // fills, and the kernel blocks the writer. Memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
 const PIECE_BYTES = 32 * 1024
+// A piece holds about this many lines at most: the pipeline's work is per line, and 32 KB of `yes`
+// is 16 384 lines, tens of milliseconds before the JIT has compiled the pipeline. The lines are
+// counted in a sample of the piece's start.
+const PIECE_LINES = 4_096
+const SAMPLE_BYTES = 256
 const NEWLINE = 10
 
 let sliceOpen = false
@@ -98,10 +103,19 @@ export class ReadShare {
  * copies of its parts).
  */
 function pieceEnd(chunk: Uint8Array, offset: number): number {
-  const end = offset + PIECE_BYTES
+  const size = pieceSize(chunk, offset)
+  const end = offset + size
   if (end >= chunk.length) return chunk.length
   const newline = chunk.lastIndexOf(NEWLINE, end - 1)
-  return newline >= end - PIECE_BYTES / 2 ? newline + 1 : end
+  return newline >= end - size / 2 ? newline + 1 : end
+}
+
+/** PIECE_BYTES, or fewer where the sample at `offset` has lines so short that they would be over PIECE_LINES. */
+function pieceSize(chunk: Uint8Array, offset: number): number {
+  const sampleEnd = Math.min(chunk.length, offset + SAMPLE_BYTES)
+  let lines = 0
+  for (let at = offset; at < sampleEnd; at++) if (chunk[at] === NEWLINE) lines++
+  return lines === 0 ? PIECE_BYTES : Math.min(PIECE_BYTES, Math.floor((PIECE_LINES * SAMPLE_BYTES) / lines))
 }
 
 /**
