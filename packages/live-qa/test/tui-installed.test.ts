@@ -1,4 +1,4 @@
-// test-runner: about 100 s (scripts/test.ts starts the longest first)
+// test-runner: about 190 s (scripts/test.ts starts the longest first)
 /**
  * The TUI part installed as users install it (issue 27): both parts listed in opencode.json and
  * tui.json by name from a local registry (verdaccio on 127.0.0.1), and as `opencode-monitor@file:<tgz>`.
@@ -7,17 +7,17 @@
  * entry by path, which the package holds and tui.test.ts shows loading. A real `opencode` under tmux
  * each time.
  *
- * Needs tmux. Takes ≈ 1.5 min (two TUI starts, side by side).
+ * Needs tmux. Takes ≈ 1.5–2 min (two TUI starts).
  */
-import { afterAll, expect, test } from "bun:test"
+import { afterEach, expect, test } from "bun:test"
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { freePort } from "../src/free-port.ts"
-import { packPlugin, startLocalRegistry } from "../src/local-registry.ts"
+import { type LocalRegistry, packPlugin, startLocalRegistry } from "../src/local-registry.ts"
 import { monitorAgent } from "../src/monitor-agent.ts"
 import { readmeInstallEntry } from "../src/packaged-plugin.ts"
-import { startScriptedModel } from "../src/scripted-model.ts"
+import { type ScriptedModel, startScriptedModel } from "../src/scripted-model.ts"
 import { hasTmux, sidebarOf, startTui, TUI_PLUGIN_PATH, type TuiDriver } from "../src/tui-driver.ts"
 import { sleep } from "../src/wait.ts"
 
@@ -28,19 +28,21 @@ const PROMPT = [
   "SAY Started the build.",
 ].join("\n")
 
-// The two tests run side by side (each mostly waits on opencode installing the plugin): each owns
-// its TUI, model, registry and temp dirs, and everything is stopped once both ended.
-const cleanups: (() => Promise<unknown> | undefined)[] = []
-afterAll(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup()?.catch(() => undefined)
+let model: ScriptedModel | undefined
+let tui: TuiDriver | undefined
+let registry: LocalRegistry | undefined
+const temps: string[] = []
+afterEach(async () => {
+  await tui?.stop()
+  await model?.stop()
+  await registry?.stop().catch(() => undefined)
+  for (const dir of temps.splice(0)) rmSync(dir, { recursive: true, force: true })
+  tui = model = registry = undefined
 })
 
 function tempDir(prefix: string): string {
   const dir = mkdtempSync(join(tmpdir(), prefix))
-  cleanups.push(() => {
-    rmSync(dir, { recursive: true, force: true })
-    return undefined
-  })
+  temps.push(dir)
   return dir
 }
 
@@ -48,10 +50,9 @@ const sidebarShows = (screen: string, text: string) => sidebarOf(screen).include
 
 /** Starts a TUI with both parts from `server` and `tuiPlugin`, the build prompt, and the registry setting. */
 async function start(server: string, tuiPlugin: string, npmrc: string): Promise<TuiDriver> {
-  const model = startScriptedModel(monitorAgent())
-  cleanups.push(() => model.stop())
+  model = startScriptedModel(monitorAgent())
   const [, options] = readmeInstallEntry()
-  const tui = await startTui({
+  tui = await startTui({
     modelBaseURL: model.baseURL,
     plugins: [[server, options]],
     tuiPlugins: [tuiPlugin],
@@ -59,7 +60,6 @@ async function start(server: string, tuiPlugin: string, npmrc: string): Promise<
     prepare: (dirs) => writeFileSync(join(dirs.home, ".npmrc"), npmrc),
     args: ["--prompt", PROMPT],
   })
-  cleanups.push(() => tui.stop())
   return tui
 }
 
@@ -96,11 +96,10 @@ async function expectSidebar(driver: TuiDriver): Promise<string> {
   )
 }
 
-test.concurrent('by name: tui.json\'s "opencode-monitor" from the registry shows the monitor in the sidebar', async () => {
+test('by name: tui.json\'s "opencode-monitor" from the registry shows the monitor in the sidebar', async () => {
   expect(hasTmux(), "tmux is missing: apt-get install -y tmux").toBe(true)
   const tarball = await packPlugin(tempDir("oc-pack-"))
-  const registry = await startLocalRegistry()
-  cleanups.push(() => registry.stop())
+  registry = await startLocalRegistry()
   registry.publish(tarball)
   const driver = await start("opencode-monitor", "opencode-monitor", registry.npmrc())
   const ended = await expectSidebar(driver)
@@ -108,7 +107,7 @@ test.concurrent('by name: tui.json\'s "opencode-monitor" from the registry shows
   expect(registry.logs.map((l) => l.text).join("\n")).toContain("GET /opencode-monitor/-/opencode-monitor-0.1.0.tgz")
 }, 300_000)
 
-test.concurrent("from a tarball: opencode-monitor@file: in tui.json is reported with what to write instead, and that line shows the sidebar", async () => {
+test("from a tarball: opencode-monitor@file: in tui.json is reported with what to write instead, and that line shows the sidebar", async () => {
   expect(hasTmux(), "tmux is missing: apt-get install -y tmux").toBe(true)
   const tarball = await packPlugin(tempDir("oc-pack-"))
   // Nothing listens there: the tarball needs no registry.
