@@ -1,5 +1,5 @@
 /**
- * `npm test`: the whole suite. The plugin's unit tests run in one `bun test`; each live file (a real
+ * `npm test`: the whole suite. The plugin's unit tests run in two `bun test`s; each live file (a real
  * opencode server of its own) runs in its own `bun test` process, several at once, since a live
  * scenario mostly waits on timers and the server. The longest start first, so the suite takes about
  * its total divided by the jobs, not that plus its longest file: a file that runs longer than
@@ -27,8 +27,26 @@ type Job = { name: string; files: string[]; seconds: number; opencode?: string }
 
 /** What a live file without a `// test-runner: about N s` line is taken to run. */
 const SHORT_SECONDS = 30
-/** The plugin's unit tests, one job (measured on 2 busy cores). */
-const UNIT_SECONDS = 130
+/**
+ * The plugin's unit tests run as UNIT_JOBS jobs, so the one that waits on real processes longest is
+ * not the suite's tail. Files are dealt out by their time: the slow ones below (seconds of a
+ * clean-clone run on 2 busy cores), every other file UNIT_FILE_SECONDS.
+ */
+const UNIT_JOBS = 2
+const UNIT_FILE_SECONDS = 2
+const SLOW_UNIT_FILES: Record<string, number> = {
+  "process.test.ts": 93,
+  "retention.test.ts": 37,
+  "survivors.test.ts": 14,
+  "state-recovery.test.ts": 12,
+  "long-lived.test.ts": 11,
+  "tools.test.ts": 10,
+  "budget.test.ts": 9,
+  "escape-after-exit.test.ts": 9,
+  "flood.test.ts": 8,
+  "process-table.test.ts": 7,
+  "watchdog.test.ts": 7,
+}
 
 export const NEWEST_OPENCODE = TESTED_OPENCODE[TESTED_OPENCODE.length - 1] as string
 export const OLDEST_OPENCODE = TESTED_OPENCODE[0] as string
@@ -80,9 +98,25 @@ function jobs(filters: string[]): Job[] {
       })
     }
   }
-  if (unit.length > 0) list.push({ name: "packages/opencode-monitor (unit)", files: unit, seconds: UNIT_SECONDS })
+  list.push(...unitJobs(unit))
   // Longest first: the last jobs to start are short, so the workers finish close together.
   return list.sort((a, b) => b.seconds - a.seconds)
+}
+
+/** The unit files dealt into UNIT_JOBS jobs of about equal time: the longest file first, to the least loaded job. */
+function unitJobs(files: string[]): Job[] {
+  const seconds = (file: string) => SLOW_UNIT_FILES[file.split("/").pop() ?? ""] ?? UNIT_FILE_SECONDS
+  const out = Array.from({ length: Math.min(UNIT_JOBS, files.length) }, (_, i) => ({
+    name: `packages/opencode-monitor (unit ${i + 1})`,
+    files: [] as string[],
+    seconds: 0,
+  }))
+  for (const file of [...files].sort((a, b) => seconds(b) - seconds(a))) {
+    const job = out.reduce((least, j) => (j.seconds < least.seconds ? j : least))
+    job.files.push(file)
+    job.seconds += seconds(file)
+  }
+  return out
 }
 
 /** A live file's `// test-runner: about N s`, else SHORT_SECONDS. */

@@ -1,22 +1,23 @@
 /**
  * The differential harness for parity with opencode's bash tool: the scripted model calls `bash`
  * and `monitor_start` with the same command string in ONE step (two tool calls in one assistant
- * message), every permission request is answered "once", and each call's outcome is read back:
- * its tool part status and the `permission.asked` events carrying its callID.
+ * message per command; a batch of commands is one step with two calls each, run side by side),
+ * every permission request is answered "once", and each call's outcome is read back: its tool part
+ * status and the `permission.asked` events carrying its callID.
  */
 import type { MonitorQA } from "./monitor-qa.ts"
-import { replyPermission, waitForSession } from "./scenario.ts"
+import { replyPermission } from "./scenario.ts"
 import { lastMessage, messageText, type Script } from "./scripted-model.ts"
 import type { PartView } from "./session-messages.ts"
-import { waitForIdle } from "./timeline.ts"
+import { getMessages, waitFor, waitForIdle } from "./timeline.ts"
 
-const OPEN = "DIFF-COMMAND "
-const CLOSE = "\nEND-DIFF-COMMAND"
+const OPEN = "DIFF-COMMANDS "
+const CLOSE = "\nEND-DIFF-COMMANDS"
 
-/** A person's prompt asking the scripted model to give `command` to both tools in one step. */
-export const diffPrompt = (command: string) => `${OPEN}${JSON.stringify(command)}${CLOSE}`
+/** A person's prompt asking the scripted model to give each command to both tools, all in one step. */
+export const diffPrompt = (commands: string[]) => `${OPEN}${JSON.stringify(commands)}${CLOSE}`
 
-/** Script: a DIFF prompt → [bash, monitor_start] in one message; anything else → a short text. */
+/** Script: a DIFF prompt → [bash, monitor_start] per command, in one message; anything else → a short text. */
 export function differentialAgent(): Script {
   return (request) => {
     const last = lastMessage(request)
@@ -24,12 +25,13 @@ export function differentialAgent(): Script {
     const start = text.indexOf(OPEN)
     const end = text.indexOf(CLOSE)
     if (start >= 0 && end > start) {
-      const command = JSON.parse(text.slice(start + OPEN.length, end)) as string
+      const commands = JSON.parse(text.slice(start + OPEN.length, end)) as string[]
       return {
-        toolCalls: [
+        // A label each: two monitors of one label in a session get a note about restarting.
+        toolCalls: commands.flatMap((command, i) => [
           { name: "bash", arguments: { command } },
-          { name: "monitor_start", arguments: { command, label: "diff" } },
-        ],
+          { name: "monitor_start", arguments: { command, label: `diff-${i + 1}` } },
+        ]),
       }
     }
     return { text: last?.role === "tool" ? "done" : "noted" }
@@ -38,19 +40,28 @@ export function differentialAgent(): Script {
 
 export type Ask = { permission: string; patterns: string[]; always: string[] }
 /** What happened to one tool call: `ran`, `denied`, or `error: …` for any other failure. */
-export type CallOutcome = { status: string; verdict: string; asks: Ask[]; output: string; exit: unknown }
+export type CallOutcome = {
+  status: string
+  verdict: string
+  asks: Ask[]
+  output: string
+  exit: unknown
+  /** The monitor a monitor_start call started. */
+  monitorId?: string
+}
 export type DiffRow = { command: string; sessionID: string; bash: CallOutcome; monitor: CallOutcome }
 
 /** Answers every permission request of the server "once" until stopped; returns the stopper. */
 export function autoReplyOnce(qa: MonitorQA): () => void {
-  const answered = new Set<string>()
   let running = true
+  // Events are only appended: each is looked at once, so a long run does not rescan thousands.
+  let next = 0
   const loop = async () => {
     while (running) {
-      for (const event of qa.timeline.events) {
-        const id = event.properties.id
-        if (event.type !== "permission.asked" || typeof id !== "string" || answered.has(id)) continue
-        answered.add(id)
+      for (; next < qa.timeline.events.length; next++) {
+        const event = qa.timeline.events[next]
+        const id = event?.properties.id
+        if (event?.type !== "permission.asked" || typeof id !== "string") continue
         await replyPermission(qa, id, "once").catch(() => undefined)
       }
       await new Promise((resolve) => setTimeout(resolve, 25))
@@ -62,25 +73,70 @@ export function autoReplyOnce(qa: MonitorQA): () => void {
   }
 }
 
-/** Runs one command through both tools in a fresh session and reads back both outcomes. */
-export async function runDifferential(qa: MonitorQA, command: string, timeoutMs = 60_000): Promise<DiffRow> {
+/** The callIDs of the session's tool calls that finished (completed or error), as the bus reported them. */
+function finishedCalls(qa: MonitorQA, sessionID: string): () => number {
+  const finished = new Set<string>()
+  let next = 0
+  return () => {
+    for (; next < qa.timeline.events.length; next++) {
+      const event = qa.timeline.events[next]
+      if (event?.type !== "message.part.updated" || event.sessionID !== sessionID) continue
+      const part = event.properties.part as PartView | undefined
+      const status = part?.state?.status
+      if (part?.type === "tool" && part.callID && (status === "completed" || status === "error"))
+        finished.add(part.callID)
+    }
+    return finished.size
+  }
+}
+
+/**
+ * How many commands share one step: each starts a monitor, and a session runs at most 16 at once
+ * (`max_monitors_per_session`, which the differential tests set to this).
+ */
+export const COMMANDS_PER_STEP = 16
+
+/**
+ * Runs each command through both tools and reads back both outcomes of each: one row per command,
+ * in order. Up to COMMANDS_PER_STEP commands share one step of a fresh session. The commands must
+ * be distinct: a row finds its calls by the command string.
+ */
+export async function runDifferential(qa: MonitorQA, commands: string[], timeoutMs = 120_000): Promise<DiffRow[]> {
+  if (new Set(commands).size !== commands.length) throw new Error("runDifferential: the commands must be distinct")
+  const rows: DiffRow[] = []
+  for (let i = 0; i < commands.length; i += COMMANDS_PER_STEP) {
+    rows.push(...(await runStep(qa, commands.slice(i, i + COMMANDS_PER_STEP), timeoutMs)))
+  }
+  return rows
+}
+
+async function runStep(qa: MonitorQA, commands: string[], timeoutMs: number): Promise<DiffRow[]> {
   const sessionID = await qa.newSession({ title: "differential" })
-  await qa.prompt(sessionID, diffPrompt(command))
-  const parts = await waitForSession(
-    qa,
-    sessionID,
-    async () => {
-      const all = (await qa.messages(sessionID)).flatMap((m) => m.parts)
-      const bash = all.find((p) => p.type === "tool" && p.tool === "bash")
-      const monitor = all.find((p) => p.type === "tool" && p.tool === "monitor_start")
-      const done = (p: PartView | undefined) => p?.state?.status === "completed" || p?.state?.status === "error"
-      return done(bash) && done(monitor) ? { bash: bash as PartView, monitor: monitor as PartView } : undefined
-    },
+  const finished = finishedCalls(qa, sessionID)
+  await qa.prompt(sessionID, diffPrompt(commands))
+  const calls = 2 * commands.length
+  // The bus says when every call finished; the session is read once, then.
+  await waitFor(
+    () => finished() >= calls,
     timeoutMs,
-    `both tool calls of ${JSON.stringify(command)} to finish`,
+    100,
+    `all ${calls} tool calls of ${commands.length} commands to finish`,
   )
   await waitForIdle(qa.server.client, sessionID, timeoutMs, { busyGraceMs: 0 })
-  return { command, sessionID, bash: outcome(qa, parts.bash), monitor: outcome(qa, parts.monitor) }
+  const parts = (await getMessages(qa.server.client, sessionID)).flatMap((m) => m.parts)
+  const call = (tool: string, command: string) => {
+    const part = parts.find(
+      (p) => p.type === "tool" && p.tool === tool && (p.state?.input as { command?: unknown })?.command === command,
+    )
+    if (!part) throw new Error(`no ${tool} call of ${JSON.stringify(command)} in session ${sessionID}`)
+    return outcome(qa, part)
+  }
+  return commands.map((command) => ({
+    command,
+    sessionID,
+    bash: call("bash", command),
+    monitor: call("monitor_start", command),
+  }))
 }
 
 function outcome(qa: MonitorQA, part: PartView): CallOutcome {
@@ -100,8 +156,9 @@ function outcome(qa: MonitorQA, part: PartView): CallOutcome {
       : error.includes("specified a rule which prevents")
         ? "denied"
         : `error: ${error.split("\n")[0]?.slice(0, 120)}`
-  const metadata = (part.state as { metadata?: { exit?: unknown } } | undefined)?.metadata
-  return { status, verdict, asks, output: part.state?.output ?? error, exit: metadata?.exit }
+  const metadata = (part.state as { metadata?: { exit?: unknown; monitorId?: string } } | undefined)?.metadata
+  const output = part.state?.output ?? error
+  return { status, verdict, asks, output, exit: metadata?.exit, monitorId: metadata?.monitorId }
 }
 
 const RANK: Record<string, number> = { ran: 0, denied: 2 }

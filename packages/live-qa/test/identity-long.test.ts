@@ -1,4 +1,4 @@
-// test-runner: about 55 s (scripts/test.ts starts the longest first)
+// test-runner: about 90 s (scripts/test.ts starts the longest first)
 /**
  * Issue 12, identity: a `plan` session on mock/m2, then 200+ observations (far more than the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on

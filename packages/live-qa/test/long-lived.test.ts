@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 55 s (scripts/test.ts starts the longest first)
 /**
  * Issue 25 (SPEC §15), long-lived jobs, against one real opencode serve and the scripted agent:
  * (1) a hung command with wake_on_silence_ms wakes its session once, Status running, while the

@@ -1,4 +1,4 @@
-// test-runner: about 70 s (scripts/test.ts starts the longest first)
+// test-runner: about 55 s (scripts/test.ts starts the longest first)
 /**
  * Shell parity (issue 11): a command that works with opencode's bash tool works with
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model
@@ -6,12 +6,12 @@
  * status seen through the monitor (its envelopes) must equal what the bash tool returned — with
  * SHELL set to bash, unset, set to a shell opencode refuses (fish), and with opencode.json's `shell`
  * setting (there the rows that show the shell chosen and its exit status). monitor_start's
- * description must name that shell. One server per setting, the four in parallel; about 1 minute
- * on 2 busy cores.
+ * description must name that shell. One server per setting, the four in parallel; up to 16 commands
+ * share one step (each monitor's envelopes are told apart by its id); under a minute on 2 busy cores.
  */
 import { afterAll, expect, test } from "bun:test"
-import { differentialAgent, runDifferential } from "../src/differential.ts"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { COMMANDS_PER_STEP, differentialAgent, runDifferential } from "../src/differential.ts"
+import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 import { waitForEnvelope } from "../src/scenario.ts"
 
 const CORPUS = [
@@ -80,25 +80,29 @@ async function runShell(name: string, setting: Setting) {
     env: setting.env,
     config: setting.config,
     script: differentialAgent(),
-    pluginOptions: { max_monitors_per_session: 16 },
+    pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
   })
   servers.push(qa)
   const rows: { command: string; bash: Seen; monitor: Seen }[] = []
-  for (const command of setting.corpus) {
-    const row = await runDifferential(qa, command)
+  for (const row of await runDifferential(qa, setting.corpus)) {
+    const { command, monitor } = row
     const bash = bashToolSeen(row.bash.output, row.bash.exit)
-    if (row.monitor.verdict !== "ran") {
+    if (monitor.verdict !== "ran") {
       // monitor_start refused to start it: a difference the table shows as such.
-      rows.push({ command, bash, monitor: { lines: [`monitor_start failed: ${row.monitor.output}`], exit: null } })
+      rows.push({ command, bash, monitor: { lines: [`monitor_start failed: ${monitor.output}`], exit: null } })
       continue
     }
+    const own = (e: Envelope) => e.monitorId === monitor.monitorId
     const exited = await waitForEnvelope(
       qa,
       row.sessionID,
-      (e) => e.status.startsWith("exited"),
+      (e) => own(e) && e.status.startsWith("exited"),
       `the exit of ${command}`,
     )
-    const all = (await qa.envelopes(row.sessionID)).map((e) => e.text).join("\n")
+    const all = (await qa.envelopes(row.sessionID))
+      .filter(own)
+      .map((e) => e.text)
+      .join("\n")
     rows.push({ command, bash, monitor: monitorSeen(all, exited.status) })
   }
   const tool = qa.model.scripted()[0]?.request.tools?.find((t) => t.function.name === "monitor_start")

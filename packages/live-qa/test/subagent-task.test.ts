@@ -1,4 +1,4 @@
-// test-runner: about 75 s (scripts/test.ts starts the longest first)
+// test-runner: about 115 s (scripts/test.ts starts the longest first)
 /**
  * Issue 17, through opencode's real `task` tool: the scripted model plays the root agent, which
  * delegates to a `general` subagent, and the subagent, which starts a monitor and returns.

@@ -1,4 +1,4 @@
-// test-runner: about 70 s (scripts/test.ts starts the longest first)
+// test-runner: about 135 s (scripts/test.ts starts the longest first)
 /**
  * Issue 18, wake on a matching line, against a real opencode serve and the scripted agent:
  * (1) a dev server's readiness line wakes the session once while it keeps running; after the

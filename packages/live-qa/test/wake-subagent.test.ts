@@ -1,3 +1,4 @@
+// test-runner: about 50 s (scripts/test.ts starts the longest first)
 /**
  * Issue 18, scenario 4: a wake_pattern match in a monitor a subagent (child session) started.
  * The child is never woken by it: it gets the line as an observation either way. With
