@@ -189,3 +189,14 @@ export function renderTable(title: string, rows: DiffRow[], marks: (row: DiffRow
   ]
   return lines.join("\n")
 }
+
+/**
+ * Like Promise.all, but waits for every run before failing: a run still starting its server when
+ * another fails would otherwise register that server after the file's cleanup and leave it running.
+ */
+export async function allRuns<T>(runs: Promise<T>[]): Promise<T[]> {
+  const settled = await Promise.allSettled(runs)
+  const failed = settled.find((s) => s.status === "rejected")
+  if (failed) throw failed.reason
+  return settled.map((s) => (s as PromiseFulfilledResult<T>).value)
+}

@@ -15,6 +15,7 @@ import { afterAll, expect, test } from "bun:test"
 import { mkdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import {
+  allRuns,
   askSignature,
   autoReplyOnce,
   COMMANDS_PER_STEP,
@@ -151,7 +152,7 @@ async function runRuleSet(
 }
 
 test("monitor_start gets the bash tool's verdict for every command under every rule set", async () => {
-  const results = await Promise.all(Object.entries(RULE_SETS).map(([name, rules]) => runRuleSet(name, rules)))
+  const results = await allRuns(Object.entries(RULE_SETS).map(([name, rules]) => runRuleSet(name, rules)))
   const failures: string[] = []
   for (const { name, rows } of results) {
     const marks = (row: DiffRow) => judge(row, hiddenIn(row) !== undefined)

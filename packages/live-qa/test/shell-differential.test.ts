@@ -10,7 +10,7 @@
  * share one step (each monitor's envelopes are told apart by its id); under a minute on 2 busy cores.
  */
 import { afterAll, expect, test } from "bun:test"
-import { COMMANDS_PER_STEP, differentialAgent, runDifferential } from "../src/differential.ts"
+import { allRuns, COMMANDS_PER_STEP, differentialAgent, runDifferential } from "../src/differential.ts"
 import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 import { waitForEnvelope } from "../src/scenario.ts"
 
@@ -110,7 +110,7 @@ async function runShell(name: string, setting: Setting) {
 }
 
 test("the bash tool and monitor_start print the same lines and exit status, whatever SHELL is", async () => {
-  const results = await Promise.all(Object.entries(SHELLS).map(([name, setting]) => runShell(name, setting)))
+  const results = await allRuns(Object.entries(SHELLS).map(([name, setting]) => runShell(name, setting)))
   const failures: string[] = []
   for (const { name, rows, description, setting } of results) {
     if (!description.includes(`runs in ${setting.shell} (\`${setting.shell} -c <command>\`)`)) {

@@ -283,6 +283,7 @@ describe("end of process", () => {
     }
   })
 
+  // 200 real processes: about 5 s on a quiet machine, so the default per-test limit is too tight.
   test("every line arrives, then exactly one terminal batch, every time (200 runs)", async () => {
     const { m, collector } = manager({ max_monitors_per_session: 16 })
     const runs = 200
@@ -309,7 +310,7 @@ describe("end of process", () => {
     for (let i = 0; i < runs; i += 8) await Promise.all(Array.from({ length: 8 }, one))
     expect(failures).toEqual([])
     expect(done).toBe(runs)
-  })
+  }, 30_000)
 
   test("a quiet exit after the periodic flush still yields the terminal batch with the status", async () => {
     const { m, collector } = manager({ flush_interval_ms: 250 })
