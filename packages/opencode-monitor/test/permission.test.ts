@@ -4,7 +4,7 @@ import { homedir, tmpdir } from "node:os"
 import { join } from "node:path"
 import { MonitorError } from "../src/errors"
 import { arityPrefix } from "../src/permission/arity"
-import { parseSimpleCommands } from "../src/permission/bash-parser"
+import { loadBashParser, parseSimpleCommands } from "../src/permission/bash-parser"
 import { hiddenCommand, permissionQuestions } from "../src/permission/questions"
 
 const project = mkdtempSync(join(tmpdir(), "perm-unit-"))
@@ -223,6 +223,25 @@ describe("a command the parser cannot judge within its bounds is refused, and th
       ["echo b", "grep c"],
       ["ls", "pwd"],
     ])
+  })
+
+  test("a message or an error still coming from an ended worker is not taken for the new worker's", async () => {
+    await parseSimpleCommands("echo warm")
+    const ended = await loadBashParser()
+    const slow = parseSimpleCommands("echo a; ".repeat(16_000), {
+      commandBytes: 128 * 1024,
+      answerChars: 1024 * 1024,
+      timeMs: 50,
+    }).catch((error) => error)
+    refusedWith(/the bash parser took longer than 50 ms over it/)(await slow)
+    const { onmessage: lateMessage, onerror: lateError } = ended
+    expect([typeof lateMessage, typeof lateError]).toEqual(["function", "function"])
+    const next = texts("ls; pwd")
+    // Once the new worker is ready, `next` has been posted to it and is not answered yet.
+    await loadBashParser()
+    lateError?.call(ended, { message: "late" } as ErrorEvent)
+    lateMessage?.call(ended, { data: { commands: [] } } as MessageEvent)
+    expect(await next).toEqual(["ls", "pwd"])
   })
 })
 

@@ -38,10 +38,14 @@ type Parse = { command: string; limits: ParseLimits } & ReturnType<typeof Promis
 // parse before it (on a loaded server, seconds each).
 let posted: Parse[] = []
 let deadline: ReturnType<typeof setTimeout> | undefined
+// The worker `posted` waits on. A message or error still coming from one that was ended is ignored:
+// its parses were failed or asked again, and the next answer in line is not theirs.
+let working: Worker | undefined
 
 function ask(parse: Parse): void {
   loadBashParser().then((worker) => {
     posted.push(parse)
+    working = worker
     worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => answered(worker, data)
     worker.onerror = (event) => endWorker(worker, new Error(`the bash parser's worker failed: ${event.message}`))
     // Referenced only while it parses: an idle parser never holds the process open.
@@ -64,6 +68,7 @@ function timeOldest(worker: Worker): void {
 }
 
 function answered(worker: Worker, data: ParseAnswer): void {
+  if (worker !== working) return
   const parse = posted.shift()
   timeOldest(worker)
   if (!parse) return
@@ -82,6 +87,8 @@ function answered(worker: Worker, data: ParseAnswer): void {
  * fails, the ones posted after it are asked again of a new worker.
  */
 function endWorker(worker: Worker, error: Error): void {
+  if (worker !== working) return
+  working = undefined
   clearTimeout(deadline)
   parser = undefined
   worker.terminate()
