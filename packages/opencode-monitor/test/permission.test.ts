@@ -161,6 +161,13 @@ describe("a command the parser cannot judge within its bounds is refused, and th
     expect((error as Error).message).toMatch(why)
     expect((error as Error).message).toContain("split it into smaller commands, or put the script in a file")
   }
+  // 16 000 simple commands take the worker far longer than the 50 ms bound.
+  const slowParse = () =>
+    parseSimpleCommands("echo a; ".repeat(16_000), {
+      commandBytes: 128 * 1024,
+      answerChars: 1024 * 1024,
+      timeMs: 50,
+    }).catch((error) => error)
 
   test("a command longer than a shell takes as one argument is refused before it is parsed", async () => {
     const long = `echo ${"a".repeat(128 * 1024)}`
@@ -180,13 +187,8 @@ describe("a command the parser cannot judge within its bounds is refused, and th
     const fired: number[] = []
     const timer = setInterval(() => fired.push(performance.now()), 20)
     const started = performance.now()
-    // 16 000 simple commands take the worker far longer than 50 ms; a timer due in 20 ms fires
-    // before the 50 ms bound does unless this thread is blocked.
-    const result = await parseSimpleCommands("echo a; ".repeat(16_000), {
-      commandBytes: 128 * 1024,
-      answerChars: 1024 * 1024,
-      timeMs: 50,
-    }).catch((error) => error)
+    // A timer due in 20 ms fires before the 50 ms bound does unless this thread is blocked.
+    const result = await slowParse()
     const settled = performance.now()
     clearInterval(timer)
     expect(fired.filter((at) => at > started && at < settled).length).toBeGreaterThan(0)
@@ -212,11 +214,7 @@ describe("a command the parser cannot judge within its bounds is refused, and th
 
   test("parses posted behind one that outlasts its time bound are answered by a new worker", async () => {
     await parseSimpleCommands("echo warm")
-    const slow = parseSimpleCommands("echo a; ".repeat(16_000), {
-      commandBytes: 128 * 1024,
-      answerChars: 1024 * 1024,
-      timeMs: 50,
-    }).catch((error) => error)
+    const slow = slowParse()
     const behind = ["echo b | grep c", "ls; pwd"].map(texts)
     refusedWith(/the bash parser took longer than 50 ms over it/)(await slow)
     expect(await Promise.all(behind)).toEqual([
@@ -228,11 +226,7 @@ describe("a command the parser cannot judge within its bounds is refused, and th
   test("a message or an error still coming from an ended worker is not taken for the new worker's", async () => {
     await parseSimpleCommands("echo warm")
     const ended = await loadBashParser()
-    const slow = parseSimpleCommands("echo a; ".repeat(16_000), {
-      commandBytes: 128 * 1024,
-      answerChars: 1024 * 1024,
-      timeMs: 50,
-    }).catch((error) => error)
+    const slow = slowParse()
     refusedWith(/the bash parser took longer than 50 ms over it/)(await slow)
     const { onmessage: lateMessage, onerror: lateError } = ended
     expect([typeof lateMessage, typeof lateError]).toEqual(["function", "function"])

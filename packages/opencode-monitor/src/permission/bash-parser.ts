@@ -38,16 +38,13 @@ type Parse = { command: string; limits: ParseLimits } & ReturnType<typeof Promis
 // parse before it (on a loaded server, seconds each).
 let posted: Parse[] = []
 let deadline: ReturnType<typeof setTimeout> | undefined
-// The worker `posted` waits on. A message or error still coming from one that was ended is ignored:
-// its parses were failed or asked again, and the next answer in line is not theirs.
+// The worker `posted` waits on (the one loaded last). A message or error still coming from one that
+// was ended is ignored: its parses were failed or asked again, and the next answer is not theirs.
 let working: Worker | undefined
 
 function ask(parse: Parse): void {
   loadBashParser().then((worker) => {
     posted.push(parse)
-    working = worker
-    worker.onmessage = ({ data }: MessageEvent<ParseAnswer>) => answered(worker, data)
-    worker.onerror = (event) => endWorker(worker, new Error(`the bash parser's worker failed: ${event.message}`))
     // Referenced only while it parses: an idle parser never holds the process open.
     worker.ref()
     worker.postMessage({ command: parse.command, maxChars: parse.limits.answerChars } satisfies ParseRequest)
@@ -131,8 +128,11 @@ export function loadBashParser(): Promise<Worker> {
     }
     worker.onmessage = ({ data }: MessageEvent<{ ready?: true; error?: string }>) => {
       worker.unref()
-      if (data.ready) resolve(worker)
-      else fail(new Error(data.error ?? "the bash parser's worker failed"))
+      if (!data.ready) return fail(new Error(data.error ?? "the bash parser's worker failed"))
+      working = worker
+      worker.onmessage = (event: MessageEvent<ParseAnswer>) => answered(worker, event.data)
+      worker.onerror = (event) => endWorker(worker, new Error(`the bash parser's worker failed: ${event.message}`))
+      resolve(worker)
     }
     worker.onerror = (event) => fail(new Error(`the bash parser's worker failed: ${event.message}`))
   })
