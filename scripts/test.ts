@@ -29,24 +29,11 @@ type Job = { name: string; files: string[]; seconds: number; opencode?: string }
 const SHORT_SECONDS = 30
 /**
  * The plugin's unit tests run as UNIT_JOBS jobs, so the one that waits on real processes longest is
- * not the suite's tail. Files are dealt out by their time: the slow ones below (seconds of a
- * clean-clone run on 2 busy cores), every other file UNIT_FILE_SECONDS.
+ * not the suite's tail. Files are dealt out by their time: a slow one says it in the same
+ * `// test-runner: about N s` line as a live file; every other file is taken to run UNIT_FILE_SECONDS.
  */
 const UNIT_JOBS = 2
 const UNIT_FILE_SECONDS = 2
-const SLOW_UNIT_FILES: Record<string, number> = {
-  "process.test.ts": 93,
-  "retention.test.ts": 37,
-  "survivors.test.ts": 14,
-  "state-recovery.test.ts": 12,
-  "long-lived.test.ts": 11,
-  "tools.test.ts": 10,
-  "budget.test.ts": 9,
-  "escape-after-exit.test.ts": 9,
-  "flood.test.ts": 8,
-  "process-table.test.ts": 7,
-  "watchdog.test.ts": 7,
-}
 
 export const NEWEST_OPENCODE = TESTED_OPENCODE[TESTED_OPENCODE.length - 1] as string
 export const OLDEST_OPENCODE = TESTED_OPENCODE[0] as string
@@ -105,7 +92,7 @@ function jobs(filters: string[]): Job[] {
 
 /** The unit files dealt into UNIT_JOBS jobs of about equal time: the longest file first, to the least loaded job. */
 function unitJobs(files: string[]): Job[] {
-  const seconds = (file: string) => SLOW_UNIT_FILES[file.split("/").pop() ?? ""] ?? UNIT_FILE_SECONDS
+  const seconds = (file: string) => expectedSeconds(file, UNIT_FILE_SECONDS)
   const out = Array.from({ length: Math.min(UNIT_JOBS, files.length) }, (_, i) => ({
     name: `packages/opencode-monitor (unit ${i + 1})`,
     files: [] as string[],
@@ -119,10 +106,10 @@ function unitJobs(files: string[]): Job[] {
   return out
 }
 
-/** A live file's `// test-runner: about N s`, else SHORT_SECONDS. */
-function expectedSeconds(file: string): number {
+/** A file's `// test-runner: about N s`, else `otherwise`. */
+function expectedSeconds(file: string, otherwise = SHORT_SECONDS): number {
   const said = readFileSync(file, "utf8").match(/^\/\/ test-runner: about (\d+) s\b/m)
-  return said ? Number(said[1]) : SHORT_SECONDS
+  return said ? Number(said[1]) : otherwise
 }
 
 async function run(job: Job): Promise<Result> {

@@ -1,3 +1,4 @@
+// test-runner: about 8 s (scripts/test.ts deals the unit files into two jobs by it)
 import { describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import type { MonitorInfo } from "../src/manager"

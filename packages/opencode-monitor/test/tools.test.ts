@@ -1,3 +1,4 @@
+// test-runner: about 10 s (scripts/test.ts deals the unit files into two jobs by it)
 import { afterEach, describe, expect, test } from "bun:test"
 import { mkdtempSync } from "node:fs"
 import { tmpdir } from "node:os"
