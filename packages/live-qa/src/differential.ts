@@ -9,7 +9,7 @@ import type { MonitorQA } from "./monitor-qa.ts"
 import { replyPermission } from "./scenario.ts"
 import { lastMessage, messageText, type Script } from "./scripted-model.ts"
 import type { PartView } from "./session-messages.ts"
-import { getMessages, waitFor, waitForIdle } from "./timeline.ts"
+import { getMessages, type TimedEvent, waitFor, waitForIdle } from "./timeline.ts"
 
 const OPEN = "DIFF-COMMANDS "
 const CLOSE = "\nEND-DIFF-COMMANDS"
@@ -51,17 +51,28 @@ export type CallOutcome = {
 }
 export type DiffRow = { command: string; sessionID: string; bash: CallOutcome; monitor: CallOutcome }
 
+/**
+ * Each call gives the events recorded since the call before: events are only appended, so each is
+ * looked at once and a long run does not rescan thousands.
+ */
+function newEvents(qa: MonitorQA): () => TimedEvent[] {
+  let next = 0
+  return () => {
+    const fresh = qa.timeline.events.slice(next)
+    next += fresh.length
+    return fresh
+  }
+}
+
 /** Answers every permission request of the server "once" until stopped; returns the stopper. */
 export function autoReplyOnce(qa: MonitorQA): () => void {
   let running = true
-  // Events are only appended: each is looked at once, so a long run does not rescan thousands.
-  let next = 0
+  const fresh = newEvents(qa)
   const loop = async () => {
     while (running) {
-      for (; next < qa.timeline.events.length; next++) {
-        const event = qa.timeline.events[next]
-        const id = event?.properties.id
-        if (event?.type !== "permission.asked" || typeof id !== "string") continue
+      for (const event of fresh()) {
+        const id = event.properties.id
+        if (event.type !== "permission.asked" || typeof id !== "string") continue
         await replyPermission(qa, id, "once").catch(() => undefined)
       }
       await new Promise((resolve) => setTimeout(resolve, 25))
@@ -76,11 +87,10 @@ export function autoReplyOnce(qa: MonitorQA): () => void {
 /** The callIDs of the session's tool calls that finished (completed or error), as the bus reported them. */
 function finishedCalls(qa: MonitorQA, sessionID: string): () => number {
   const finished = new Set<string>()
-  let next = 0
+  const fresh = newEvents(qa)
   return () => {
-    for (; next < qa.timeline.events.length; next++) {
-      const event = qa.timeline.events[next]
-      if (event?.type !== "message.part.updated" || event.sessionID !== sessionID) continue
+    for (const event of fresh()) {
+      if (event.type !== "message.part.updated" || event.sessionID !== sessionID) continue
       const part = event.properties.part as PartView | undefined
       const status = part?.state?.status
       if (part?.type === "tool" && part.callID && (status === "completed" || status === "error"))
