@@ -1,5 +1,5 @@
 /**
- * Issue 13 figures: `bun packages/bench/src/bounds.ts [memory] [flood] [stop] [escape]` (all when
+ * Bounds figures: `bun packages/bench/src/bounds.ts [memory] [flood] [stop] [escape]` (all when
  * none is named). Prints one markdown table; each row says what it measured and its baseline,
  * taken in the same run.
  */
@@ -13,7 +13,7 @@ import type { OutputBatch } from "../../opencode-monitor/src/pipeline/batcher"
 import { StallMeter } from "./stall-meter.ts"
 
 // OMO_SRC=<path to another checkout's packages/opencode-monitor/src> measures that build instead
-// (how the "before" figures of BENCHMARKS.md were taken, from the commit before issue 13).
+// (how the "before" figures of BENCHMARKS.md were taken, from eb4c8ba, before the bounds).
 const src = process.env.OMO_SRC
   ? join(process.cwd(), process.env.OMO_SRC)
   : join(import.meta.dir, "../../opencode-monitor/src")
@@ -59,7 +59,7 @@ function pidsWith(marker: string): number[] {
     .map((r) => Number(r.trim().split(/\s+/)[0]))
 }
 
-/** The liveness check before issue 13: every /proc entry read, synchronously, per call. */
+/** The old liveness check (eb4c8ba): every /proc entry read, synchronously, per call. */
 function liveGroupMembers(pgid: number): number[] {
   const members: number[] = []
   for (const entry of readdirSync("/proc")) {
@@ -120,7 +120,7 @@ async function flood(): Promise<void> {
       "\\f flood envelope",
       `2 lines of 8191 \\f + 1 line "x\\f"×8190, batch_max_bytes ${batchMax}`,
       `largest ${largest} B, ${envelopes.length} envelope(s), ${rowsTotal} rows`,
-      "before the fix (issue 13 repro): one 256 KB envelope of 16,394 rows for the first 16 KB",
+      "before the fix: one 256 KB envelope of 16,394 rows for the first 16 KB",
       `≤ ${batchMax + header} B (batch_max_bytes + ${header} B header)`,
       largest <= batchMax + header ? "yes" : "**NO**",
     )

@@ -1,5 +1,5 @@
 /**
- * Observation budget (issue 14), live: what a chatty monitor (10 request lines a second) injects
+ * Observation budget, live: what a chatty monitor (10 request lines a second) injects
  * into an IDLE session, with the budget effectively off and with the default budget, for one and
  * for three monitors in one session. Measured over a few minutes on real `opencode serve`s (one
  * per side, both at once), then extrapolated to an hour.

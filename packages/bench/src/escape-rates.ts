@@ -1,5 +1,5 @@
 /**
- * Escape rates (issue 26): how often a child that left the monitor's process group outlives
+ * Escape rates: how often a child that left the monitor's process group outlives
  * `monitor_stop`, per escape shape, over N runs, with the process table forced to one back end.
  *
  *   bun packages/bench/src/escape-rates.ts --table=proc|ps [--runs=100] [--jobs=4] [--shape=setsid]

@@ -19,7 +19,7 @@ const { defaultMonitorConfig } = (await import(
 const { MonitorManager } = (await import(
   join(PLUGIN_SRC, "manager.ts")
 )) as typeof import("../../opencode-monitor/src/manager.ts")
-// Builds before the redesign (issue 24) have no start request: their manager takes the fields.
+// Builds before the redesign (33d736e) have no start request: their manager takes the fields.
 const startRequest = existsSync(join(PLUGIN_SRC, "start-request.ts"))
   ? ((await import(
       join(PLUGIN_SRC, "start-request.ts")
@@ -83,7 +83,7 @@ const SESSION = "ses_bench"
 /**
  * Baseline: runs `sh -c command` the way the plugin spawns it (own process group, stdin closed,
  * both pipes read through node:child_process 'data' events) and counts the bytes and the newlines.
- * `bare`: counts the bytes only (`lines` is NaN): the bare drain issue 28's ratios are taken against.
+ * `bare`: counts the bytes only (`lines` is NaN): the bare drain every ratio is taken against.
  */
 export function drain(command: string, options: { stopAfterMs?: number; bare?: boolean } = {}): Promise<RunResult> {
   const stall = new StallMeter().start()
@@ -249,7 +249,7 @@ async function serverPath(config: MonitorConfig): Promise<(batch: OutputBatch, m
     join(PLUGIN_SRC, "scheduler.ts")
   )) as typeof import("../../opencode-monitor/src/scheduler.ts")
   let forwarded = 0
-  // Builds before the redesign (issue 24) asked `matchWakeLeft` of the budget's deps and took the
+  // Builds before the redesign (33d736e) asked `matchWakeLeft` of the budget's deps and took the
   // monitor's fields as arguments; a `--before` run may measure one of them.
   const deps = { scheduler, forward: () => void forwarded++, matchWakeLeft: () => true }
   const budget = new ObservationBudget(

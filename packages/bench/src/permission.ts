@@ -1,5 +1,5 @@
 /**
- * What permission parity costs (issue 10): the latency monitor_start adds to parse a command and
+ * What permission parity costs: the latency monitor_start adds to parse a command and
  * work out its permission questions, over CALLS calls in a fresh process (the first call loads
  * web-tree-sitter and the grammar), against the cost monitor_start already has — spawning the
  * shell — measured in the same run; and that loading the plugin does not load the parser.

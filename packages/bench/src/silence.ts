@@ -8,7 +8,7 @@ const SILENCE_MS = 1_000
 const TARGET = 0.95
 
 /**
- * Issue 25: `wake_on_silence_ms` must cost a chatty monitor nothing that shows (output only stamps
+ * `wake_on_silence_ms` must cost a chatty monitor nothing that shows (output only stamps
  * a time; one timer per silence period). The same stream runs through MonitorManager with and
  * without it, interleaved per repetition (the order alternates): once as `cat` writes it (64 KiB
  * chunks), once written one line per write (`awk` with fflush), where the per-chunk work is
@@ -66,7 +66,7 @@ export async function benchSilence(plan: Plan): Promise<Row[]> {
     const on = runs.get(`${stream.id}:on`) ?? []
     const ratio = rate(`${stream.id}:on`) / rate(`${stream.id}:off`)
     rows.push({
-      bench: "silence (issue 25)",
+      bench: "silence",
       case: `wake_on_silence_ms ${SILENCE_MS} vs none, ${stream.what}`,
       figure: `${formatBytesPerSecond(rate(`${stream.id}:on`))}, ${formatCount(median(on.map((r) => r.lines / (r.ms / 1000))))} lines/s`,
       baseline: `${formatBytesPerSecond(rate(`${stream.id}:off`))} (same stream, no wake_on_silence_ms)`,

@@ -1,5 +1,5 @@
 /**
- * Bench 6: the cost of the restart-safe state record (issue 20) on the server's event loop. The
+ * `--only=state`: the cost of the restart-safe state record on the server's event loop. The
  * writer replaces its file synchronously (temp + rename) at most ~4 times a second; this measures
  * one such flush for a typical record and for the largest record the bounds allow, against the
  * bare atomic replace of a one-byte file in the same folder, same run.

@@ -25,9 +25,9 @@ type Variant = {
   mode: "drain" | "monitor"
   pattern?: string
   serverPath?: boolean
-  /** Target on CPU-seconds per GB, as a multiple of the bare drain's (issue 28). */
+  /** Target on CPU-seconds per GB, as a multiple of the bare drain's. */
   cpuTarget?: number
-  /** A drain that counts bytes only: the baseline of every ratio (issue 28's "bare drain"). */
+  /** A drain that counts bytes only (the "bare drain"): the baseline of every ratio. */
   bare?: boolean
   /** Another `output_cpu_share` than the default; such a variant runs for this build only. */
   outputCpuShare?: number
@@ -209,7 +209,7 @@ function timedRow(list: Measured[], key: string, src: string | undefined) {
  * fresh process that first reads the same stream once, unmeasured: what is measured is the steady
  * state of a flood that goes on (the JIT has compiled the hot code, as it has in a server a
  * runaway printer has kept busy for a while), not a cold start. The
- * baseline of every ratio is the bare drain, which counts bytes only (issue 28's yardstick); a drain
+ * baseline of every ratio is the bare drain, which counts bytes only; a drain
  * that also counts newlines, the least any line reader does, is a second, informative reference.
  * Every run is a fresh process. CPU-seconds per GB of the process reading the pipe is the stable
  * figure on a shared machine; MB/s is given too, as a ratio to the bare drain of the same run. Both are

@@ -16,7 +16,7 @@ const VARIANTS: Variant[] = [
 ]
 
 /**
- * Issue 18: a `wake_pattern` must cost the pipeline no more than a `match_pattern` of the same
+ * A `wake_pattern` must cost the pipeline no more than a `match_pattern` of the same
  * shape. The mixed stream of benchmark 1 runs through MonitorManager with no pattern, with each
  * pattern as match_pattern, as wake_pattern, and as both, interleaved per repetition (the order
  * rotates); every ratio is against a baseline from the same run.
@@ -60,7 +60,7 @@ export async function benchWake(plan: Plan): Promise<Row[]> {
   const row = (key: string, what: string, baseKey: string, baseName: string, extra: Partial<Row> = {}): Row => {
     const results = runs.get(key) ?? []
     return {
-      bench: "wake (issue 18)",
+      bench: "wake",
       case: what,
       figure: `${formatBytesPerSecond(rate(key))}, ${formatCount(median(results.map((r) => r.lines / (r.ms / 1000))))} lines/s`,
       baseline: `${formatBytesPerSecond(rate(baseKey))} (${baseName})`,
@@ -95,7 +95,7 @@ export async function benchWake(plan: Plan): Promise<Row[]> {
         },
       ),
     )
-    // Since issue 28 a match_pattern's unmatched lines are not delivered, while wake_pattern alone
+    // A match_pattern's unmatched lines are not delivered, while wake_pattern alone
     // delivers every line: what the wake check adds shows against a run that delivers them all too.
     rows.push(
       row(`wake:${shape}`, `wake_pattern ${name} vs no pattern (both deliver every line)`, "none", "no pattern"),

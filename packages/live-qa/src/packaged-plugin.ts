@@ -103,7 +103,7 @@ export function installedPackage(cacheHome: string, name: string): { specDir: st
 export interface Footprint {
   bytes: number
   files: number
-  /** Bytes of `.wasm` files (the shell grammar allowance of SPEC §13). */
+  /** Bytes of `.wasm` files (the shell grammar, allowed on top). */
   wasmBytes: number
 }
 

@@ -1,5 +1,5 @@
 /**
- * The plugin's on-disk state records (restart-safe, issue 20) as the live scenarios read them: one
+ * The plugin's on-disk state records (kept across restarts) as the live scenarios read them: one
  * data dir shared by the servers of a restart scenario, and the records in its state folder.
  */
 import { existsSync, readdirSync, readFileSync } from "node:fs"

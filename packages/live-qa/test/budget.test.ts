@@ -1,6 +1,6 @@
 // test-runner: about 130 s (scripts/test.ts starts the longest first)
 /**
- * Scenario: the observation budget (SPEC §14) on a real opencode serve, idle session.
+ * Scenario: the observation budget on a real opencode serve, idle session.
  * 1. A dev server logging 10 lines a second for 5 minutes injects no more than the documented
  *    budget; the exit wake still comes with its last lines; monitor_output returns held-back lines.
  * 2. One ERROR line among 3 000 ordinary lines printed at once reaches the session.

@@ -1,6 +1,6 @@
 // test-runner: about 175 s (scripts/test.ts starts the longest first)
 /**
- * Issue 12: delivery under faults, against a real opencode serve. The plugin runs through a
+ * Delivery under faults, against a real opencode serve. The plugin runs through a
  * test-only entry (src/fault-plugin.ts) that injects faults into its real session API: refused
  * sends, resets after the server accepted (ambiguous), timeouts (with and without the request
  * landing late), slow answers of 2–4 s, failing and slow history, status and parent reads, in a

@@ -1,6 +1,6 @@
 // test-runner: about 90 s (scripts/test.ts starts the longest first)
 /**
- * Issue 13: a daemon that double-forks out of the monitor's process group and session is stopped
+ * Escapees: a daemon that double-forks out of the monitor's process group and session is stopped
  * with the monitor in a real opencode serve, (a) when the session is deleted and (b) when the
  * server is SIGKILLed (only the plugin's watchdog is left to act). Each case starts a monitor
  * whose command daemonizes a `sleep` through a classic double fork (the middle process exits at

@@ -1,5 +1,5 @@
 /**
- * The load-time check of opencode's API, live (issue 27): the real entry behind a wrapper that hides
+ * The load-time check of opencode's API, live: the real entry behind a wrapper that hides
  * `client.session.status` from opencode's plugin input (src/hidden-api-plugin.ts). No monitor tool
  * reaches the model, the server log and a toast name the missing API and the tested releases, and
  * opencode keeps working.

@@ -1,6 +1,6 @@
 // test-runner: about 90 s (scripts/test.ts starts the longest first)
 /**
- * Issue 12, identity: a `plan` session on mock/m2, then 200+ observations (far more than the 60
+ * A wake keeps the identity: a `plan` session on mock/m2, then 200+ observations (beyond the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on
  * mock/m2: the identity of the person's message is kept however far back it is. Each line is printed
  * once the one before it was delivered, so each is its own observation on any machine, as fast as

@@ -27,7 +27,7 @@ import {
 import { waitFor } from "../src/wait.ts"
 
 const UNPUBLISHED = "opencode-monitor-unpublished-qa"
-// SPEC §13: our code and its libraries, plus the shell grammar's wasm files on top.
+// Our code and libraries (docs/install.md); the shell grammar's wasm files on top.
 const FOOTPRINT_LIMIT_BYTES = 2_000_000
 
 let qa: MonitorQA | undefined

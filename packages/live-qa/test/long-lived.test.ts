@@ -1,6 +1,6 @@
 // test-runner: about 55 s (scripts/test.ts starts the longest first)
 /**
- * Issue 25 (SPEC §15), long-lived jobs, against one real opencode serve and the scripted agent:
+ * Jobs never meant to end, against one real opencode serve and the scripted agent:
  * (1) a hung command with wake_on_silence_ms wakes its session once, Status running, while the
  *     process lives; a chatty monitor in the same session never wakes for silence;
  * (2) a subagent's silence wake reaches the root session, naming the child;

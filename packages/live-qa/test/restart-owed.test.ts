@@ -1,6 +1,6 @@
 // test-runner: about 50 s (scripts/test.ts starts the longest first)
 /**
- * Restart-safe, the exit notice still owed (issue 20): a monitor exits while its session is busy
+ * Restart-safe, the exit notice still owed: a monitor exits while its session is busy
  * (a long bash call), so its exit notice waits in the queue; the server is SIGKILLed before it
  * could be sent. The next server on the same data delivers that notice with the status the
  * command really ended with (`exited (code=3)`), not `lost`, and the agent reports it; the turn

@@ -1,6 +1,6 @@
 // test-runner: about 50 s (scripts/test.ts starts the longest first)
 /**
- * Restart-safe, two servers at once (issue 20): after a crash, two `opencode serve` processes start
+ * Restart-safe, two servers at once: after a crash, two `opencode serve` processes start
  * together on the same data dir. Both load the plugin and look at the dead server's record; the
  * claim (an atomic rename) lets exactly one of them report the lost monitor. Takes 40–90 s.
  */

@@ -1,6 +1,6 @@
 // test-runner: about 60 s (scripts/test.ts starts the longest first)
 /**
- * Restart-safe (issue 20, SPEC §12) against real `opencode serve` processes on ONE data dir: a
+ * Restart-safe against real `opencode serve` processes on ONE data dir: a
  * monitor runs, the server is SIGKILLed (its process group, as a crash), the watchdog ends the
  * monitored process, a new server starts on the same data and, after one request, the session
  * gets a `Status: lost` wake and a REPORT turn. A third server on the same data reports nothing

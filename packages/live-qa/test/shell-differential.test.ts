@@ -1,6 +1,6 @@
 // test-runner: about 55 s (scripts/test.ts starts the longest first)
 /**
- * Shell parity (issue 11): a command that works with opencode's bash tool works with
+ * Shell parity: a command that works with opencode's bash tool works with
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model
  * gives the same string to `bash` and to `monitor_start` in one step; the output lines and exit
  * status seen through the monitor (its envelopes) must equal what the bash tool returned — with

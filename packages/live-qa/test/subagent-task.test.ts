@@ -1,6 +1,6 @@
 // test-runner: about 115 s (scripts/test.ts starts the longest first)
 /**
- * Issue 17, through opencode's real `task` tool: the scripted model plays the root agent, which
+ * Subagents, through opencode's real `task` tool: the scripted model plays the root, which
  * delegates to a `general` subagent, and the subagent, which starts a monitor and returns.
  * - default: the exit notice wakes the ROOT (attributed with `subagent_session:` and the label),
  *   one REPORT turn there, nothing reply-wanting in the child;

@@ -1,6 +1,6 @@
 // test-runner: about 190 s (scripts/test.ts starts the longest first)
 /**
- * The TUI part installed as users install it (issue 27): both parts listed in opencode.json and
+ * The TUI part installed as users install it: both parts listed in opencode.json and
  * tui.json by name from a local registry (verdaccio on 127.0.0.1), and as `opencode-monitor@file:<tgz>`.
  * By name the sidebar shows the monitor. From a tarball opencode 1.18 installs the TUI part but cannot
  * load it; the server part says so (log and toast) and names what to write instead: the TUI part's

@@ -1,6 +1,6 @@
 // test-runner: about 65 s (scripts/test.ts starts the longest first)
 /**
- * The person's-eye view (issue 19): a real `opencode` TUI under tmux with the LOCAL server part
+ * The person's-eye view: a real `opencode` TUI under tmux with the LOCAL server part
  * (opencode.json) and the LOCAL TUI part (tui.json), driven by the scripted model. The sidebar
  * shows a monitor's label, `running`, its last line as it changes, then `exited (code=3)`; the
  * "Monitors" palette command opens the dialog, and stopping a second, long-running monitor from

@@ -1,6 +1,6 @@
 // test-runner: about 135 s (scripts/test.ts starts the longest first)
 /**
- * Issue 18, wake on a matching line, against a real opencode serve and the scripted agent:
+ * Wake on a matching line, against a real opencode serve and the scripted agent:
  * (1) a dev server's readiness line wakes the session once while it keeps running; after the
  *     agent stops it nothing more comes; a run that exits by itself after the line wakes once more
  *     with the exit status;

@@ -1,6 +1,6 @@
 // test-runner: about 50 s (scripts/test.ts starts the longest first)
 /**
- * Issue 18, scenario 4: a wake_pattern match in a monitor a subagent (child session) started.
+ * Match wake, subagent: a wake_pattern match in a monitor a subagent (child session) started.
  * The child is never woken by it: it gets the line as an observation either way. With
  * subagent_wake "off" nothing reaches the root session; by default ("parent") the match wake is
  * routed to the root session like an exit notice, naming the child, and the root's agent answers

@@ -7,7 +7,7 @@ import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
 import { setupInjector } from "./support/injector-setup"
 
-// Issue 12, findings 1–3: delivery when the server fails, and the identity of a wake.
+// Delivery when the server fails, and the identity of a wake.
 const S = "ses_faults"
 const PLAN = { agent: "plan", model: { providerID: "mock", modelID: "m-plan" } }
 
@@ -29,7 +29,7 @@ function setup(options: Partial<InjectorOptions> = {}) {
   return { ...base, wake }
 }
 
-describe("finding 1: no duplicate wake after an ambiguous failure", () => {
+describe("no duplicate wake after an ambiguous failure", () => {
   test("a forced wake whose send was ambiguous is not sent again while the history cannot be read", async () => {
     const { api, injector, advance, wake } = setup({ maxActiveDeferMs: 1_000 })
     api.busy[S] = "busy"
@@ -58,7 +58,7 @@ describe("finding 1: no duplicate wake after an ambiguous failure", () => {
   })
 })
 
-describe("finding 2: a wake is not abandoned after a short outage", () => {
+describe("a wake is not abandoned after a short outage", () => {
   test("a forced wake survives a minute of failed sends, retried no faster than pending_retry_ms", async () => {
     const { api, injector, advance, wake, gaveUp } = setup({ maxActiveDeferMs: 1_000 })
     api.busy[S] = "busy"
@@ -118,7 +118,7 @@ describe("a wake that cannot be delivered for 30 minutes", () => {
   })
 })
 
-describe("finding 3: the wake keeps the agent and model however far back the person's message is", () => {
+describe("the wake keeps the agent and model however far back the person's message is", () => {
   for (const observations of [200, 1_000]) {
     test(`the latest real user message is found behind ${observations} observations, with an idle queue in between`, async () => {
       const { api, advance, wake } = setup()

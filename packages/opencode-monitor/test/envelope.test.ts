@@ -45,7 +45,7 @@ describe("formatMonitorBatch", () => {
     expect(held).toContain(`[stderr seq=9] ${long}\n`)
   })
 
-  test("writes the exact envelope of SPEC §3", () => {
+  test("writes the exact documented envelope", () => {
     expect(formatMonitorBatch({ batch: batch(), label: "qa-build" })).toBe(
       [
         "[OMO MONITOR OUTPUT]",

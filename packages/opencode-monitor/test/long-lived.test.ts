@@ -13,7 +13,7 @@ import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { startMonitor } from "./support/start"
 import { type AskCall, toolContext } from "./support/tool-context"
 
-// Issue 25 (SPEC §15): jobs that are never meant to end.
+// Jobs never meant to end: dev servers and watchers.
 const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
 const managers: MonitorManager[] = []
 const instances: MonitorPluginInstance[] = []

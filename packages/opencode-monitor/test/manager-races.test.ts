@@ -11,7 +11,7 @@ import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { startMonitor } from "./support/start"
 import { toolContext } from "./support/tool-context"
 
-// Issue 12, finding 4: races around start, stop and supervision, with real processes.
+// Races around start, stop and supervision, with real processes.
 const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
 const managers: MonitorManager[] = []
 const instances: MonitorPluginInstance[] = []

@@ -256,7 +256,7 @@ describe("silence wake delivery", () => {
   })
 })
 
-describe("silence wake routing (SPEC §5)", () => {
+describe("silence wake routing", () => {
   const b = silenceBatch(3)
   test("a subagent's silence wake goes to the root only, naming the child", () => {
     expect(routeBatch({ kind: "subagent", parentID: "p", rootID: "root" }, "child", b, "parent")).toEqual([
@@ -269,7 +269,7 @@ describe("silence wake routing (SPEC §5)", () => {
   })
 })
 
-describe("silence wake and the observation budget (SPEC §14)", () => {
+describe("silence wake and the observation budget", () => {
   test("a silence wake is never held back, even with observations off and no wake_pattern", () => {
     const scheduler = new FakeScheduler()
     const forwarded: { batch: OutputBatch; wake: boolean }[] = []

@@ -675,7 +675,7 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
 })
 
 describe("the plugin reports lost monitors as it loads", () => {
-  test("a person's stop still queued when the server died stays an observation after the restart (issue 24)", async () => {
+  test("a person's stop still queued when the server died stays an observation after the restart", async () => {
     const root = mkdtempSync(join(tmpdir(), "omo-recovery-"))
     roots.push(root)
     const env = { ...process.env, XDG_STATE_HOME: root }

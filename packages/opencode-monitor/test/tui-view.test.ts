@@ -230,7 +230,7 @@ describe("the monitor detail", () => {
     expect(texts.slice(-3)).toEqual(["[stdout seq=1] one", "[stderr seq=2] two bold", "[stdout seq=3] three"])
   })
 
-  test("the detail view of a running monitor shows its deadline, or that it has none (SPEC §15)", () => {
+  test("the detail view of a running monitor shows its deadline, or that it has none", () => {
     const none = detailRows(monitor(), 9_000, 80).map((r) => r.text)
     expect(none).toContain("Deadline: none (runs until it exits or is stopped)")
     const bounded = detailRows(monitor({ deadlineAt: 61_000 }), 9_000, 80).map((r) => r.text)
