@@ -40,7 +40,7 @@ export const OLDEST_OPENCODE = TESTED_OPENCODE[0] as string
 /**
  * The core run again on the oldest tested release: the exit wake, install by name from the local
  * registry (the only route opencode's version gate applies to), and the TUI. The rest of the live
- * files run on the newest only, which keeps `npm test` within its 8 minutes on 2 cores; a release
+ * files run on the newest only, which keeps `npm test` short; a release
  * added to TESTED_OPENCODE gets one full `OPENCODE_VERSION=<release> npm run test:live` first.
  */
 export const CORE_ON_OLDEST = [

@@ -15,13 +15,30 @@ import { waitFor } from "./wait.ts"
 
 export const README_PATH = resolve(import.meta.dir, "../../../README.md")
 
-/** The first JSON block of a README's "## Install into opencode" section, verbatim. */
-export function installBlock(readme: string): string {
+/** The JSON blocks of a README's "## Install into opencode" section, verbatim, in order. */
+function installBlocks(readme: string): string[] {
   const start = readme.indexOf("## Install into opencode")
   if (start < 0) throw new Error('the README has no "## Install into opencode" section')
-  const block = readme.slice(start).match(/```json\n([\s\S]*?)```/)
-  if (!block?.[1]) throw new Error('the README\'s "## Install into opencode" section has no ```json block')
-  return block[1]
+  const end = readme.indexOf("\n## ", start + 1)
+  const section = readme.slice(start, end < 0 ? undefined : end)
+  return [...section.matchAll(/```json\n([\s\S]*?)```/g)].map((block) => block[1] as string)
+}
+
+/** The first JSON block of a README's "## Install into opencode" section (opencode.json), verbatim. */
+export function installBlock(readme: string): string {
+  const [block] = installBlocks(readme)
+  if (!block) throw new Error('the README\'s "## Install into opencode" section has no ```json block')
+  return block
+}
+
+/** The plugin list of the README's second install block, the one for tui.json. */
+export function readmeTuiPlugins(readme = readFileSync(README_PATH, "utf8")): string[] {
+  const block = installBlocks(readme)[1]
+  if (!block) throw new Error('the README\'s "## Install into opencode" section has no second ```json block (tui.json)')
+  const plugins = (JSON.parse(block) as { plugin?: unknown }).plugin
+  if (!Array.isArray(plugins) || !plugins.every((entry) => typeof entry === "string"))
+    throw new Error(`the README's tui.json block has no list of plugin names: ${block}`)
+  return plugins
 }
 
 /** The plugin entry of the README's install line, as [spec, options]. */

@@ -16,7 +16,7 @@ import { join } from "node:path"
 import { freePort } from "../src/free-port.ts"
 import { type LocalRegistry, packPlugin, startLocalRegistry } from "../src/local-registry.ts"
 import { monitorAgent } from "../src/monitor-agent.ts"
-import { readmeInstallEntry } from "../src/packaged-plugin.ts"
+import { readmeInstallEntry, readmeTuiPlugins } from "../src/packaged-plugin.ts"
 import { type ScriptedModel, startScriptedModel } from "../src/scripted-model.ts"
 import { hasTmux, sidebarOf, startTui, TUI_PLUGIN_PATH, type TuiDriver } from "../src/tui-driver.ts"
 import { sleep } from "../src/wait.ts"
@@ -48,14 +48,14 @@ function tempDir(prefix: string): string {
 
 const sidebarShows = (screen: string, text: string) => sidebarOf(screen).includes(text)
 
-/** Starts a TUI with both parts from `server` and `tuiPlugin`, the build prompt, and the registry setting. */
-async function start(server: string, tuiPlugin: string, npmrc: string): Promise<TuiDriver> {
+/** Starts a TUI with the server part from `server`, tui.json's `tuiPlugins`, the build prompt, and the registry setting. */
+async function start(server: string, tuiPlugins: string[], npmrc: string): Promise<TuiDriver> {
   model = startScriptedModel(monitorAgent())
   const [, options] = readmeInstallEntry()
   tui = await startTui({
     modelBaseURL: model.baseURL,
     plugins: [[server, options]],
-    tuiPlugins: [tuiPlugin],
+    tuiPlugins,
     permission: { bash: "allow" },
     prepare: (dirs) => writeFileSync(join(dirs.home, ".npmrc"), npmrc),
     args: ["--prompt", PROMPT],
@@ -96,12 +96,13 @@ async function expectSidebar(driver: TuiDriver): Promise<string> {
   )
 }
 
-test('by name: tui.json\'s "opencode-monitor" from the registry shows the monitor in the sidebar', async () => {
+test("by name: the README's tui.json from the registry shows the monitor in the sidebar", async () => {
   expect(hasTmux(), "tmux is missing: apt-get install -y tmux").toBe(true)
   const tarball = await packPlugin(tempDir("oc-pack-"))
   registry = await startLocalRegistry()
   registry.publish(tarball)
-  const driver = await start("opencode-monitor", "opencode-monitor", registry.npmrc())
+  // tui.json holds the README's block verbatim: the line a person copies is the line tested.
+  const driver = await start("opencode-monitor", readmeTuiPlugins(), registry.npmrc())
   const ended = await expectSidebar(driver)
   console.log(`[tui by name] sidebar:\n${sidebarOf(ended)}`)
   expect(registry.logs.map((l) => l.text).join("\n")).toContain("GET /opencode-monitor/-/opencode-monitor-0.1.0.tgz")
@@ -113,7 +114,7 @@ test("from a tarball: opencode-monitor@file: in tui.json is reported with what t
   // Nothing listens there: the tarball needs no registry.
   const npmrc = `registry=http://127.0.0.1:${await freePort()}/\n`
   const spec = `opencode-monitor@file:${tarball}`
-  const driver = await start(spec, spec, npmrc)
+  const driver = await start(spec, [spec], npmrc)
 
   // The person is told, on screen and in the log; the server part runs (the session wakes on the exit)
   // while the sidebar never shows the monitor.

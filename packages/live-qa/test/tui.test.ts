@@ -185,6 +185,8 @@ test("the person sees monitors in the sidebar and stops one from the Monitors di
   await sleep(3_000)
   expect(model.scripted().length).toBe(requestsBeforeStop)
   keep("final", driver.capture())
+  // The envelopes (observations, the exit notice, the stop) are synthetic parts: the person sees none.
+  for (const { label, screen } of screens) expect(`${label}: ${screen}`).not.toContain("OMO MONITOR OUTPUT")
 
   const evidence = process.env.TUI_EVIDENCE_DIR
   if (evidence) {

@@ -44,6 +44,14 @@ describe("the plugin module", () => {
     await hooks.dispose?.()
   })
 
+  test('without an options object (`"plugin": ["opencode-monitor"]`) the five tools are registered, nothing said', async () => {
+    const { client, calls } = recordingClient()
+    const hooks = await plugin.server(input(client), undefined)
+    expect(Object.keys(hooks.tool ?? {})).toHaveLength(5)
+    expect(calls).toEqual([])
+    await hooks.dispose?.()
+  })
+
   test("an invalid option registers no tools, and the log and a toast name the key, the bound and the value", async () => {
     const { client, calls } = recordingClient()
     const hooks = await plugin.server(input(client), { max_monitors_per_session: 99, flush_interval_ms: 5 })
