@@ -140,7 +140,10 @@ describe("escapes after a natural exit", () => {
           // procps ends the daemon's row at 128 KiB, before the token: never a clean `exited (code=0)`.
           expect(daemon).toHaveLength(1)
           expect(status.unsearched).toContain(daemon[0] as number)
-          expect(formatStatus(status)).toContain(`could not read the whole environment of pid ${daemon[0]}`)
+          // Under load the leader and `env`, whose rows are as long, may still be there and listed too.
+          expect(formatStatus(status)).toMatch(
+            new RegExp(`could not read the whole environment of pid (\\d+, )*${daemon[0]}\\b`),
+          )
         }
       } finally {
         await m.shutdown()

@@ -676,25 +676,3 @@ describe("an orphan still in the command's session (/proc)", () => {
     }
   })
 })
-
-describe("what still escapes (/proc)", () => {
-  // The limit the README and the security page state: a double fork through `env -i` leaves the
-  // session, the group, the tree and the token behind before any tracking tick sees it.
-  const daemon = (marker: string) =>
-    `setsid sh -c 'env -i sh -c "sleep 1000; : ${marker}" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000`
-
-  test("a double fork through env -i outlives the stop", async () => {
-    const marker = uniqueMarker("escape_env_i")
-    const { m, collector } = manager({}, createProcessTable("proc"))
-    try {
-      const info = await start(m, daemon(marker))
-      expect(await waitFor(() => liveProcesses(marker).length > 1, 3_000)).toBe(true)
-      await m.stop("s1", info.id, "agent")
-      expect((await collector.whenEnded(info.id)).status).toEqual({ kind: "stopped", signal: "SIGTERM" })
-      // The leader (its command line names the marker too) is gone; the daemon is not.
-      expect(await waitFor(() => liveProcesses(marker).length === 1, 3_000)).toBe(true)
-    } finally {
-      cleanUp(marker)
-    }
-  })
-})
