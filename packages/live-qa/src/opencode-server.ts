@@ -14,6 +14,7 @@ import {
   opencodeBinary,
   removeIsolatedDirs,
 } from "./isolated-env.ts"
+import { serverActivity } from "./wait.ts"
 import { crashGroup, type GroupProcess, type KillReport, killGroup, type LogLine, spawnGroup } from "./process-group.ts"
 
 export type { LogLine } from "./process-group.ts"
@@ -163,6 +164,8 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
   ]
   const spawnedAt = Date.now()
   const child = spawnGroup(cmd, dirs.project, isolatedEnv(dirs, opts.env))
+  // A log line is a sign of change: a test waiting on this server looks again (see waitFor).
+  child.onLine(() => serverActivity())
 
   let listening: LogLine
   try {

@@ -3,10 +3,10 @@
  * assert on order and timing and print a readable story when it fails.
  */
 import { type BusEvent, readEvents } from "./event-stream.ts"
-import { waitFor } from "./wait.ts"
+import { serverActivity, waitFor } from "./wait.ts"
 
 export type { BusEvent } from "./event-stream.ts"
-export { sleep, waitFor, waitForIdle } from "./wait.ts"
+export { serverActivity, sleep, waitFor, waitForIdle } from "./wait.ts"
 
 export const DEFAULT_EVENT_TYPES = [
   "session.status",
@@ -72,6 +72,7 @@ export async function startTimeline(
 
   const reading = readEvents(server.url, server.directory, controller.signal, (event) => {
     if (event.type === "server.connected") connected = true
+    serverActivity()
     if (keep !== "all" && !keep.includes(event.type)) return
     events.push({ ...event, at: Date.now(), sessionID: eventSessionID(event) })
   }).catch((err: unknown) => {

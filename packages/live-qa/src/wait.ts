@@ -6,9 +6,34 @@ import type { OpencodeClient } from "@opencode-ai/sdk"
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms))
 
+// A look that asks a server (a predicate that returns a promise) costs opencode several ms of CPU:
+// polled every 50 ms through a whole suite, such looks cost more than the scenarios themselves.
+// Between looks, an asynchronous predicate waits for a sign that something changed (a bus event,
+// a server log line), and looks again at the latest after QUIET_LOOK_MS without one.
+const QUIET_LOOK_MS = 500
+let waiters: (() => void)[] = []
+
+/** Something happened on a server under test (a bus event, a log line): waiting looks go again now. */
+export function serverActivity(): void {
+  const wake = waiters
+  waiters = []
+  for (const resume of wake) resume()
+}
+
+function activityOr(ms: number): Promise<void> {
+  return new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms)
+    waiters.push(() => {
+      clearTimeout(timer)
+      resolve()
+    })
+  })
+}
+
 /**
- * Poll `predicate` until it returns something other than undefined/null/false;
- * resolves with that value.
+ * Looks at `predicate` until it returns something other than undefined/null/false; resolves with
+ * that value. Looks are at least `pollMs` apart; an asynchronous predicate is looked at again on
+ * server activity, or after QUIET_LOOK_MS without any.
  */
 export async function waitFor<T>(
   predicate: () => T | undefined | null | false | Promise<T | undefined | null | false>,
@@ -18,10 +43,20 @@ export async function waitFor<T>(
 ): Promise<T> {
   const deadline = Date.now() + timeoutMs
   for (;;) {
-    const value = await predicate()
+    const looked = Date.now()
+    const result = predicate()
+    const asks = result instanceof Promise
+    const value = await result
     if (value !== undefined && value !== null && value !== false) return value
     if (Date.now() >= deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`)
-    await sleep(pollMs)
+    if (!asks) {
+      await sleep(pollMs)
+      continue
+    }
+    const quiet = Math.min(Math.max(QUIET_LOOK_MS, pollMs), deadline - Date.now())
+    await activityOr(quiet)
+    const early = looked + pollMs - Date.now()
+    if (early > 0) await sleep(early)
   }
 }
 
@@ -62,7 +97,6 @@ export async function waitForIdle(
   timeoutMs = 30_000,
   options: WaitForIdleOptions = {},
 ): Promise<void> {
-  // Each status read costs the server a few ms of CPU: 5 reads a second is soon enough for a test.
   const pollMs = options.pollMs ?? 200
   const grace = Math.min(options.busyGraceMs ?? 3000, timeoutMs)
   const started = Date.now()
