@@ -6,7 +6,7 @@ import { type BusEvent, readEvents } from "./event-stream.ts"
 import { serverActivity, waitFor } from "./wait.ts"
 
 export type { BusEvent } from "./event-stream.ts"
-export { serverActivity, sleep, waitFor, waitForIdle } from "./wait.ts"
+export { sleep, waitFor, waitForIdle } from "./wait.ts"
 
 export const DEFAULT_EVENT_TYPES = [
   "session.status",
