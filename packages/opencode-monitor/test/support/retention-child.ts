@@ -2,6 +2,9 @@
 // Usage: bun retention-child.ts <sessions> <monitorsPerSession> <ringLines> <retainedMaxBytes> [retainedMaxMonitors]
 // Each monitor prints one full ring of 8 KB lines and exits; no session is ever deleted.
 // Prints one line `RETENTION_RESULT {json}`.
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { tmpdir } from "node:os"
+import { dirname, join } from "node:path"
 import { defaultMonitorConfig } from "../../src/config"
 import { MonitorManager } from "../../src/manager"
 import { startMonitor } from "./start"
@@ -30,8 +33,11 @@ const manager = new MonitorManager(config, {
 const allEnded = async (ids: string[]) => {
   while (!ids.every((id) => ended.has(id))) await new Promise<void>((resolve) => (onEnd = resolve))
 }
-// One full ring of 8,191-byte lines (plus the newline: 8 KB each).
-const command = `yes "$(head -c 8191 /dev/zero | tr '\\0' x)" | head -n ${ringLines}`
+// One full ring of 8,191-byte lines (plus the newline: 8 KB each), written once: each monitor is
+// then one `cat` (the shell execs it), not a pipeline of five processes.
+const ringFile = join(mkdtempSync(join(tmpdir(), "omo-retention-")), "ring.txt")
+writeFileSync(ringFile, `${"x".repeat(8_191)}\n`.repeat(ringLines))
+const command = `cat ${ringFile}`
 const rss = () => {
   Bun.gc(true)
   return process.memoryUsage().rss
@@ -81,4 +87,5 @@ console.log(
   })}`,
 )
 await manager.shutdown()
+rmSync(dirname(ringFile), { recursive: true, force: true })
 process.exit(0)
