@@ -1,8 +1,11 @@
 import { describe, expect, test } from "bun:test"
 import { RE2JS } from "re2js"
-import { compileLineFilter, PatternError } from "../src/pipeline/filter"
-import { lineByteLength, type MonitorLine } from "../src/pipeline/line"
+import { defaultMonitorConfig } from "../src/config"
+import { compileLineFilter, type LineFilter, PatternError } from "../src/pipeline/filter"
+import { lineByteLength, lineText, type MonitorLine } from "../src/pipeline/line"
+import { createMonitorPipeline } from "../src/pipeline/pipeline"
 import { MonitorRingBuffer } from "../src/pipeline/ring-buffer"
+import { FakeScheduler } from "./support/fake-scheduler"
 import { sizedLine } from "./support/lines"
 
 const line = (seq: number, matched = true, text = `line ${seq}`) =>
@@ -138,5 +141,102 @@ describe("MonitorRingBuffer", () => {
     expect(ring.counters.lastSeq).toBe(7)
     ring.countDroppedBytes(5)
     expect(ring.counters.bytesDropped).toBe(5)
+  })
+})
+
+describe("word patterns judged on a line's bytes", () => {
+  // Plain pieces (ASCII, and UTF-8 that sanitizing keeps), and now and then a piece whose bytes and
+  // sanitized text differ in one of the ways sanitizing knows: colour and 8-bit sequences, CR
+  // frames, C0/C1 controls, visual breaks, zero-width, bidi and tag characters, a BOM, invalid and
+  // cut UTF-8; most of them hide a word from the bytes, or show one the text does not have.
+  const PLAIN = ["error", "warn", "FAIL", "err", "or", "wa", "rn", "ok ", "x ", " ", "\t", "é", "日本", "ошибка"]
+  PLAIN.push(...PLAIN.map(() => "\n"))
+  const TOUCHED = [
+    "err\x1b[0mor",
+    "er\u200bror",
+    "wa\x00rn",
+    "w\x7farn",
+    "err\u0085or",
+    "er\u0080ror",
+    "warn\rok",
+    "\x1b]0;error\x07ok",
+    "er\u{e0041}ror",
+    "wa\u202ern",
+    "e\u009b31mrror",
+    "er\ufeffror",
+    "er\u061cror",
+    "er\u180eror",
+    "wa\u2028rn",
+    "er\u2060ror",
+    "wa\ufffarn",
+    "\x1b[31m",
+  ]
+  const PIECES = [...PLAIN, ...TOUCHED].map((piece) => Buffer.from(piece))
+  const RAW = [[0xff], [0xe2, 0x80], [0x85], [0xc2], [0xf3, 0xa0]].map((bytes) => Buffer.from(bytes))
+
+  function stream(seed: number): Buffer {
+    let state = seed
+    const random = () => {
+      state = (state * 1_103_515_245 + 12_345) % 2 ** 31
+      return state / 2 ** 31
+    }
+    const parts: Buffer[] = []
+    for (let i = 0; i < 40_000; i++) {
+      const r = random()
+      const [pool, from] = r < 0.02 ? [RAW, 0] : r < 0.12 ? [PIECES, PLAIN.length] : [PIECES, 0]
+      const to = pool === RAW ? RAW.length : r < 0.12 ? PIECES.length : PLAIN.length
+      parts.push(pool[from + Math.floor(random() * (to - from))] as Buffer)
+    }
+    return Buffer.concat(parts)
+  }
+
+  /**
+   * Every line the ring holds, with its flags, after `bytes` went through in reads cut at random
+   * (an odd seed cuts lines at 24 bytes: such a line ends before its newline, maybe within a word).
+   */
+  function judged(bytes: Buffer, filter: LineFilter, wakeFilter: LineFilter | undefined, seed: number) {
+    const pipeline = createMonitorPipeline({
+      monitorId: "mon_w",
+      config: { ...defaultMonitorConfig(), ring_max_lines: 100_000, line_max_bytes: seed % 2 ? 24 : 1_024 },
+      filter,
+      wakeFilter,
+      scheduler: new FakeScheduler(),
+      onBatch: () => {},
+    })
+    for (let at = 0, cut = seed; at < bytes.length; at += cut) {
+      cut = 1 + ((cut * 7_919 + 13) % 3_000)
+      pipeline.push("stdout", bytes.subarray(at, at + cut))
+    }
+    pipeline.finish({ kind: "exited", code: 0 })
+    return pipeline.ring.latest(100_000)
+  }
+
+  test("every line gets the answer the pattern gives on its sanitized text", async () => {
+    const cases: [string, string | undefined][] = [
+      ["error|warn", "FAIL"],
+      ["error|warn|FAIL", undefined],
+      ["error|warn", "warn$"],
+      ["rror|ok  ", "or wa"],
+    ]
+    for (const [seed, [pattern, wakePattern]] of cases.entries()) {
+      const filter = (await compileLineFilter(pattern, 512)) as LineFilter
+      const wakeFilter = await compileLineFilter(wakePattern, 512, "wake_pattern")
+      const lines = judged(stream(seed + 1), filter, wakeFilter, seed + 5)
+      expect(lines.length).toBeGreaterThan(1_000)
+      const answers = lines.map((line) => [line.seq, line.matched, line.wake])
+      const onText = lines.map((line) => {
+        const text = lineText(line)
+        return [line.seq, filter(text), wakeFilter?.(text) ?? false]
+      })
+      expect(answers).toEqual(onText)
+      // Each case has lines of both answers, and lines the words are found in only after sanitizing.
+      expect(new Set(answers.map(([, matched]) => matched))).toEqual(new Set([true, false]))
+      const words = pattern.split("|")
+      const hidden = lines.filter((line) => {
+        const raw = Buffer.from(line.block.subarray(line.start, line.end)).toString("latin1")
+        return line.matched && !words.some((word) => raw.includes(word))
+      })
+      expect(hidden.length).toBeGreaterThan(0)
+    }
   })
 })

@@ -154,6 +154,45 @@ describe("ReadShare: the share of a core reading output may take", () => {
     expect(worked).toBeLessThanOrEqual(0.25 * now + 250 + 5)
   })
 
+  test("a capped flood of cheap pieces is woken a few dozen times a second, not once per piece", () => {
+    // Each wake costs the server stream and timer work the share does not see: pieces of 0.3 ms
+    // (4 096 lines of `yes`) must not each wait for a wake of their own.
+    let now = 0
+    let wake: { callback: () => void; ms: number } | undefined
+    const scheduler = {
+      now: () => now,
+      setTimeout: (callback: () => void, ms: number) => {
+        wake = { callback, ms }
+        return { id: 1 }
+      },
+      clearTimeout: () => {},
+    }
+    const readShare = new ReadShare(0.25, { scheduler, clock: () => now })
+    let worked = 0
+    let wakes = 0
+    const go = () => {
+      while (readShare.hasRoom()) {
+        readShare.spend(() => {
+          now += 0.3
+        })
+        worked += 0.3
+      }
+      readShare.whenRoom(go)
+    }
+    go()
+    while (now < 11_000) {
+      const due = wake as { callback: () => void; ms: number }
+      wake = undefined
+      now += due.ms
+      if (now > 1_000) wakes++
+      due.callback()
+    }
+    expect(wakes / 10).toBeLessThanOrEqual(40)
+    // Still its share: a quarter of the time, plus the first second's burst and a piece over.
+    expect(worked).toBeGreaterThanOrEqual(0.25 * 11_000)
+    expect(worked).toBeLessThanOrEqual(0.25 * now + 250 + 0.3)
+  })
+
   test("past the share a real pipe is paused, so the writer waits on backpressure; every byte arrives", async () => {
     // Virtual time: each piece costs 10 ms of work, and a wait for the share moves the clock on.
     let now = 0

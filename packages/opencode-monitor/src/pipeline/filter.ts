@@ -1,7 +1,10 @@
 import { errorText } from "../errors"
 
-/** Tests a line's sanitized text (what the envelope would show, before marker neutralizing). */
-export type LineFilter = (text: string) => boolean
+/**
+ * Tests a line's sanitized text (what the envelope would show, before marker neutralizing). A pattern
+ * of plain printable-ASCII words lists them in `words`: a line is then judged on its bytes when they are its text.
+ */
+export type LineFilter = ((text: string) => boolean) & { readonly words?: readonly string[] }
 
 export class PatternError extends Error {
   override name = "PatternError"
@@ -27,7 +30,8 @@ export async function compileLineFilter(
   // natively instead of by a state machine in JavaScript.
   if (/^[^\\^$.|?*+()[\]{}]+(\|[^\\^$.|?*+()[\]{}]+)*$/.test(pattern)) {
     const words = pattern.split("|")
-    return (text: string) => words.some((word) => text.includes(word))
+    const test = (text: string) => words.some((word) => text.includes(word))
+    return /^[\x20-\x7e]+$/.test(pattern) ? Object.assign(test, { words }) : test
   }
   // Loaded on first use: most monitors have no pattern, and the server's start should not pay for it.
   const { RE2JS: Engine } = await import("re2js")

@@ -109,7 +109,7 @@ function lineIntake(
 ) {
   const { ring, batcher, settle, read } = parts
   const maxBytes = options.config.batch_max_bytes
-  const judge = patternJudge(options)
+  const judge = patternJudge(options, read)
   let seq = 0
   return (stream: MonitorStream, block: Uint8Array, start: number, end: number, truncated: boolean): void => {
     const line: MonitorLine = {
@@ -134,22 +134,56 @@ function lineIntake(
   }
 }
 
+// In a read taken one character a byte: a byte other than printable ASCII and tab (the newline no
+// line holds); and what decoding or sanitizing may change or act on: a control byte or DEL, or the
+// lead byte of a UTF-8 character sanitizing removes or breaks a line on (U+0080–U+009F, U+061C,
+// U+180E, U+2000–U+206F, U+FEFF, U+FFF9–U+FFFB, tags). The first is searched for once a read
+// (a class of contiguous bytes is searched fast), the second only in lines that have the first.
+const NOT_PRINTABLE = /[\x00-\x08\x0b-\x1f\x7f-\xff]/g
+const TOUCHED = /[\x00-\x08\x0b-\x1f\x7f\xc2\xd8\xe1\xe2\xef\xf3]/
+
 /**
  * What is known of the read being split, looked up once per read: when it came, and whether the
  * lines whole in it (between its first and last newline) are all plain (see `isPlainSpan`).
  */
 class ReadFacts {
   private block: Uint8Array | undefined
+  /** The read as a Buffer, for native searches, and how many reads came before it. */
+  bytes: Buffer = Buffer.alloc(0)
+  count = 0
   at = 0
   private from = 0
   private plain = false
+  /** The read, one character a byte: made when a line is first searched for NOT_PRINTABLE. */
+  private latin1 = ""
+  /** Where the first NOT_PRINTABLE byte at or after the last line asked about is (Infinity: none). */
+  private notPrintable = -1
 
   start(block: Uint8Array, at: number): void {
     this.block = block
+    this.bytes = Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.length)
+    this.count++
+    this.latin1 = ""
+    this.notPrintable = -1
     this.at = at
     const first = block.indexOf(10)
     this.from = first + 1
     this.plain = first !== -1 && isPlainSpan(block, this.from, block.lastIndexOf(10))
+  }
+
+  /**
+   * Whether `line` is a range of this read with no TOUCHED byte: its text is then its bytes as they
+   * are (sanitizing leaves it, and an ASCII byte always decodes to itself), so a word is in its text
+   * exactly when the word's bytes are in its range. Lines are asked about in order.
+   */
+  asIs(line: MonitorLine): boolean {
+    if (line.block !== this.block) return false
+    if (this.notPrintable < line.start) {
+      if (this.latin1 === "") this.latin1 = this.bytes.toString("latin1")
+      NOT_PRINTABLE.lastIndex = line.start
+      this.notPrintable = NOT_PRINTABLE.test(this.latin1) ? NOT_PRINTABLE.lastIndex - 1 : Number.POSITIVE_INFINITY
+    }
+    return this.notPrintable >= line.end || !TOUCHED.test(this.latin1.slice(line.start, line.end))
   }
 
   /** The line's envelope bytes: `plainRowBytes` for a plain line, else measured on its text. */
@@ -161,17 +195,55 @@ class ReadFacts {
   }
 }
 
+/** A word pattern's words, looked for in each read natively, each once a read: its lines come in order. */
+class Needles {
+  private next: number[] = []
+  private read = -1
+
+  constructor(readonly needles: Buffer[]) {}
+
+  /** Whether one of the needles lies wholly within `[start, end)` of the read being split. */
+  within(read: ReadFacts, start: number, end: number): boolean {
+    if (this.read !== read.count) {
+      this.read = read.count
+      this.next = this.needles.map(() => -1)
+    }
+    let found = false
+    for (let i = 0; i < this.needles.length; i++) {
+      const needle = this.needles[i] as Buffer
+      let at = this.next[i] as number
+      if (at < start) {
+        at = read.bytes.indexOf(needle, start)
+        at = at === -1 ? Number.POSITIVE_INFINITY : at
+        this.next[i] = at
+      }
+      if (at + needle.length <= end) found = true
+    }
+    return found
+  }
+}
+
 /**
  * Sets a line's `matched` and `wake` from the patterns, on its text (decoded only when a pattern is
- * set); returns the text for the line's size. Undefined without patterns: every line matched.
+ * set), or on its bytes when every pattern is plain words and the bytes are the text (`asIs`);
+ * returns the text when it was decoded, for the line's size. Undefined without patterns: every line matched.
  */
-function patternJudge(options: PipelineOptions): ((line: MonitorLine) => string) | undefined {
+function patternJudge(
+  options: PipelineOptions,
+  read: ReadFacts,
+): ((line: MonitorLine) => string | undefined) | undefined {
   const { filter, wakeFilter, matchWakeLeft } = options
   if (!filter && !wakeFilter) return undefined
+  const words = (f: LineFilter | undefined) => f?.words && new Needles(f.words.map((word) => Buffer.from(word)))
+  const matchWords = words(filter)
+  const wakeWords = words(wakeFilter)
+  const onBytes = (!filter || matchWords) && (!wakeFilter || wakeWords)
+  const judge = (line: MonitorLine, f: LineFilter, needles: Needles | undefined, text: string | undefined) =>
+    text === undefined ? (needles as Needles).within(read, line.start, line.end) : f(text)
   return (line) => {
-    const text = lineText(line)
-    if (filter) line.matched = filter(text)
-    if (wakeFilter && (matchWakeLeft?.() ?? true)) line.wake = wakeFilter(text)
+    const text = onBytes && read.asIs(line) ? undefined : lineText(line)
+    if (filter) line.matched = judge(line, filter, matchWords, text)
+    if (wakeFilter && (matchWakeLeft?.() ?? true)) line.wake = judge(line, wakeFilter, wakeWords, text)
     return text
   }
 }

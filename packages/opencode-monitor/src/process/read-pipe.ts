@@ -14,6 +14,8 @@ const PIECE_BYTES = 32 * 1024
 const PIECE_LINES = 4_096
 const SAMPLE_BYTES = 256
 const NEWLINE = 10
+// A pipe paused for its share is resumed once this much processing is due: two slices' worth.
+const RESUME_MS = 2 * SLICE_BUDGET_MS
 
 let sliceOpen = false
 let sliceStart = 0
@@ -81,10 +83,15 @@ export class ReadShare {
     }
   }
 
-  /** Calls `resume` once the bucket has room again (one timer for every waiting pipe). */
+  /**
+   * Calls `resume` once the bucket holds RESUME_MS of processing (one timer for every waiting pipe):
+   * each wake costs stream and timer work the bucket never sees, so a capped flood is woken a few
+   * dozen times a second, not once per piece.
+   */
   whenRoom(resume: () => void): void {
     this.waiting.push(resume)
     if (this.timer !== undefined) return
+    const wanted = Math.min(RESUME_MS, this.capacity) - this.tokens
     this.timer = this.deps.scheduler.setTimeout(
       () => {
         this.timer = undefined
@@ -92,7 +99,7 @@ export class ReadShare {
         this.waiting = []
         for (const go of resumes) go()
       },
-      Math.max(1, Math.ceil(-this.tokens / this.share)),
+      Math.max(1, Math.ceil(wanted / this.share)),
     )
   }
 }
