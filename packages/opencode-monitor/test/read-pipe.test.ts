@@ -120,35 +120,7 @@ describe("ReadShare: the share of a core reading output may take", () => {
   })
 
   test("over a long flood, processing gets its share of wall time and no more", () => {
-    // Time moves only by the work done and by the waits the share asks for.
-    let now = 0
-    let wake: { callback: () => void; ms: number } | undefined
-    const scheduler = {
-      now: () => now,
-      setTimeout: (callback: () => void, ms: number) => {
-        wake = { callback, ms }
-        return { id: 1 }
-      },
-      clearTimeout: () => {},
-    }
-    const readShare = new ReadShare(0.25, { scheduler, clock: () => now })
-    let worked = 0
-    const go = () => {
-      while (readShare.hasRoom()) {
-        readShare.spend(() => {
-          now += 5
-        })
-        worked += 5
-      }
-      readShare.whenRoom(go)
-    }
-    go()
-    while (now < 60_000) {
-      const due = wake as { callback: () => void; ms: number }
-      wake = undefined
-      now += due.ms
-      due.callback()
-    }
+    const { worked, now } = capFlood(5, 60_000)
     // A quarter of the time, plus the first second's burst and at most one piece over.
     expect(worked).toBeGreaterThanOrEqual(0.25 * 60_000)
     expect(worked).toBeLessThanOrEqual(0.25 * now + 250 + 5)
@@ -157,37 +129,8 @@ describe("ReadShare: the share of a core reading output may take", () => {
   test("a capped flood of cheap pieces is woken a few dozen times a second, not once per piece", () => {
     // Each wake costs the server stream and timer work the share does not see: pieces of 0.3 ms
     // (4 096 lines of `yes`) must not each wait for a wake of their own.
-    let now = 0
-    let wake: { callback: () => void; ms: number } | undefined
-    const scheduler = {
-      now: () => now,
-      setTimeout: (callback: () => void, ms: number) => {
-        wake = { callback, ms }
-        return { id: 1 }
-      },
-      clearTimeout: () => {},
-    }
-    const readShare = new ReadShare(0.25, { scheduler, clock: () => now })
-    let worked = 0
-    let wakes = 0
-    const go = () => {
-      while (readShare.hasRoom()) {
-        readShare.spend(() => {
-          now += 0.3
-        })
-        worked += 0.3
-      }
-      readShare.whenRoom(go)
-    }
-    go()
-    while (now < 11_000) {
-      const due = wake as { callback: () => void; ms: number }
-      wake = undefined
-      now += due.ms
-      if (now > 1_000) wakes++
-      due.callback()
-    }
-    expect(wakes / 10).toBeLessThanOrEqual(40)
+    const { worked, now, wakesAfterFirstSecond } = capFlood(0.3, 11_000)
+    expect(wakesAfterFirstSecond / 10).toBeLessThanOrEqual(40)
     // Still its share: a quarter of the time, plus the first second's burst and a piece over.
     expect(worked).toBeGreaterThanOrEqual(0.25 * 11_000)
     expect(worked).toBeLessThanOrEqual(0.25 * now + 250 + 0.3)
@@ -240,3 +183,41 @@ describe("ReadShare: the share of a core reading output may take", () => {
     expect(worked).toBeGreaterThan(200)
   })
 })
+
+/**
+ * A flood of pieces of `pieceMs` work each under a 0.25 share until `untilMs` of virtual time: time
+ * moves only by the work done and by the waits the share asks for.
+ */
+function capFlood(pieceMs: number, untilMs: number): { worked: number; now: number; wakesAfterFirstSecond: number } {
+  let now = 0
+  let wake: { callback: () => void; ms: number } | undefined
+  const scheduler = {
+    now: () => now,
+    setTimeout: (callback: () => void, ms: number) => {
+      wake = { callback, ms }
+      return { id: 1 }
+    },
+    clearTimeout: () => {},
+  }
+  const readShare = new ReadShare(0.25, { scheduler, clock: () => now })
+  let worked = 0
+  let wakesAfterFirstSecond = 0
+  const go = () => {
+    while (readShare.hasRoom()) {
+      readShare.spend(() => {
+        now += pieceMs
+      })
+      worked += pieceMs
+    }
+    readShare.whenRoom(go)
+  }
+  go()
+  while (now < untilMs) {
+    const due = wake as { callback: () => void; ms: number }
+    wake = undefined
+    now += due.ms
+    if (now > 1_000) wakesAfterFirstSecond++
+    due.callback()
+  }
+  return { worked, now, wakesAfterFirstSecond }
+}
