@@ -1,9 +1,10 @@
+import { join } from "node:path"
 import type { ToolContext } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "../config"
 import { MonitorError } from "../errors"
 import { askReturned, missingApiMessage } from "../host-check"
 import type { SimpleCommand } from "./bash-parser"
-import { directoryPatterns, permissionQuestions } from "./questions"
+import { permissionQuestions } from "./questions"
 
 /** The command, its simple commands (parsed once, by the start request) and its label. */
 export type AuthorizeRequest = { command: string; commands: readonly SimpleCommand[]; label: string }
@@ -22,7 +23,8 @@ export async function authorizeCommand(
   const questions = await permissionQuestions(request.commands, { directory: ctx.directory, worktree: ctx.worktree })
   if (typeof ctx.ask !== "function") return checkAllowedCommands(questions.programs, config)
   if (questions.externalDirectories.length > 0) {
-    const patterns = directoryPatterns(questions.externalDirectories)
+    // Each directory with `/*`, as the bash tool asks them.
+    const patterns = questions.externalDirectories.map((dir) => join(dir, "*"))
     await ask(ctx, {
       permission: "external_directory",
       patterns,

@@ -40,10 +40,9 @@ const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
 const MAX_NESTING = 4
 
 /**
- * The questions for one command string, from its simple commands. The bash tool's own questions come first and unchanged;
- * where it cannot see what runs, commands hidden in `sh -c '…'`, `bash -c`, `eval '…'`, `xargs cmd`,
- * `find -exec cmd`, `sudo`/`doas`/`nice`/`timeout`/`setsid`/`stdbuf`/`ionice cmd`, and behind `NAME=value` or `command`/`exec`/`builtin`/`env`/`nohup`/`time` are added as
- * further `bash` patterns (never as "always" entries): a deny rule for them still applies.
+ * The questions for one command string: the bash tool's own first and unchanged, then each command hidden from it
+ * (`hiddenCommand`: `sh -c`, `eval`, runners like `xargs` or `sudo`, `find -exec`, prefixes like `exec`) as a further
+ * `bash` pattern, never an "always" entry, so a deny rule for it still applies.
  */
 export async function permissionQuestions(
   commands: readonly SimpleCommand[],
@@ -136,9 +135,4 @@ function insideProject(path: string, place: Place): boolean {
 function contains(parent: string, child: string): boolean {
   const rel = relative(parent, child)
   return !rel.startsWith("..") && !isAbsolute(rel)
-}
-
-/** The `external_directory` patterns for some directories: each one with `/*`, as the bash tool asks them. */
-export function directoryPatterns(dirs: readonly string[]): string[] {
-  return dirs.map((dir) => join(dir, "*"))
 }

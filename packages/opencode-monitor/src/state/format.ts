@@ -44,6 +44,17 @@ export type MonitorStateEntry = {
   tokenHash?: string
 }
 
+/** The last STATE_LAST_LINES lines, each cut to STATE_LINE_TEXT_MAX characters: what a record holds. */
+export function boundedLines(lines: readonly StateLine[]): StateLine[] {
+  return lines
+    .slice(-STATE_LAST_LINES)
+    .map(({ stream, seq, text }) => ({ stream, seq, text: text.slice(0, STATE_LINE_TEXT_MAX) }))
+}
+
+function isStateLine(line: unknown): line is StateLine {
+  return isObject(line) && isInt(line.seq) && typeof line.text === "string" && /^std(out|err)$/.test(`${line.stream}`)
+}
+
 export type ServerStateFile = {
   format: typeof STATE_FORMAT
   server: { pid: number; pidStartTime: string | undefined; directory: string; updatedAt: number }
@@ -94,14 +105,7 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
   if (!isInt(startedAt) || !isInt(pid) || !isInt(linesSeen)) return undefined
   const status = readStatus(entry.status)
   if (!status) return undefined
-  const lastLines: StateLine[] = []
-  if (Array.isArray(entry.lastLines)) {
-    for (const line of entry.lastLines.slice(-STATE_LAST_LINES)) {
-      if (!isObject(line) || !isInt(line.seq) || typeof line.text !== "string") continue
-      if (line.stream !== "stdout" && line.stream !== "stderr") continue
-      lastLines.push({ stream: line.stream, seq: line.seq, text: line.text.slice(0, STATE_LINE_TEXT_MAX) })
-    }
-  }
+  const recorded = Array.isArray(entry.lastLines) ? entry.lastLines.slice(-STATE_LAST_LINES) : []
   return {
     id,
     sessionID,
@@ -113,7 +117,7 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     pid,
     pidStartTime: asString(pidStartTime),
     linesSeen,
-    lastLines,
+    lastLines: boundedLines(recorded.filter(isStateLine)),
     ...(isInt(entry.deadlineAt) ? { deadlineAt: entry.deadlineAt } : {}),
     ...(entry.wakePending === true ? { wakePending: true } : {}),
     ...(typeof entry.tokenHash === "string" && /^[0-9a-f]{64}$/.test(entry.tokenHash)

@@ -5,13 +5,12 @@ import { errorText } from "../errors"
 import type { MonitorSnapshot } from "../manager"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
+  boundedLines,
   type MonitorStateEntry,
   projectStateDir,
-  STATE_FORMAT,
-  STATE_LAST_LINES,
-  STATE_LINE_TEXT_MAX,
-  STATE_MAX_MONITORS,
   type ServerStateFile,
+  STATE_FORMAT,
+  STATE_MAX_MONITORS,
   serverStateFileName,
 } from "./format"
 import { PrivateDir, type Refused } from "./safe-file"
@@ -173,11 +172,7 @@ function toEntry({ info, pid, tokenHash, lastLines }: MonitorSnapshot, pidStartT
     pid,
     pidStartTime,
     linesSeen: info.counters.total,
-    lastLines: lastLines.slice(-STATE_LAST_LINES).map(({ stream, seq, text }) => ({
-      stream,
-      seq,
-      text: text.slice(0, STATE_LINE_TEXT_MAX),
-    })),
+    lastLines: boundedLines(lastLines),
     ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
     ...(tokenHash ? { tokenHash } : {}),
   }
