@@ -33,10 +33,7 @@ export const TOKEN_VARIABLE = "OPENCODE_MONITOR_TOKEN"
 /** Makes a runtime flush stdout per line into a pipe; only Python needs and has one (docs/delivery-and-waking.md). */
 const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1" }
 
-/**
- * Runs `<shell> -c <command>` as the leader of a new session and process group, stdin closed,
- * stdout and stderr piped, with a watchdog that stops the group if this server dies (watchdog.ts).
- */
+/** `<shell> -c <command>` leading a new session and group, stdin closed, with a watchdog (watchdog.ts). */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
   // Every process the command starts inherits this unless it clears its environment: what finds
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
@@ -111,10 +108,7 @@ async function startLeader(options: SpawnOptions, token: string) {
   return { child, pid, stdout, stderr }
 }
 
-/**
- * A command running as the leader of its own process group, and what keeps track of the group:
- * its token's carriers, the processes that left it, its watchdog, and what survived the last stop.
- */
+/** A command leading its own process group, with its token, its escaped processes, watchdog and survivors. */
 export class MonitoredProcess {
   /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
   readonly tokenHash: string
@@ -141,15 +135,9 @@ export class MonitoredProcess {
     this.tokenHash = hashToken(token)
   }
 
-  /**
-   * SIGTERM to the group and to tracked processes that left it, SIGKILL after the grace; resolves
-   * with the last signal sent (null: none was needed) once none is left, or 2 s after the SIGKILL
-   * with the rest in `leftovers()`.
-   */
+  /** SIGTERM, SIGKILL after the grace; the last signal sent (null: none needed); what outlives it: `leftovers()`. */
   async terminateGroup(): Promise<NodeJS.Signals | null> {
-    // One full scan (shared with concurrent stops, yielding) finds members that were never
-    // seen attached: orphans still in the session or group, and processes carrying the token.
-    // Polls then cost O(tracked).
+    // One shared scan finds members never seen attached (orphans, token carriers); polls then cost O(tracked).
     await this.tracker.adopt()
     await this.tracker.track(await this.tokenCarriers())
     const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
@@ -202,11 +190,7 @@ export class MonitoredProcess {
     return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))
   }
 
-  /**
-   * The `survivors` of the last `terminateGroup`, and the `unsearched`: processes whose
-   * environment the token searches could not read whole (ps cuts a long row); any of them may be
-   * the monitor's, so its end is not clean.
-   */
+  /** Survivors of the last stop, and processes whose environment was not read whole: either makes the end unclean. */
   leftovers(): Pick<Leftovers, "survivors" | "unsearched"> {
     return {
       ...(this.survivors.length > 0 ? { survivors: this.survivors } : {}),
@@ -265,10 +249,8 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
 }
 
 /**
- * Live processes of the monitor: its group, and tracked processes that left it. Costs O(tracked)
- * while a tracked process runs; only when the group still answers with none of them running
- * (zombies not yet reaped, or an orphan never seen attached) is the table read, by the shared
- * asynchronous scan, so concurrent stops cost one scan per poll together and never block.
+ * Live processes of the monitor: its group, and tracked processes that left it. O(tracked); only a group that
+ * answers with none of them running (zombies, an orphan never seen) costs a shared scan of the table.
  */
 async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
   const group = signalPid(-pgid, 0)

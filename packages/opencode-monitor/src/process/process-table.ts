@@ -20,10 +20,7 @@ export type ProcessEntry = {
   start: string
 }
 
-/**
- * What an environment search found: the processes carrying the entry in their environment, and
- * those of this user whose environment could not be read whole (any of them may carry it too).
- */
+/** The carriers of an entry, and the processes whose environment could not be read whole (any may carry it). */
 export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
 /**
@@ -41,10 +38,7 @@ export interface ProcessTable {
   scan(): Promise<ProcessEntry[]>
   /** Processes other than this one whose environment, never their command line, holds `entry` (`NAME=value`). */
   findByEnvironment(entry: string): Promise<EnvironmentSearch>
-  /**
-   * The value of variable `name` in `pid`'s environment as it started, never its command line;
-   * undefined when it has none or the environment cannot be read whole (gone, another user's).
-   */
+  /** `name`'s value in `pid`'s environment (never its command line); undefined when absent or not readable whole. */
   environmentValue(pid: number, name: string): Promise<string | undefined>
   /** The short command name of `pid` (/proc's `comm`, ps's `comm` without its directory); undefined when gone. */
   commandName(pid: number): Promise<string | undefined>
@@ -70,10 +64,7 @@ export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> 
     }))
 }
 
-/**
- * `search` for one entry, the searches asked while one runs answered together by the next one:
- * concurrent stops read the table once, not once each.
- */
+/** `search` for one entry; searches asked while one runs are answered together by the next (one read, not one each). */
 export function searchedTogether(
   search: (entries: string[]) => Promise<EnvironmentSearch[]>,
 ): (entry: string) => Promise<EnvironmentSearch> {
@@ -123,10 +114,7 @@ export async function processStartTime(pid: number, table: ProcessTable = proces
   return (await readProcess(pid, table))?.start
 }
 
-/**
- * Whether the process recorded as `pid` + `start` may still run: false once it is gone, a zombie,
- * or the pid belongs to another process. Without a recorded start a live pid counts as possibly it.
- */
+/** False once `pid` + `start` is gone, a zombie or a reused pid; without a start, any live pid may be it. */
 export async function mayStillRun(
   pid: number,
   start: string | undefined,

@@ -22,11 +22,7 @@ export class DescendantTracker {
     if (first) this.note(first)
   }
 
-  /**
-   * Where the table reads cheaply (/proc), re-reads the tracked processes and adds their new
-   * children; costs O(tracked), not O(table). With `ps` (nothing cheap) it does nothing: its
-   * update is `catchUp` from a shared asynchronous scan.
-   */
+  /** /proc only: re-reads the tracked processes and adds their new children, O(tracked). With ps, `catchUp` does it. */
   refresh(): void {
     const { cheap } = this.table
     if (!cheap) return
@@ -43,10 +39,7 @@ export class DescendantTracker {
     }
   }
 
-  /**
-   * Brings the tracked set up to date from a whole-table scan begun at `startedAt`: children by
-   * their parent pid, gone and reused pids dropped (but not what was added after the scan began).
-   */
+  /** Updates from a scan begun at `startedAt`: children added, gone and reused pids dropped (not ones added since). */
   private catchUp(snapshot: readonly ProcessEntry[], startedAt: number): void {
     const byPid = new Map(snapshot.map((entry) => [entry.pid, entry]))
     const children = new Map<number, number[]>()
