@@ -79,10 +79,7 @@ function answered(worker: Worker, data: ParseAnswer): void {
   }, 0)
 }
 
-/**
- * Ends a worker that failed or took too long, never waiting on this thread: the parse it was on
- * fails, the ones posted after it are asked again of a new worker.
- */
+/** Ends a failed or slow worker without waiting: its parse fails, the ones posted after it go to a new worker. */
 function endWorker(worker: Worker, error: Error): void {
   if (worker !== working) return
   working = undefined

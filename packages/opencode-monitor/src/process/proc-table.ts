@@ -87,10 +87,7 @@ async function processIds(): Promise<number[]> {
   return entries.filter((entry) => entry.charCodeAt(0) >= 48 && entry.charCodeAt(0) <= 57).map(Number)
 }
 
-/**
- * `/proc/<pid>/<file>` of every process, read `batch` at a time, asynchronous and yielding, so
- * thousands of processes do not stall the event loop; unreadable ones are skipped.
- */
+/** `/proc/<pid>/<file>` of every readable process, `batch` at a time and yielding: thousands never stall the loop. */
 async function eachProcessFile(file: string, batch: number, visit: (pid: number, content: Buffer) => void) {
   const pids = await processIds()
   for (let i = 0; i < pids.length; i += batch) {

@@ -192,10 +192,7 @@ export class PrivateDir {
   }
 }
 
-/**
- * Lists a folder `open` gave, off the event loop, hands its names to `use`, then closes it. One over
- * `maxBytes` is refused unlisted: listing a huge folder holds the loop however it is done.
- */
+/** Lists a folder off the loop for `use`, then closes it; one over `maxBytes` is refused (it would hold the loop). */
 export async function listFolder<T>(
   dir: PrivateDir | Refused,
   use: (dir: PrivateDir, names: string[]) => Promise<T>,
