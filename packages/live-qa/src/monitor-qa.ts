@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs"
 import { join, resolve } from "node:path"
 import { createOpencodeClient } from "@opencode-ai/sdk"
 import { type EnvelopeNote, formatStatus, noteOf } from "../../opencode-monitor/src/codec.ts"
-import { createProjectDir, type IsolatedDirs, type JsonObject } from "./isolated-env.ts"
+import { createProjectDir, type IsolatedDirs, type JsonObject, mergeConfig } from "./isolated-env.ts"
 import { monitorAgent } from "./monitor-agent.ts"
 import {
   disposeInstance,
@@ -76,16 +76,18 @@ export interface MonitorQA {
   /** The plugin's own log lines, as the server wrote them (each names a monitorId). */
   pluginLog(): string[]
   /**
-   * Another project dir on the same server, with its own `opencode.json` (e.g. `permission`, `shell`):
-   * a new project costs the server about a quarter of a new server's CPU. The plugin options are the
-   * server's. The stop() of any project of a server stops the server and all its projects.
+   * Another project dir on the same server, with its own `opencode.json` (e.g. `permission`, `shell`)
+   * and its own scripted model (the same script): a new project costs the server about a quarter of a
+   * new server's CPU. The plugin options are the server's. The stop() of any project of a server
+   * stops the server and all its projects.
    */
   openProject(projectConfig?: JsonObject): Promise<MonitorQA>
   stop(): Promise<StopReport>
 }
 
 export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<MonitorQA> {
-  const model = startScriptedModel(options.script ?? monitorAgent({ delayMs: options.agentDelayMs }))
+  const script = options.script ?? monitorAgent({ delayMs: options.agentDelayMs })
+  const model = startScriptedModel(script)
   let server: OpencodeServer
   try {
     server = await startOpencode({
@@ -120,6 +122,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
         await project.timeline.stop()
         // The server's stop disposes its own project only; each project's monitors stop with its dispose.
         await disposeInstance(server.url, project.server.directory)
+        await project.model.stop()
       }
       await timeline.stop()
       const report = await server.stop()
@@ -131,9 +134,14 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   const qa = await monitorQAOn(model, server, stopAll, async (projectConfig = {}) => {
     const directory = join(server.dirs.root, `project-${++opened}`)
     createProjectDir(directory)
-    writeProjectConfig(directory, projectConfig)
+    // A scripted model of its own, so `model.scripted()` is this project's requests only.
+    const own = startScriptedModel(script)
+    writeProjectConfig(
+      directory,
+      mergeConfig({ provider: { mock: { options: { baseURL: own.baseURL } } } }, projectConfig),
+    )
     const client = createOpencodeClient({ baseUrl: server.url, directory })
-    const project = await monitorQAOn(model, { ...server, directory, client }, () => stopAll(qa.timeline))
+    const project = await monitorQAOn(own, { ...server, directory, client }, () => stopAll(qa.timeline))
     projects.push(project)
     return project
   })
@@ -151,7 +159,8 @@ async function monitorQAOn(
   stop: (timeline: TimelineRecorder) => Promise<StopReport>,
   openProject?: (projectConfig?: JsonObject) => Promise<MonitorQA>,
 ): Promise<MonitorQA> {
-  const timeline = await startTimeline(server)
+  // The first request to a project starts its instance (config, plugins): as slow as a server's start.
+  const timeline = await startTimeline(server, { connectTimeoutMs: 30_000 })
   const { client } = server
 
   const messages = (sessionID: string) => getMessages(client, sessionID)
