@@ -133,19 +133,30 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   }
   const qa = await monitorQAOn(model, server, stopAll, async (projectConfig = {}) => {
     const directory = join(server.dirs.root, `project-${++opened}`)
-    createProjectDir(directory)
-    // A scripted model of its own, so `model.scripted()` is this project's requests only.
-    const own = startScriptedModel(script)
-    writeProjectConfig(
-      directory,
-      mergeConfig({ provider: { mock: { options: { baseURL: own.baseURL } } } }, projectConfig),
-    )
-    const client = createOpencodeClient({ baseUrl: server.url, directory })
-    const project = await monitorQAOn(own, { ...server, directory, client }, () => stopAll(qa.timeline))
+    const project = await projectOn(server, directory, script, projectConfig, () => stopAll(qa.timeline))
     projects.push(project)
     return project
   })
   return qa
+}
+
+/** Another project dir of `server`, with its opencode.json and a scripted model of its own. */
+async function projectOn(
+  server: OpencodeServer,
+  directory: string,
+  script: Script,
+  projectConfig: JsonObject,
+  stop: () => Promise<StopReport>,
+): Promise<MonitorQA> {
+  createProjectDir(directory)
+  // A scripted model of its own, so `model.scripted()` is this project's requests only.
+  const own = startScriptedModel(script)
+  writeProjectConfig(
+    directory,
+    mergeConfig({ provider: { mock: { options: { baseURL: own.baseURL } } } }, projectConfig),
+  )
+  const client = createOpencodeClient({ baseUrl: server.url, directory })
+  return monitorQAOn(own, { ...server, directory, client }, stop)
 }
 
 /** `opencode.json` in a project dir: opencode merges it over the server's config for that project only. */
