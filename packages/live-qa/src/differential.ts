@@ -106,16 +106,36 @@ function finishedCalls(qa: MonitorQA, sessionID: string): () => number {
  */
 export const COMMANDS_PER_STEP = 16
 
+export interface DifferentialOptions {
+  timeoutMs?: number
+  /**
+   * Delete each step's session once its rows are read. Every monitor of a step wakes the session
+   * when it exits, and each wake is a model turn (about 0.25 CPU-s of the server's, a dozen per
+   * step): a test that compares only the verdicts has no use for them.
+   */
+  deleteSessions?: boolean
+}
+
 /**
  * Runs each command through both tools and reads back both outcomes of each: one row per command,
  * in order. Up to COMMANDS_PER_STEP commands share one step of a fresh session. The commands must
  * be distinct: a row finds its calls by the command string.
  */
-export async function runDifferential(qa: MonitorQA, commands: string[], timeoutMs = 120_000): Promise<DiffRow[]> {
+export async function runDifferential(
+  qa: MonitorQA,
+  commands: string[],
+  { timeoutMs = 120_000, deleteSessions = false }: DifferentialOptions = {},
+): Promise<DiffRow[]> {
   if (new Set(commands).size !== commands.length) throw new Error("runDifferential: the commands must be distinct")
   const rows: DiffRow[] = []
   for (let i = 0; i < commands.length; i += COMMANDS_PER_STEP) {
-    rows.push(...(await runStep(qa, commands.slice(i, i + COMMANDS_PER_STEP), timeoutMs)))
+    const step = await runStep(qa, commands.slice(i, i + COMMANDS_PER_STEP), timeoutMs)
+    rows.push(...step)
+    const sessionID = step[0]?.sessionID
+    if (deleteSessions && sessionID) {
+      const deleted = await qa.server.client.session.delete({ path: { id: sessionID } })
+      if (deleted.error) throw new Error(`session.delete failed: ${JSON.stringify(deleted.error)}`)
+    }
   }
   return rows
 }

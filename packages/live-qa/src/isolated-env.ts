@@ -116,14 +116,19 @@ export function createIsolatedDirs(prefix = "oc-live-"): IsolatedDirs {
     project: join(root, "project"),
     configFile: join(root, "opencode.json"),
   }
-  for (const dir of [dirs.home, dirs.config, dirs.data, dirs.cache, dirs.state, dirs.project]) {
+  for (const dir of [dirs.home, dirs.config, dirs.data, dirs.cache, dirs.state]) {
     mkdirSync(dir, { recursive: true })
   }
-  initGitProject(dirs.project)
-  const version = opencodeVersion()
-  seedConfigDir(join(dirs.config, "opencode"), version)
-  seedConfigDir(join(dirs.project, ".opencode"), version)
+  seedConfigDir(join(dirs.config, "opencode"), opencodeVersion())
+  createProjectDir(dirs.project)
   return dirs
+}
+
+/** A git-initialised project dir a server can open, its `.opencode` seeded so nothing is installed. */
+export function createProjectDir(project: string): void {
+  mkdirSync(project, { recursive: true })
+  initGitProject(project)
+  seedConfigDir(join(project, ".opencode"), opencodeVersion())
 }
 
 function initGitProject(project: string): void {

@@ -3,11 +3,19 @@
  * opencode-monitor source (never the npm package), and a timeline of the bus. The packaging tests
  * pass `pluginSpec` to load this repo's own packed build the way users install it instead.
  */
-import { resolve } from "node:path"
+import { writeFileSync } from "node:fs"
+import { join, resolve } from "node:path"
+import { createOpencodeClient } from "@opencode-ai/sdk"
 import { type EnvelopeNote, formatStatus, noteOf } from "../../opencode-monitor/src/codec.ts"
-import type { IsolatedDirs, JsonObject } from "./isolated-env.ts"
+import { createProjectDir, type IsolatedDirs, type JsonObject, mergeConfig } from "./isolated-env.ts"
 import { monitorAgent } from "./monitor-agent.ts"
-import { type OpencodeServer, type StartOpencodeOptions, type StopReport, startOpencode } from "./opencode-server.ts"
+import {
+  disposeInstance,
+  type OpencodeServer,
+  type StartOpencodeOptions,
+  type StopReport,
+  startOpencode,
+} from "./opencode-server.ts"
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"
 import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder } from "./timeline.ts"
 
@@ -40,6 +48,8 @@ export interface MonitorQAOptions {
   dirs?: IsolatedDirs
   /** Extra environment of the server (e.g. SHELL). */
   env?: Record<string, string>
+  /** The project dir's own `opencode.json`, merged over the server's config for that project. */
+  projectConfig?: JsonObject
 }
 
 export interface Envelope {
@@ -65,11 +75,19 @@ export interface MonitorQA {
   envelopes(sessionID: string): Promise<Envelope[]>
   /** The plugin's own log lines, as the server wrote them (each names a monitorId). */
   pluginLog(): string[]
+  /**
+   * Another project dir on the same server, with its own `opencode.json` (e.g. `permission`, `shell`)
+   * and its own scripted model (the same script): a new project costs the server about a quarter of a
+   * new server's CPU. The plugin options are the server's. The stop() of any project of a server
+   * stops the server and all its projects.
+   */
+  openProject(projectConfig?: JsonObject): Promise<MonitorQA>
   stop(): Promise<StopReport>
 }
 
 export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<MonitorQA> {
-  const model = startScriptedModel(options.script ?? monitorAgent({ delayMs: options.agentDelayMs }))
+  const script = options.script ?? monitorAgent({ delayMs: options.agentDelayMs })
+  const model = startScriptedModel(script)
   let server: OpencodeServer
   try {
     server = await startOpencode({
@@ -77,7 +95,10 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
       plugins: [[options.pluginSpec ?? PLUGIN_PATH, options.pluginOptions ?? {}], ...(options.extraPlugins ?? [])],
       permission: options.permission ?? { bash: "allow" },
       config: options.config,
-      prepare: options.prepare,
+      prepare: (dirs) => {
+        if (options.projectConfig) writeProjectConfig(dirs.project, options.projectConfig)
+        options.prepare?.(dirs)
+      },
       dirs: options.dirs,
       env: options.env,
     })
@@ -92,7 +113,65 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
     await model.stop()
     throw error
   }
-  const timeline = await startTimeline(server)
+  const projects: MonitorQA[] = []
+  let opened = 0
+  let stopping: Promise<StopReport> | undefined
+  const stopAll = (timeline: TimelineRecorder) => {
+    stopping ??= (async () => {
+      for (const project of projects) {
+        await project.timeline.stop()
+        // The server's stop disposes its own project only; each project's monitors stop with its dispose.
+        await disposeInstance(server.url, project.server.directory)
+        await project.model.stop()
+      }
+      await timeline.stop()
+      const report = await server.stop()
+      await model.stop()
+      return report
+    })()
+    return stopping
+  }
+  const qa = await monitorQAOn(model, server, stopAll, async (projectConfig = {}) => {
+    const directory = join(server.dirs.root, `project-${++opened}`)
+    const project = await projectOn(server, directory, script, projectConfig, () => stopAll(qa.timeline))
+    projects.push(project)
+    return project
+  })
+  return qa
+}
+
+/** Another project dir of `server`, with its opencode.json and a scripted model of its own. */
+async function projectOn(
+  server: OpencodeServer,
+  directory: string,
+  script: Script,
+  projectConfig: JsonObject,
+  stop: () => Promise<StopReport>,
+): Promise<MonitorQA> {
+  createProjectDir(directory)
+  // A scripted model of its own, so `model.scripted()` is this project's requests only.
+  const own = startScriptedModel(script)
+  writeProjectConfig(
+    directory,
+    mergeConfig({ provider: { mock: { options: { baseURL: own.baseURL } } } }, projectConfig),
+  )
+  const client = createOpencodeClient({ baseUrl: server.url, directory })
+  return monitorQAOn(own, { ...server, directory, client }, stop)
+}
+
+/** `opencode.json` in a project dir: opencode merges it over the server's config for that project only. */
+function writeProjectConfig(directory: string, config: JsonObject): void {
+  writeFileSync(join(directory, "opencode.json"), `${JSON.stringify(config, null, 2)}\n`)
+}
+
+async function monitorQAOn(
+  model: ScriptedModel,
+  server: OpencodeServer,
+  stop: (timeline: TimelineRecorder) => Promise<StopReport>,
+  openProject?: (projectConfig?: JsonObject) => Promise<MonitorQA>,
+): Promise<MonitorQA> {
+  // The first request to a project starts its instance (config, plugins): as slow as a server's start.
+  const timeline = await startTimeline(server, { connectTimeoutMs: 30_000 })
   const { client } = server
 
   const messages = (sessionID: string) => getMessages(client, sessionID)
@@ -133,12 +212,8 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
     pluginLog() {
       return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line))
     },
-    async stop() {
-      await timeline.stop()
-      const report = await server.stop()
-      await model.stop()
-      return report
-    },
+    openProject: openProject ?? (() => Promise.reject(new Error("open projects on the server's first MonitorQA"))),
+    stop: () => stop(timeline),
   }
 }
 

@@ -129,7 +129,8 @@ function waitForLine(child: GroupProcess, pattern: RegExp, timeoutMs: number, wh
   })
 }
 
-async function dispose(url: string, directory: string): Promise<{ ok: boolean; ms: number }> {
+/** POST /instance/dispose for one project dir: its plugins' dispose hooks run. Bounded, never throws. */
+export async function disposeInstance(url: string, directory: string): Promise<{ ok: boolean; ms: number }> {
   const started = Date.now()
   try {
     const response = await fetch(`${url}/instance/dispose?directory=${encodeURIComponent(directory)}`, {
@@ -181,7 +182,7 @@ export async function startOpencode(opts: StartOpencodeOptions): Promise<Opencod
   let stopping: Promise<StopReport> | undefined
   const stop = () => {
     stopping ??= (async () => {
-      const disposed = await dispose(url, dirs.project)
+      const disposed = await disposeInstance(url, dirs.project)
       const killed = await killGroup(child, 5000)
       if (!keep) removeIsolatedDirs(dirs)
       return { ...killed, disposeOk: disposed.ok, disposeMs: disposed.ms }

@@ -104,7 +104,9 @@ test("faults: every monitor's exit gives exactly one REPORT turn, none lost, non
       return last.started + last.failed.length >= expected && last.reported >= last.started ? true : undefined
     },
     300_000,
-    2_000,
+    // Each look reads all 12 sessions' messages (tens of ms of server CPU each, more as they grow);
+    // every 5 s, not 2, costs the wait at most 3 s more and the server a third as many reads.
+    5_000,
     `${expected} monitor_start calls ended and every started monitor reported`,
   ).catch((error) => {
     // A red says how far it got: slow (reports still coming) or lost (stuck below the count).

@@ -1,4 +1,4 @@
-// test-runner: about 100 s (scripts/test.ts starts the longest first)
+// test-runner: about 55 s (scripts/test.ts starts the longest first)
 /**
  * Permission parity: for every command string of the corpus, under three rule sets, the scripted
  * model gives the same string to opencode's `bash` tool and to `monitor_start` in one step; the
@@ -8,8 +8,8 @@
  * There monitor_start must be at least as strict and ask the same kinds; two more rule sets, on
  * those rows only, show it stricter: everything asked, it asks each hidden command as an extra
  * `bash` pattern; hidden programs denied, it refuses what the bash tool lets through. Prints the
- * tables (the proof). One server per rule set, the first three in parallel; up to 16 commands share
- * one step (each call's outcome is read by its callID); about 1–2 minutes on 2 busy cores.
+ * tables (the proof). One server, one project per rule set, the first three in parallel; up to 16
+ * commands share one step (each call's outcome is read by its callID); about a minute on 2 busy cores.
  */
 import { afterAll, expect, test } from "bun:test"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -124,17 +124,32 @@ function judge(row: DiffRow, stricter: boolean): string {
   return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO"
 }
 
+let shared: Promise<MonitorQA> | undefined
+/**
+ * A project of its own for each rule set, its rules in the project's opencode.json, all on one server:
+ * a project costs the server about a quarter of a new server's CPU, and the rules are the project's
+ * config either way.
+ */
+async function ruleSetProject(rules: Record<string, string>): Promise<MonitorQA> {
+  const projectConfig = { permission: { bash: rules } }
+  if (shared) return (await shared).openProject(projectConfig)
+  shared = startMonitorQA({
+    permission: {},
+    projectConfig,
+    script: differentialAgent(),
+    pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
+  })
+  const qa = await shared
+  servers.push(qa)
+  return qa
+}
+
 async function runRuleSet(
   name: string,
   rules: Record<string, string>,
   cases: Case[] = CORPUS,
 ): Promise<{ name: string; rows: DiffRow[] }> {
-  const qa = await startMonitorQA({
-    permission: { bash: rules },
-    script: differentialAgent(),
-    pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
-  })
-  servers.push(qa)
+  const qa = await ruleSetProject(rules)
   mkdirSync(join(qa.server.directory, "sub"), { recursive: true })
   writeFileSync(join(qa.server.directory, "..", "outside.txt"), "outside\n")
   const stopReplying = autoReplyOnce(qa)
@@ -144,6 +159,7 @@ async function runRuleSet(
       rows: await runDifferential(
         qa,
         cases.map((c) => c.command),
+        { deleteSessions: true },
       ),
     }
   } finally {

@@ -1,4 +1,4 @@
-// test-runner: about 55 s (scripts/test.ts starts the longest first)
+// test-runner: about 90 s (scripts/test.ts starts the longest first)
 /**
  * Shell parity: a command that works with opencode's bash tool works with
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model
@@ -6,8 +6,9 @@
  * status seen through the monitor (its envelopes) must equal what the bash tool returned — with
  * SHELL set to bash, unset, set to a shell opencode refuses (fish), and with opencode.json's `shell`
  * setting (there the rows that show the shell chosen and its exit status). monitor_start's
- * description must name that shell. One server per setting, the four in parallel; up to 16 commands
- * share one step (each monitor's envelopes are told apart by its id); under a minute on 2 busy cores.
+ * description must name that shell. One server per SHELL (the opencode.json setting is a project of
+ * the fish server), the four settings in parallel; up to 16 commands share one step (each monitor's
+ * envelopes are told apart by its id); under a minute on 2 busy cores.
  */
 import { afterAll, expect, test } from "bun:test"
 import { allRuns, COMMANDS_PER_STEP, differentialAgent, runDifferential } from "../src/differential.ts"
@@ -75,14 +76,30 @@ function monitorSeen(text: string, status: string): Seen {
   return { lines: lines.sort(), exit: code === undefined ? null : Number(code) }
 }
 
-async function runShell(name: string, setting: Setting) {
-  const qa = await startMonitorQA({
+const byEnv = new Map<string, Promise<MonitorQA>>()
+/**
+ * SHELL is the server's environment, so a server per SHELL; settings of one SHELL share it, each a
+ * project with its own opencode.json (a project costs the server about a quarter of a new server).
+ */
+async function settingProject(setting: Setting): Promise<MonitorQA> {
+  const key = JSON.stringify(setting.env)
+  const projectConfig = setting.config ?? {}
+  const running = byEnv.get(key)
+  if (running) return (await running).openProject(projectConfig)
+  const starting = startMonitorQA({
     env: setting.env,
-    config: setting.config,
+    projectConfig,
     script: differentialAgent(),
     pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
   })
+  byEnv.set(key, starting)
+  const qa = await starting
   servers.push(qa)
+  return qa
+}
+
+async function runShell(name: string, setting: Setting) {
+  const qa = await settingProject(setting)
   const rows: { command: string; bash: Seen; monitor: Seen }[] = []
   for (const row of await runDifferential(qa, setting.corpus)) {
     const { command, monitor } = row
