@@ -24,8 +24,6 @@ import type { StartRequest } from "./start-request"
 
 export type { MonitorInfo, StopResult } from "./monitor-run"
 
-export type RestartResult = { previous: StopResult; started: MonitorInfo }
-
 /** A monitor as the state record sees it: its info, group leader and last retained lines. */
 export type MonitorSnapshot = {
   info: MonitorInfo
@@ -119,7 +117,10 @@ export class MonitorManager {
    * held is free), then starts its request again. A running monitor hands its own slot over, once.
    * Undefined when the id is unknown or belongs to another session.
    */
-  async restart(sessionID: string, monitorId: string): Promise<RestartResult | undefined> {
+  async restart(
+    sessionID: string,
+    monitorId: string,
+  ): Promise<{ previous: StopResult; started: MonitorInfo } | undefined> {
     const old = this.find(sessionID, monitorId)
     if (!old) return undefined
     const slot = this.slots.take(sessionID, { of: monitorId, running: old.info.status.kind === "running" })

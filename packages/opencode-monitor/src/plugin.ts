@@ -1,4 +1,3 @@
-import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import { latestUserIdentity } from "./delivery/gates"
 import { DeliveryRouter } from "./delivery/router"
@@ -35,14 +34,10 @@ export type PluginDeps = {
   server?: ProcessIdentity
 }
 
-export type MonitorPluginInstance = {
-  hooks: Hooks
-  manager: MonitorManager
-  router: DeliveryRouter
-}
+export type MonitorPluginInstance = ReturnType<typeof createMonitorPlugin>
 
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
-export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): MonitorPluginInstance {
+export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps) {
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
   const router = new DeliveryRouter(config, { api, scheduler })
@@ -95,7 +90,7 @@ function createManager(
     env: deps.env,
     shell: deps.shell,
     processTable: deps.processTable,
-    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
+    matchWakeLeft: (monitorId, wakeLimit) => router.injector.matchWakeLeft(monitorId, wakeLimit),
     onStarted: deps.changed,
     onBatch: (batch, monitor) =>
       router.route(batch, {
