@@ -20,17 +20,11 @@ export type PluginDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
-  /**
-   * The plugin instance's project directory; without it no state record is kept and no stop
-   * request from the TUI part is taken.
-   */
+  /** The project directory; without it no state record is kept and no TUI stop request taken. */
   directory?: string
   /** The process table (process/process-table.ts); this server's (/proc, else ps) when not given. */
   processTable?: ProcessTable
-  /**
-   * This server process, as the entry read it while loading (`serverIdentity`). Without it the
-   * start time is read where that is cheap (/proc) and is otherwise unknown.
-   */
+  /** This server, as the entry read it (`serverIdentity`); else its start time is read where cheap (/proc). */
   server?: ProcessIdentity
 }
 
