@@ -1,6 +1,6 @@
 /**
  * The one codec of the texts the plugin writes and reads back: a monitor's status (the envelope's
- * `Status:` line, tool results, toasts), how a monitor ended, and the head of an envelope. A leaf:
+ * `Status:` line, tool results, toasts), how a monitor ended, and an envelope's markers. A leaf:
  * the injector's history check, restart recovery, the TUI and the live harness all read through it.
  */
 
@@ -139,9 +139,4 @@ export function noteOf(metadata: unknown): EnvelopeNote | undefined {
   if (typeof key !== "string" || typeof monitorId !== "string" || typeof label !== "string") return undefined
   if (typeof batch !== "number" || typeof wake !== "boolean" || typeof status?.kind !== "string") return undefined
   return note as EnvelopeNote
-}
-
-/** The head lines formatMonitorBatch writes first. */
-export function formatEnvelopeHead(monitorId: string, batch: number, label: string): string[] {
-  return [ENVELOPE_START, `monitor_id: ${monitorId}`, `batch: ${batch}`, `command_label: ${label}`]
 }

@@ -91,8 +91,10 @@ function describeIssue(issue: z.core.$ZodIssue): string {
       return `${key} must be >= ${issue.minimum} (${got})`
     case "too_big":
       return `${key} must be <= ${issue.maximum} (${got})`
-    case "invalid_type":
-      return `${key} must be ${article(issue.expected === "int" ? "integer" : issue.expected)} (${got})`
+    case "invalid_type": {
+      const type = issue.expected === "int" ? "integer" : issue.expected
+      return `${key} must be ${/^[aeiou]/.test(type) ? "an" : "a"} ${type} (${got})`
+    }
     case "invalid_value":
       return `${key} must be one of ${issue.values.map((v) => JSON.stringify(v)).join(", ")} (${got})`
     case "unrecognized_keys":
@@ -100,8 +102,4 @@ function describeIssue(issue: z.core.$ZodIssue): string {
     default:
       return `${key} ${issue.message} (${got})`
   }
-}
-
-function article(noun: string): string {
-  return /^[aeiou]/.test(noun) ? `an ${noun}` : `a ${noun}`
 }

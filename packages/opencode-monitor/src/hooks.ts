@@ -40,7 +40,7 @@ export function monitorHooks(parts: HookParts): Hooks {
     async event({ event }) {
       const sessionID = sessionOf(event)
       if (!sessionID) return
-      if (sessionWentIdle(event)) router.onSessionIdle(sessionID)
+      if (sessionWentIdle(event)) router.injector.onSessionIdle(sessionID)
       else if (event.type === "session.deleted") {
         router.forgetSession(sessionID)
         // Not awaited: stopping may take kill_grace_ms, and opencode's other events must not wait for it.

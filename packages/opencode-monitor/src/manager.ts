@@ -1,14 +1,7 @@
 import { formatEnding, formatStatus, type StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
 import { type MonitorFields, MonitorError } from "./errors"
-import {
-  type Filters,
-  type MonitorInfo,
-  MonitorRun,
-  type RunDeps,
-  type StopOutcome,
-  type StopResult,
-} from "./monitor-run"
+import { type Filters, type MonitorInfo, MonitorRun, type RunDeps, type StopResult } from "./monitor-run"
 import type { OutputBatch } from "./pipeline/batcher"
 import { compileLineFilter, PatternError } from "./pipeline/filter"
 import { lineText, type MonitorLine } from "./pipeline/line"
@@ -23,8 +16,6 @@ import { cancelledStart, cancelReason, MonitorSlots, type Reservation, type Star
 import type { StartRequest } from "./start-request"
 
 export type { MonitorInfo, StopResult } from "./monitor-run"
-
-export type RestartResult = { previous: StopResult; started: MonitorInfo }
 
 /** A monitor as the state record sees it: its info, group leader and last retained lines. */
 export type MonitorSnapshot = {
@@ -119,7 +110,10 @@ export class MonitorManager {
    * held is free), then starts its request again. A running monitor hands its own slot over, once.
    * Undefined when the id is unknown or belongs to another session.
    */
-  async restart(sessionID: string, monitorId: string): Promise<RestartResult | undefined> {
+  async restart(
+    sessionID: string,
+    monitorId: string,
+  ): Promise<{ previous: StopResult; started: MonitorInfo } | undefined> {
     const old = this.find(sessionID, monitorId)
     if (!old) return undefined
     const slot = this.slots.take(sessionID, { of: monitorId, running: old.info.status.kind === "running" })
@@ -325,15 +319,16 @@ async function compileFilters(request: StartRequest, config: MonitorConfig): Pro
 }
 
 /** A restart whose new start failed: the agent learns how the old monitor ended, and why nothing replaced it. */
-function restartFailed({ info, outcome }: StopResult, slot: Reservation, error: MonitorError): MonitorError {
-  const old = `The old monitor ${info.id} (${info.label}) ${howItEnded(outcome, info)}, with status ${formatStatus(info.status)}`
+function restartFailed(previous: StopResult, slot: Reservation, error: MonitorError): MonitorError {
+  const { info } = previous
+  const old = `The old monitor ${info.id} (${info.label}) ${howItEnded(previous)}, with status ${formatStatus(info.status)}`
   const message = slot.cancelledBy
     ? `${old}, but the new one was not started: ${cancelReason(slot.cancelledBy)}. Nothing runs in its place.`
     : `${old}, but the new one did not start: ${error.message} Nothing runs in its place; start it again with monitor_start once that is fixed.`
   return new MonitorError(error.code, message, error.fields)
 }
 
-function howItEnded(outcome: StopOutcome, info: MonitorInfo): string {
+function howItEnded({ outcome, info }: StopResult): string {
   if (outcome === "stopped") return "was stopped"
   if (outcome === "ended" || !info.ending) return "had already ended"
   return `was already ending (${formatEnding(info.ending)})`

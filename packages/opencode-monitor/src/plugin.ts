@@ -1,4 +1,3 @@
-import type { Hooks } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "./config"
 import { latestUserIdentity } from "./delivery/gates"
 import { DeliveryRouter } from "./delivery/router"
@@ -21,28 +20,18 @@ export type PluginDeps = {
   api: SessionApi
   scheduler?: Scheduler
   env?: NodeJS.ProcessEnv
-  /**
-   * The plugin instance's project directory; without it no state record is kept and no stop
-   * request from the TUI part is taken.
-   */
+  /** The project directory; without it no state record is kept and no TUI stop request taken. */
   directory?: string
   /** The process table (process/process-table.ts); this server's (/proc, else ps) when not given. */
   processTable?: ProcessTable
-  /**
-   * This server process, as the entry read it while loading (`serverIdentity`). Without it the
-   * start time is read where that is cheap (/proc) and is otherwise unknown.
-   */
+  /** This server, as the entry read it (`serverIdentity`); else its start time is read where cheap (/proc). */
   server?: ProcessIdentity
 }
 
-export type MonitorPluginInstance = {
-  hooks: Hooks
-  manager: MonitorManager
-  router: DeliveryRouter
-}
+export type MonitorPluginInstance = ReturnType<typeof createMonitorPlugin>
 
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
-export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps): MonitorPluginInstance {
+export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps) {
   const { api } = deps
   const scheduler = deps.scheduler ?? realScheduler
   const router = new DeliveryRouter(config, { api, scheduler })
@@ -95,7 +84,7 @@ function createManager(
     env: deps.env,
     shell: deps.shell,
     processTable: deps.processTable,
-    matchWakeLeft: (monitorId, wakeLimit) => router.matchWakeLeft(monitorId, wakeLimit),
+    matchWakeLeft: (monitorId, wakeLimit) => router.injector.matchWakeLeft(monitorId, wakeLimit),
     onStarted: deps.changed,
     onBatch: (batch, monitor) =>
       router.route(batch, {

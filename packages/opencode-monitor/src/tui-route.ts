@@ -2,6 +2,7 @@ import type { Hooks } from "@opencode-ai/plugin"
 import { readFileSync, statSync } from "node:fs"
 import { homedir } from "node:os"
 import { dirname, join, resolve } from "node:path"
+import type { SessionApi } from "./delivery/session-api"
 import { sessionWentIdle } from "./hooks"
 
 // opencode 1.18 installs an `opencode-monitor@file:<tgz>` TUI plugin but silently never loads it: we tell the person.
@@ -35,10 +36,7 @@ export function filesWithFileTuiSpec(candidates: readonly string[]): string[] {
   })
 }
 
-type Say = {
-  log(level: "warn", message: string, extra: Record<string, unknown>): void
-  toast(variant: "warning", title: string, message: string): void
-}
+type Say = Pick<SessionApi, "log" | "toast">
 
 /** When tui.json names the `file:` route: a log warning at load, a toast at the first idle (the TUI listens then). */
 export function withFileTuiSpecNotice(hooks: Hooks, place: { directory: string; worktree?: string }, say: Say): Hooks {

@@ -9,7 +9,6 @@ const message = (overrides: Partial<SessionMessage> & Pick<SessionMessage, "role
   synthetic: false,
   agent: "build",
   model: undefined,
-  text: "",
   notes: [],
   ...overrides,
 })

@@ -15,7 +15,7 @@ export const WAKE_GIVE_UP_MS = 30 * 60_000
 const OBSERVATION_MAX_ATTEMPTS = 8
 
 /** `found`: it is in the session. `absent`: it is not and may be sent. `unknown`: cannot tell yet. */
-export type Verdict = "found" | "absent" | "unknown"
+type Verdict = "found" | "absent" | "unknown"
 
 /** The envelope a delivery sends (the same text on every attempt). */
 export function envelopeText(delivery: Delivery): string {

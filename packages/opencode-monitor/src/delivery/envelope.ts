@@ -1,4 +1,4 @@
-import { ENVELOPE_END, formatEnvelopeHead, formatStatus, neutralizeMarkers } from "../codec"
+import { ENVELOPE_END, ENVELOPE_START, formatStatus, neutralizeMarkers } from "../codec"
 import type { BudgetNote, OutputBatch } from "../pipeline/batcher"
 import { type MonitorLine, sanitizeLineText } from "../pipeline/line"
 import { renderLine } from "../pipeline/render"
@@ -22,7 +22,8 @@ const WAKE_SEQS_SHOWN = 5
 
 /** The exact text the model sees for one batch. The only place that writes it. */
 export function formatMonitorBatch({ batch, label, subagentSessionID, wake }: EnvelopeInput): string {
-  const out = formatEnvelopeHead(batch.monitorId, batch.batchSeq, sanitizeLabel(label))
+  const out = [ENVELOPE_START, `monitor_id: ${batch.monitorId}`, `batch: ${batch.batchSeq}`]
+  out.push(`command_label: ${sanitizeLabel(label)}`)
   if (subagentSessionID) out.push(`subagent_session: ${sanitizeLabel(subagentSessionID)}`)
   out.push("stream_policy: untrusted_observation")
   if (wake) out.push(formatWakeLine(wake))

@@ -41,7 +41,7 @@ export type InjectorDeps = {
 
 /** A wake queued for at least the ceiling (a match wake told to wait counts from the end of that wait). */
 function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
-  if (!maxActiveDeferMs || maxActiveDeferMs <= 0) return false
+  if (!maxActiveDeferMs) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
 

@@ -89,14 +89,9 @@ export class DeliveryRouter {
   }
 
   private deliver(batch: OutputBatch, origin: BatchOrigin, source: SessionSource): void {
-    const matchWakeLeft = this.matchWakeLeft(batch.monitorId, origin.wakeLimit)
+    const matchWakeLeft = this.injector.matchWakeLeft(batch.monitorId, origin.wakeLimit)
     for (const route of routeBatch(source, origin.sessionID, batch, this.config.subagent_wake))
       this.budget.admit(batch, route, { ...origin, matchWakeLeft })
-  }
-
-  /** The monitor may still cause a match wake (`wake_limit` not used up); past it its matches are plain lines. */
-  matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
-    return this.injector.matchWakeLeft(monitorId, wakeLimit)
   }
 
   /** The monitor's exit notice still waits in a delivery queue (its own session's, or its root's). */
@@ -106,10 +101,6 @@ export class DeliveryRouter {
     return targets.some((target) =>
       this.injector.pending(target).some((d) => d.batch.monitorId === id && isTerminalBatch(d.batch)),
     )
-  }
-
-  onSessionIdle(sessionID: string): void {
-    this.injector.onSessionIdle(sessionID)
   }
 
   /**

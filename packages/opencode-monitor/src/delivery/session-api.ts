@@ -21,7 +21,6 @@ export type SessionMessage = {
   synthetic?: boolean
   agent: string | undefined
   model: ModelRef | undefined
-  text: string
   /** User only: the notes of this plugin's envelopes in it (their text parts' metadata). */
   notes: EnvelopeNote[]
   /** Assistant only: the monitor ids its completed `monitor_start` calls returned (restart recovery's proof). */
@@ -127,7 +126,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
       synthetic: texts.length > 0 && texts.every((p) => p.synthetic === true),
       agent: info.agent,
       model: info.model,
-      text: texts.map((p) => p.text).join("\n"),
       notes: texts.flatMap((p) => noteOf(p.metadata) ?? []),
     }
   }
@@ -139,7 +137,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     toolRunning: parts.some((p) => p.type === "tool" && (p.state.status === "pending" || p.state.status === "running")),
     agent: info.mode,
     model: { providerID: info.providerID, modelID: info.modelID },
-    text: texts.map((p) => p.text).join("\n"),
     notes: [],
     startedMonitors: startedMonitors(parts),
   }

@@ -61,7 +61,6 @@ export class FakeSessionApi implements SessionApi {
     this.addMessage(sessionID, {
       role: "user",
       synthetic: true,
-      text: request.text,
       agent: request.agent,
       notes: note ? [note] : [],
     })
@@ -91,7 +90,8 @@ export class FakeSessionApi implements SessionApi {
     this.toasts.push({ variant, title, message })
   }
 
-  addMessage(sessionID: string, message: Partial<SessionMessage> & Pick<SessionMessage, "role">) {
+  /** `text` only says what the message was, for a reader: delivery reads notes, never the text. */
+  addMessage(sessionID: string, message: Partial<SessionMessage> & Pick<SessionMessage, "role"> & { text?: string }) {
     const list = this.history.get(sessionID) ?? []
     list.push({
       created: this.now(),
@@ -101,7 +101,6 @@ export class FakeSessionApi implements SessionApi {
       synthetic: false,
       agent: undefined,
       model: undefined,
-      text: "",
       notes: [],
       ...message,
     })

@@ -1,4 +1,4 @@
-import { type EnvelopeNote, formatStatus, type MonitorStatus } from "../../src/codec"
+import type { EnvelopeNote, MonitorStatus } from "../../src/codec"
 import type { SessionMessage } from "../../src/delivery/session-api"
 import type { MonitorStateEntry } from "../../src/state/format"
 
@@ -13,7 +13,6 @@ export function startMessage(...monitorIds: string[]): SessionMessage {
     synthetic: false,
     agent: undefined,
     model: undefined,
-    text: "",
     notes: [],
     startedMonitors: monitorIds,
   }
@@ -57,7 +56,6 @@ export function envelopeMessage(
   return {
     role: "user",
     synthetic: true,
-    text: `[OMO MONITOR OUTPUT]\nmonitor_id: ${monitorId}\nbatch: ${batch}\ncommand_label: x\n\nStatus: ${formatStatus(status)}\n[END OMO MONITOR OUTPUT]`,
     notes: [note],
   }
 }
