@@ -8,6 +8,7 @@ import { formatStatus } from "../src/codec"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorError, type MonitorFields } from "../src/errors"
 import { MonitorManager } from "../src/manager"
+import { spawnInGroup } from "../src/process/process-group"
 import { createProcessTable, type ProcessTable } from "../src/process/process-table"
 import { createPsTable } from "../src/process/ps-table"
 import { BatchCollector } from "./support/collect"
@@ -116,6 +117,17 @@ describe("a monitored process", () => {
       /cannot start sh in \/no\/such\/dir/,
     )
     await expect(start(m, "./not-here.sh")).rejects.toThrow(/not-here.sh does not exist or is not executable/)
+  })
+
+  test("a shell that cannot start is named in the error, not sh", async () => {
+    const dir = mkdtempSync(join(tmpdir(), "omo-shell-"))
+    try {
+      await expect(
+        spawnInGroup({ command: "echo hi", cwd: dir, killGraceMs: 100, shell: "/no/such/zsh" }),
+      ).rejects.toThrow(`cannot start /no/such/zsh in ${dir}: the directory or /no/such/zsh does not exist`)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test("a command that sets PATH itself finds its program there (the README's advice for command not found)", async () => {

@@ -97,11 +97,11 @@ async function startLeader(options: SpawnOptions, token: string) {
     })
   } catch (error) {
     // Bun (and Node for a NUL byte) throw some spawn failures at once instead of emitting "error".
-    throw new SpawnError(describeSpawnError(error as NodeJS.ErrnoException, options.cwd))
+    throw new SpawnError(describeSpawnError(error as NodeJS.ErrnoException, options.cwd, invocation.file))
   }
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve())
-    child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd))))
+    child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd, invocation.file))))
   })
   const { pid, stdout, stderr } = child
   if (pid === undefined || !stdout || !stderr) throw new SpawnError("the process started without a pid or pipes")
@@ -279,10 +279,11 @@ export async function waitUntil(condition: () => boolean | Promise<boolean>, tim
   return true
 }
 
-function describeSpawnError(error: NodeJS.ErrnoException, cwd: string): string {
-  if (error.code === "ENOENT") return `cannot start sh in ${cwd}: the directory or sh does not exist (${error.message})`
-  if (error.code === "EACCES") return `cannot start sh in ${cwd}: permission denied (${error.message})`
-  if (error.code === "ENOTDIR") return `cannot start sh in ${cwd}: it is not a directory (${error.message})`
+function describeSpawnError(error: NodeJS.ErrnoException, cwd: string, shell: string): string {
+  const start = `cannot start ${shell} in ${cwd}`
+  if (error.code === "ENOENT") return `${start}: the directory or ${shell} does not exist (${error.message})`
+  if (error.code === "EACCES") return `${start}: permission denied (${error.message})`
+  if (error.code === "ENOTDIR") return `${start}: it is not a directory (${error.message})`
   if (error.code === "E2BIG") {
     return `the command and environment are longer than the system allows for one program (${error.message}); put a long script in a file and run that`
   }
