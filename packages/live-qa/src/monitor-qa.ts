@@ -118,16 +118,18 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   let stopping: Promise<StopReport> | undefined
   const stopAll = (timeline: TimelineRecorder) => {
     stopping ??= (async () => {
+      let projectsDisposed = true
       for (const project of projects) {
         await project.timeline.stop()
         // The server's stop disposes its own project only; each project's monitors stop with its dispose.
-        await disposeInstance(server.url, project.server.directory)
+        projectsDisposed = (await disposeInstance(server.url, project.server.directory)).ok && projectsDisposed
         await project.model.stop()
       }
       await timeline.stop()
       const report = await server.stop()
       await model.stop()
-      return report
+      // A failed dispose of any project is a failed stop, as the first project's is.
+      return { ...report, disposeOk: report.disposeOk && projectsDisposed }
     })()
     return stopping
   }
