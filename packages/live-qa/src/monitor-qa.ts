@@ -142,6 +142,28 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
   return qa
 }
 
+/**
+ * Servers shared by key: the first `project(key, …)` starts one with `options`, its project holding
+ * `projectConfig`; later calls with the key open another project on it (a quarter of a server's CPU).
+ */
+export function sharedServers() {
+  const byKey = new Map<string, Promise<MonitorQA>>()
+  return {
+    async project(key: string, options: MonitorQAOptions, projectConfig: JsonObject = {}): Promise<MonitorQA> {
+      const running = byKey.get(key)
+      if (running) return (await running).openProject(projectConfig)
+      const starting = startMonitorQA({ ...options, projectConfig })
+      byKey.set(key, starting)
+      return starting
+    },
+    async stopAll(): Promise<void> {
+      for (const starting of byKey.values())
+        await (await starting.catch(() => undefined))?.stop().catch(() => undefined)
+      byKey.clear()
+    },
+  }
+}
+
 /** Another project dir of `server`, with its opencode.json and a scripted model of its own. */
 async function projectOn(
   server: OpencodeServer,

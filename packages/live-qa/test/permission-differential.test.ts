@@ -25,7 +25,7 @@ import {
   runDifferential,
   strictness,
 } from "../src/differential.ts"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { type MonitorQA, sharedServers } from "../src/monitor-qa.ts"
 
 /** `hidden`: the simple commands hidden inside, which monitor_start asks as extra `bash` patterns. */
 type Case = { command: string; hidden?: string[] }
@@ -109,10 +109,8 @@ const RULE_SETS: Record<string, Record<string, string>> = {
 const STRICTER = CORPUS.filter((c) => c.hidden !== undefined)
 const hiddenIn = (row: DiffRow) => CORPUS.find((c) => c.command === row.command)?.hidden
 
-const servers: MonitorQA[] = []
-afterAll(async () => {
-  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined)
-})
+const shared = sharedServers()
+afterAll(() => shared.stopAll())
 
 /** Same verdict and same questions; for `stricter` rows, monitor_start at least as strict. */
 function judge(row: DiffRow, stricter: boolean): string {
@@ -124,24 +122,14 @@ function judge(row: DiffRow, stricter: boolean): string {
   return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO"
 }
 
-let shared: Promise<MonitorQA> | undefined
-/**
- * A project of its own for each rule set, its rules in the project's opencode.json, all on one server:
- * a project costs the server about a quarter of a new server's CPU, and the rules are the project's
- * config either way.
- */
-async function ruleSetProject(rules: Record<string, string>): Promise<MonitorQA> {
-  const projectConfig = { permission: { bash: rules } }
-  if (shared) return (await shared).openProject(projectConfig)
-  shared = startMonitorQA({
+/** A project of its own for each rule set, its rules in the project's opencode.json, all on one server. */
+function ruleSetProject(rules: Record<string, string>): Promise<MonitorQA> {
+  const options = {
     permission: {},
-    projectConfig,
     script: differentialAgent(),
     pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
-  })
-  const qa = await shared
-  servers.push(qa)
-  return qa
+  }
+  return shared.project("rule sets", options, { permission: { bash: rules } })
 }
 
 async function runRuleSet(

@@ -12,7 +12,7 @@
  */
 import { afterAll, expect, test } from "bun:test"
 import { allRuns, COMMANDS_PER_STEP, differentialAgent, runDifferential } from "../src/differential.ts"
-import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { type Envelope, type MonitorQA, sharedServers } from "../src/monitor-qa.ts"
 import { waitForEnvelope } from "../src/scenario.ts"
 
 const CORPUS = [
@@ -60,10 +60,8 @@ const SHELLS: Record<string, Setting> = {
 }
 
 type Seen = { lines: string[]; exit: number | null }
-const servers: MonitorQA[] = []
-afterAll(async () => {
-  for (const qa of servers.splice(0)) await qa.stop().catch(() => undefined)
-})
+const shared = sharedServers()
+afterAll(() => shared.stopAll())
 
 function bashToolSeen(output: string, exit: unknown): Seen {
   const lines = output === "(no output)" ? [] : output.replace(/\n$/, "").split("\n")
@@ -76,26 +74,14 @@ function monitorSeen(text: string, status: string): Seen {
   return { lines: lines.sort(), exit: code === undefined ? null : Number(code) }
 }
 
-const byEnv = new Map<string, Promise<MonitorQA>>()
-/**
- * SHELL is the server's environment, so a server per SHELL; settings of one SHELL share it, each a
- * project with its own opencode.json (a project costs the server about a quarter of a new server).
- */
-async function settingProject(setting: Setting): Promise<MonitorQA> {
-  const key = JSON.stringify(setting.env)
-  const projectConfig = setting.config ?? {}
-  const running = byEnv.get(key)
-  if (running) return (await running).openProject(projectConfig)
-  const starting = startMonitorQA({
+/** SHELL is the server's environment: a server per SHELL, each setting of it a project with its own opencode.json. */
+function settingProject(setting: Setting): Promise<MonitorQA> {
+  const options = {
     env: setting.env,
-    projectConfig,
     script: differentialAgent(),
     pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
-  })
-  byEnv.set(key, starting)
-  const qa = await starting
-  servers.push(qa)
-  return qa
+  }
+  return shared.project(JSON.stringify(setting.env), options, setting.config ?? {})
 }
 
 async function runShell(name: string, setting: Setting) {
