@@ -31,7 +31,7 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     const pid = await new Promise<number>((resolve) =>
       parent.stdout?.once("data", (chunk) => resolve(Number(String(chunk).trim()))),
     )
-    expect(await waitFor(async () => (await readProcess(pid, table))?.state === "Z", 5_000)).toBe(true)
+    expect(await waitFor(async () => (await readProcess(pid, table))?.state === "Z", 15_000)).toBe(true)
     return pid
   }
 

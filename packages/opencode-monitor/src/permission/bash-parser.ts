@@ -23,7 +23,7 @@ export type ParseAnswer = { commands: SimpleCommand[] } | { tooLarge: true } | {
  * `timeMs` in the worker, which is ended past that.
  */
 export type ParseLimits = { commandBytes: number; answerChars: number; timeMs: number }
-export const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars: 1024 * 1024, timeMs: 2_000 }
+export const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars: 1024 * 1024, timeMs: 5_000 }
 
 // The parser runs in a worker of its own (bash-parser-worker.ts says why): the source file in a
 // checkout; in the packed package the build's entry beside dist/index.js (this code may land in a chunk).
