@@ -85,11 +85,15 @@ describe("MonitorRingBuffer", () => {
     expect(ring.unreported).toEqual({ lines: 1, bytes: lineByteLength(line(1)) })
   })
 
-  test("the lines of a small read keep a copy of just their bytes, not the read's large buffer", () => {
+  // A pipe's read is a Buffer (whose slice() is a view, not a copy); a test's is a Uint8Array.
+  test.each([
+    ["Uint8Array", (buffer: ArrayBuffer) => new Uint8Array(buffer, 100, 13)],
+    ["Buffer", (buffer: ArrayBuffer) => Buffer.from(buffer, 100, 13)],
+  ])("the lines of a small read (%s) keep a copy of just their bytes, not the read's large buffer", (_, view) => {
     const ring = new MonitorRingBuffer(4)
     // A pipe's small read is a view of a 64 KB buffer.
     const buffer = new ArrayBuffer(64 * 1024)
-    const read = new Uint8Array(buffer, 100, 13)
+    const read = view(buffer)
     read.set(new TextEncoder().encode("first\nsecond\n"))
     const kept: MonitorLine[] = [
       {

@@ -126,6 +126,28 @@ describe("LineSplitter", () => {
     expect(dropped).toBe(100_000 - 256)
   })
 
+  test("a line put together from parts of a pipe's reads holds a copy, never a read's 64 KB buffer", () => {
+    // A pipe's read is a Buffer view of a large buffer; Buffer#slice is a view, so parts are copied.
+    const read = (text: string) => {
+      const view = Buffer.from(new ArrayBuffer(64 * 1024), 0, text.length)
+      view.write(text)
+      return view
+    }
+    const blocks: Uint8Array[] = []
+    const splitter = new LineSplitter(
+      256,
+      (block) => blocks.push(block),
+      () => {},
+    )
+    splitter.push(read("x".repeat(1000)))
+    splitter.push(read("y\nstart of a line"))
+    splitter.push(read(" and its end\n"))
+    splitter.push(read("a last line"))
+    splitter.end()
+    expect(blocks).toHaveLength(3)
+    for (const block of blocks) expect(block.buffer.byteLength).toBeLessThan(1024)
+  })
+
   test("NUL and invalid bytes never discard the valid lines around them", () => {
     const garbage = new Uint8Array([0x66, 0x00, 0x6f, 0xff, 0xfe, 0x6f, 0x0a])
     const { lines } = split(["before\n", garbage, "after\n"])

@@ -74,7 +74,7 @@ export class LineSplitter {
       this.countDropped(piece.length)
       return
     }
-    this.parts.push(piece.slice())
+    this.parts.push(copyOf(piece))
     this.partialLength += piece.length
     if (this.partialLength > this.maxBytes) this.shrinkPartial()
   }
@@ -99,7 +99,7 @@ export class LineSplitter {
     let bytes = this.joinPartial()
     // A progress bar redrawn with \r and no \n would grow forever; only its last frame matters.
     const lastCr = bytes.subarray(0, bytes.length - 1).lastIndexOf(CARRIAGE_RETURN)
-    if (lastCr !== -1) bytes = bytes.slice(lastCr + 1)
+    if (lastCr !== -1) bytes = copyOf(bytes, lastCr + 1)
     if (bytes.length <= this.maxBytes) {
       this.parts = [bytes]
       this.partialLength = bytes.length
@@ -111,7 +111,7 @@ export class LineSplitter {
     this.partialLength = 0
     this.discarding = true
     // A copy of the kept part: the dropped rest of a long partial line must not stay pinned by it.
-    this.emit(bytes.slice(0, cut), 0, cut, true)
+    this.emit(copyOf(bytes, 0, cut), 0, cut, true)
   }
 
   private emitPartial(): void {
@@ -140,6 +140,13 @@ export class LineSplitter {
 function searchView(chunk: Uint8Array): Uint8Array {
   return Buffer.isBuffer(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length) : chunk
 }
+
+/**
+ * `bytes[start, end)` in a buffer of its own: a pipe's read is a Buffer, whose slice() is a view
+ * that would keep the whole read alive.
+ */
+export const copyOf = (bytes: Uint8Array, start = 0, end = bytes.length): Uint8Array =>
+  new Uint8Array(bytes.subarray(start, end))
 
 /** The nearest cut at or before `at` that does not split a UTF-8 sequence (never before `start`). */
 export function characterBoundary(bytes: Uint8Array, start: number, at: number): number {

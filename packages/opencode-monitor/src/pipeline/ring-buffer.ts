@@ -1,5 +1,6 @@
 import { type DropCounts, NO_DROPS } from "./batcher"
 import { lineByteLength, type MonitorLine } from "./line"
+import { copyOf } from "./line-splitter"
 
 export type RingQuery = {
   stream?: "matched" | "unmatched" | "all"
@@ -98,7 +99,7 @@ export class MonitorRingBuffer {
       count++
     }
     if (count === 0 || (to - from) * 2 >= block.buffer.byteLength) return
-    const copy = block.slice(from, to)
+    const copy = copyOf(block, from, to)
     for (let i = this.size - count; i < this.size; i++) {
       const line = this.lines[this.slotAt(i)] as MonitorLine
       line.block = copy
