@@ -141,14 +141,10 @@ export class MonitoredProcess {
     await this.tracker.adopt()
     await this.tracker.track(await this.tokenCarriers())
     const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
-    if (await gone()) return null
-    this.signalAll("SIGTERM")
-    if (await waitUntil(gone, this.graceMs)) return "SIGTERM"
-    this.signalAll("SIGKILL")
-    await waitUntil(gone, 2_000)
+    const sent = await escalate((signal) => this.signalAll(signal), gone, this.graceMs)
     // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-    this.survivors = await liveMembers(this.pid, this.tracker)
-    return "SIGKILL"
+    if (sent === "SIGKILL") this.survivors = await liveMembers(this.pid, this.tracker)
+    return sent
   }
 
   /** SIGTERM to the whole group now, without waiting (for signal handlers). */
@@ -267,6 +263,16 @@ async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<nu
 /** Live (non-zombie) members of a process group, from one asynchronous read of the process table. */
 export async function liveGroupMembers(pgid: number, table: ProcessTable = processTable): Promise<number[]> {
   return (await table.scan()).filter((entry) => entry.pgrp === pgid && isLive(entry)).map((entry) => entry.pid)
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`, each while `gone` says something runs, then 2 s more; the last signal sent. */
+export async function escalate(send: (signal: NodeJS.Signals) => void, gone: () => Promise<boolean>, graceMs: number) {
+  if (await gone()) return null
+  send("SIGTERM")
+  if (await waitUntil(gone, graceMs)) return "SIGTERM"
+  send("SIGKILL")
+  await waitUntil(gone, 2_000)
+  return "SIGKILL"
 }
 
 /** Polls `condition` until it holds (true) or `timeoutMs` passes (false). */

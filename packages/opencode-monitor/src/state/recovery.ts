@@ -4,7 +4,7 @@ import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
 import { mayStillRun, type ProcessTable, processTable, serverIdentity } from "../process/process-table"
-import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
+import { escalate, liveGroupMembers, signalGroup } from "../process/process-group"
 import { formatStatus, type MonitorStatus } from "../codec"
 import { type Logger, namedLogger } from "../log"
 import {
@@ -248,10 +248,7 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
   }
   logOf(deps).warn("a lost monitor's process still runs; stopping its process group", fields)
   const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
-  const signals = { SIGTERM: deps.killGraceMs, SIGKILL: 2_000 }
-  for (const [signal, waitMs] of Object.entries(signals) as [NodeJS.Signals, number][]) {
-    if (!(await groupGone())) signalGroup(entry.pid, signal)
-    if (await waitUntil(groupGone, waitMs)) return { kind: "lost", survivorPid: undefined }
-  }
-  return { kind: "lost", survivorPid: entry.pid }
+  const sent = await escalate((signal) => signalGroup(entry.pid, signal), groupGone, deps.killGraceMs)
+  const survived = sent === "SIGKILL" && !(await groupGone())
+  return { kind: "lost", survivorPid: survived ? entry.pid : undefined }
 }
