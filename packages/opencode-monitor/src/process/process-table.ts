@@ -20,6 +20,9 @@ export type ProcessEntry = {
   start: string
 }
 
+/** Processes read synchronously: these pids (the ones that exist), and the direct children of one. */
+export type TableView = { read(pids: readonly number[]): ProcessEntry[]; childrenOf(pid: number): number[] }
+
 /** The carriers of an entry, and the processes whose environment could not be read whole (any may carry it). */
 export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
@@ -33,7 +36,7 @@ export interface ProcessTable {
   /** These processes, read now; the ones that do not exist are left out. */
   read(pids: readonly number[]): Promise<ProcessEntry[]>
   /** The same read and the direct children of a pid, synchronous, where they are cheap (/proc); undefined for ps. */
-  readonly cheap: { read(pids: readonly number[]): ProcessEntry[]; childrenOf(pid: number): number[] } | undefined
+  readonly cheap: TableView | undefined
   /** Every process. Concurrent callers share one read. */
   scan(): Promise<ProcessEntry[]>
   /** Processes other than this one whose environment, never their command line, holds `entry` (`NAME=value`). */
