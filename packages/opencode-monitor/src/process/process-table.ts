@@ -74,6 +74,7 @@ export function searchedTogether(
   let queued: { entry: string; resolve: (answer: EnvironmentSearch) => void }[] = []
   let searching = false
   const drain = async () => {
+    searching = true
     // Let the other stops of the same moment queue their search first.
     await new Promise((resolve) => setTimeout(resolve, 0))
     while (queued.length > 0) {
@@ -87,10 +88,7 @@ export function searchedTogether(
   return (entry) =>
     new Promise((resolve) => {
       queued.push({ entry, resolve })
-      if (!searching) {
-        searching = true
-        void drain()
-      }
+      if (!searching) void drain()
     })
 }
 
