@@ -3,7 +3,7 @@ import { createHash } from "node:crypto"
 import type { Readable } from "node:stream"
 import type { Leftovers } from "../codec"
 import { shellInvocation } from "./shell"
-import { isLive, type ProcessTable, processTable } from "./process-table"
+import { isLive, type ProcessEntry, type ProcessTable, processTable } from "./process-table"
 import { attach, DescendantTracker, detach } from "./tracker"
 import { startWatchdog } from "./watchdog"
 
@@ -38,11 +38,8 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // Every process the command starts inherits this unless it clears its environment: what finds
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
-  const { child, pid, stdout, stderr } = await startLeader(options, token)
-  // Listened for before anything is awaited: a leader that exits at once must not be missed.
-  const exited = new Promise<ProcessExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }))
-  })
+  const started = await startLeader(options, token)
+  const { pid, stdout, stderr } = started
   const table = options.table ?? processTable
   // Bun drops what a child wrote if it exits before anything reads its pipes: they are read into
   // their own buffers (up to their high-water mark, then the writer waits) meanwhile.
@@ -53,34 +50,14 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   const [outputs, [leader]] = await Promise.all([table.outputTargets(pid), table.read([pid])]).finally(() => {
     for (const pipe of [stdout, stderr]) pipe.off("readable", hold)
   })
-  const watchdog = startWatchdog(
-    { pid, start: leader?.start },
-    { graceMs: options.killGraceMs, variable: TOKEN_VARIABLE, token, table },
-  )
-  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(
-    pid,
-    (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`),
-    table,
-    leader,
-  )
-  attach(tracker)
-  return new MonitoredProcess(
-    pid,
-    stdout,
-    stderr,
-    exited,
-    leader?.start,
-    token,
-    tracker,
-    outputs,
-    watchdog,
-    options.killGraceMs,
-  )
+  return new MonitoredProcess(started, leader, { token, outputs, table, graceMs: options.killGraceMs })
 }
 
+/** The leader just started: its pid, its output pipes and its exit. */
+type StartedLeader = { pid: number; stdout: Readable; stderr: Readable; exited: Promise<ProcessExit> }
+
 /** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
-async function startLeader(options: SpawnOptions, token: string) {
+async function startLeader(options: SpawnOptions, token: string): Promise<StartedLeader> {
   const invocation = shellInvocation(options.shell ?? "sh", options.command)
   let child: ChildProcess
   try {
@@ -99,40 +76,58 @@ async function startLeader(options: SpawnOptions, token: string) {
     // Bun (and Node for a NUL byte) throw some spawn failures at once instead of emitting "error".
     throw new SpawnError(describeSpawnError(error as NodeJS.ErrnoException, options.cwd, invocation.file))
   }
+  // Listened for before anything is awaited: a leader that exits at once must not be missed.
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }))
+  })
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve())
     child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd, invocation.file))))
   })
   const { pid, stdout, stderr } = child
   if (pid === undefined || !stdout || !stderr) throw new SpawnError("the process started without a pid or pipes")
-  return { child, pid, stdout, stderr }
+  return { pid, stdout, stderr, exited }
 }
+
+/** What a monitored process needs beyond its leader: its token, its ends of the output pipes, its table, its grace. */
+type GroupSetup = { token: string; outputs: string[]; table: ProcessTable; graceMs: number }
 
 /** A command leading its own process group, with its token, its escaped processes, watchdog and survivors. */
 export class MonitoredProcess {
+  readonly pid: number
+  readonly stdout: Readable
+  readonly stderr: Readable
+  /** Resolves when the group leader (`sh -c`) has exited. */
+  readonly exited: Promise<ProcessExit>
+  /** The leader's start time as read when it started; undefined when it was gone by then. */
+  readonly startTime: string | undefined
   /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
   readonly tokenHash: string
+  private readonly tracker: DescendantTracker
+  private readonly watchdog: ChildProcess
   /** Still running after the final SIGKILL of the last stop, or not signallable. */
   private survivors: number[] = []
   /** Processes the token searches could not read whole, so far. */
   private readonly unsearched = new Set<number>()
 
+  /** Starts the watchdog and the tracker; `leader`: the leader's entry as it started (undefined: gone by then). */
   constructor(
-    readonly pid: number,
-    readonly stdout: Readable,
-    readonly stderr: Readable,
-    /** Resolves when the group leader (`sh -c`) has exited. */
-    readonly exited: Promise<ProcessExit>,
-    /** The leader's start time as read when it started; undefined when it was gone by then. */
-    readonly startTime: string | undefined,
-    private readonly token: string,
-    private readonly tracker: DescendantTracker,
-    /** The leader's ends of its output pipes (Bun: socket pairs). */
-    private readonly outputs: string[],
-    private readonly watchdog: ChildProcess,
-    private readonly graceMs: number,
+    started: StartedLeader,
+    leader: ProcessEntry | undefined,
+    private readonly setup: GroupSetup,
   ) {
+    ;({ pid: this.pid, stdout: this.stdout, stderr: this.stderr, exited: this.exited } = started)
+    const { token, table, graceMs } = setup
+    this.startTime = leader?.start
     this.tokenHash = hashToken(token)
+    this.watchdog = startWatchdog(
+      { pid: this.pid, start: leader?.start },
+      { graceMs, variable: TOKEN_VARIABLE, token, table },
+    )
+    // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
+    const onEscape = (entry: ProcessEntry) => this.watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`)
+    this.tracker = new DescendantTracker(this.pid, onEscape, table, leader)
+    attach(this.tracker)
   }
 
   /** SIGTERM, SIGKILL after the grace; the last signal sent (null: none needed); what outlives it: `leftovers()`. */
@@ -141,7 +136,7 @@ export class MonitoredProcess {
     await this.tracker.adopt()
     await this.tracker.track(await this.tokenCarriers())
     const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
-    const sent = await escalate((signal) => this.signalAll(signal), gone, this.graceMs)
+    const sent = await escalate((signal) => this.signalAll(signal), gone, this.setup.graceMs)
     // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
     if (sent === "SIGKILL") this.survivors = await liveMembers(this.pid, this.tracker)
     return sent
@@ -170,7 +165,8 @@ export class MonitoredProcess {
    * by the token, the pipes while open, the session and group, and tracking; named for the status.
    */
   async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
-    const { tracker, outputs } = this
+    const { tracker } = this
+    const { outputs } = this.setup
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
     const holders = pipesOpen && outputs.length > 0 ? await tracker.table.findHolders(outputs) : []
     await tracker.track([...holders, ...(await this.tokenCarriers())])
@@ -216,7 +212,7 @@ export class MonitoredProcess {
 
   /** The processes carrying the token in their environment; those not read whole go to `unsearched`. */
   private async tokenCarriers(): Promise<number[]> {
-    const search = await this.tracker.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.token}`)
+    const search = await this.tracker.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.setup.token}`)
     for (const pid of search.unreadable) this.unsearched.add(pid)
     return search.found
   }
@@ -265,7 +261,7 @@ export async function liveGroupMembers(pgid: number, table: ProcessTable = proce
   return (await table.scan()).filter((entry) => entry.pgrp === pgid && isLive(entry)).map((entry) => entry.pid)
 }
 
-/** SIGTERM, then SIGKILL after `graceMs`, each while `gone` says something runs, then 2 s more; the last signal sent. */
+/** SIGTERM, then SIGKILL after `graceMs`, each while `gone` says something runs, then 2 s more; the last one sent. */
 export async function escalate(send: (signal: NodeJS.Signals) => void, gone: () => Promise<boolean>, graceMs: number) {
   if (await gone()) return null
   send("SIGTERM")
