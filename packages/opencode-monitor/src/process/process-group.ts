@@ -165,10 +165,9 @@ export class MonitoredProcess {
    * by the token, the pipes while open, the session and group, and tracking; named for the status.
    */
   async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
-    const { tracker } = this
-    const { outputs } = this.setup
+    const { tracker, setup } = this
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
-    const holders = pipesOpen && outputs.length > 0 ? await tracker.table.findHolders(outputs) : []
+    const holders = pipesOpen && setup.outputs.length > 0 ? await setup.table.findHolders(setup.outputs) : []
     await tracker.track([...holders, ...(await this.tokenCarriers())])
     // A process in the middle of an exec shows an empty environment for a moment (a daemon that
     // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
@@ -177,8 +176,7 @@ export class MonitoredProcess {
     await tracker.adopt()
     const left = tracker.live().filter((stat) => stat.pid !== this.pid && isLive(stat))
     // A process sets its own name (any bytes): only plain characters go into the status line.
-    const nameOf = async (pid: number) =>
-      ((await tracker.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
+    const nameOf = async (pid: number) => ((await setup.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
     return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))
   }
 
@@ -212,7 +210,7 @@ export class MonitoredProcess {
 
   /** The processes carrying the token in their environment; those not read whole go to `unsearched`. */
   private async tokenCarriers(): Promise<number[]> {
-    const search = await this.tracker.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.setup.token}`)
+    const search = await this.setup.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.setup.token}`)
     for (const pid of search.unreadable) this.unsearched.add(pid)
     return search.found
   }

@@ -130,7 +130,8 @@ export function mayStillRunNow(pid: number, start: string | undefined, table: Pr
   return runsAs(table.cheap.read([pid])[0], start)
 }
 
-const runsAs = (entry: ProcessEntry | undefined, start: string | undefined) =>
+/** `entry` is a live process started at `start` (without a start, any live one): not gone, nor a reused pid. */
+export const runsAs = (entry: ProcessEntry | undefined, start: string | undefined): entry is ProcessEntry =>
   isLive(entry) && (start === undefined || entry.start === start)
 
 /** A process as a state record names it: its pid and the start time that proves it later. */

@@ -1,4 +1,4 @@
-import { isLive, type ProcessEntry, type ProcessTable, type TableView } from "./process-table"
+import { isLive, type ProcessEntry, type ProcessTable, runsAs, type TableView } from "./process-table"
 
 /**
  * The processes a monitored command started, followed while they are still attached: every
@@ -14,9 +14,9 @@ export class DescendantTracker {
 
   /** `first`: the leader's entry as read when it started (undefined: it was gone already). */
   constructor(
-    readonly leader: number,
+    private readonly leader: number,
     private readonly onEscape: (entry: ProcessEntry) => void,
-    readonly table: ProcessTable,
+    private readonly table: ProcessTable,
     first: ProcessEntry | undefined,
   ) {
     if (first) this.note(first)
@@ -81,8 +81,7 @@ export class DescendantTracker {
 
   /** Keeps `pid` when `entry` shows it running with the start time it was tracked with. */
   private verify(pid: number, entry: ProcessEntry | undefined): entry is ProcessEntry {
-    const known = this.tracked.get(pid)
-    if (!isLive(entry) || (known && entry.start !== known.start)) {
+    if (!runsAs(entry, this.tracked.get(pid)?.start)) {
       this.tracked.delete(pid)
       this.addedAt.delete(pid)
       return false
