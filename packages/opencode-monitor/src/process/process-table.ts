@@ -71,7 +71,8 @@ export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> 
 export function searchedTogether(
   search: (entries: string[]) => Promise<EnvironmentSearch[]>,
 ): (entry: string) => Promise<EnvironmentSearch> {
-  let queued: { entry: string; resolve: (answer: EnvironmentSearch) => void }[] = []
+  type Query = { entry: string; resolve: (answer: EnvironmentSearch) => void; reject: (error: unknown) => void }
+  let queued: Query[] = []
   let searching = false
   const drain = async () => {
     searching = true
@@ -80,14 +81,19 @@ export function searchedTogether(
     while (queued.length > 0) {
       const queries = queued
       queued = []
-      const answers = await search(queries.map((query) => query.entry))
-      for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
+      // A failed search fails its own callers only: the ones queued meanwhile get a search of their own.
+      try {
+        const answers = await search(queries.map((query) => query.entry))
+        for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
+      } catch (error) {
+        for (const query of queries) query.reject(error)
+      }
     }
     searching = false
   }
   return (entry) =>
-    new Promise((resolve) => {
-      queued.push({ entry, resolve })
+    new Promise((resolve, reject) => {
+      queued.push({ entry, resolve, reject })
       if (!searching) void drain()
     })
 }
