@@ -206,7 +206,8 @@ export class MonitorRun {
     if (info.timeoutMs === undefined) return undefined
     return deps.scheduler.setTimeout(() => {
       if (this.stopSignal !== undefined) return
-      info.ending = { reason: "deadline" }
+      // As for a stop: an ending a shutdown signal decided (terminateNow) stands; the group is still escalated.
+      info.ending ??= { reason: "deadline" }
       this.stopSignal = this.process.terminateGroup()
     }, info.timeoutMs)
   }

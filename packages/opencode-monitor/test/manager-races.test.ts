@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { type MonitorInfo, MonitorManager, type StopResult } from "../src/manager"
-import type { OutputBatch } from "../src/pipeline/batcher"
+import { isTerminalBatch, type OutputBatch } from "../src/pipeline/batcher"
 import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
 import { type ProcessTable, processTable } from "../src/process/process-table"
 import { drive } from "./support/drive"
@@ -94,6 +94,27 @@ describe("MonitorManager under concurrency", () => {
     expect(stopped?.info.ending).toEqual({ reason: "exit" })
     // The stop found it already ending by itself: this call stopped nothing.
     expect(stopped?.outcome).toBe("ending")
+  })
+
+  test("a deadline passing after a shutdown signal keeps the shutdown's ending: stopped, no terminal batch", async () => {
+    const marker = uniqueMarker("deadline_after_signal")
+    const scheduler = new FakeScheduler()
+    const batches: OutputBatch[] = []
+    const { m, ended } = manager({ scheduler, onBatch: (batch) => batches.push(batch) })
+    await startMonitor(m, {
+      sessionID: "ses_r",
+      directory: process.cwd(),
+      command: `echo up; sleep 30 # ${marker}`,
+      timeoutMs: 5_000,
+    })
+    // The signal handler's SIGTERM is sent; the deadline passes before the exit is seen.
+    m.terminateAllNow()
+    scheduler.advance(5_000)
+    await drive(scheduler, undefined, { until: () => ended.length === 1 })
+    expect(ended[0]?.ending).toEqual({ reason: "stop", by: "shutdown" })
+    expect(ended[0]?.status.kind).toBe("stopped")
+    expect(batches.filter(isTerminalBatch)).toEqual([])
+    expect(liveProcesses(marker)).toEqual([])
   })
 
   test("a person's stop during the agent's stop does not lift the agent's silence", async () => {

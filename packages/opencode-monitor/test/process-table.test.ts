@@ -4,8 +4,16 @@ import { spawn } from "node:child_process"
 import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
-import { createProcessTable, mayStillRun, processStartTime, readProcess } from "../src/process/process-table"
+import {
+  createProcessTable,
+  type EnvironmentSearch,
+  mayStillRun,
+  processStartTime,
+  readProcess,
+  searchedTogether,
+} from "../src/process/process-table"
 import { createPsTable, environmentListingFlag, parseLsof, parseTable } from "../src/process/ps-table"
+import { settle } from "./support/fake-session-api"
 import { waitFor } from "./support/processes"
 import { BACK_ENDS } from "./support/tables"
 
@@ -258,5 +266,50 @@ describe("the ps back end", () => {
   test("is what a system without /proc gets; /proc where it is readable", () => {
     expect(createProcessTable("ps").kind).toBe("ps")
     expect(createProcessTable().kind).toBe("proc")
+  })
+})
+
+describe("environment searches asked together", () => {
+  /** A search the test answers by hand; `asked` resolves at its next call. */
+  function searchByHand() {
+    const calls: { entries: string[]; answer: (result: Error | EnvironmentSearch[]) => void }[] = []
+    let called = () => {}
+    const search = (entries: string[]) =>
+      new Promise<EnvironmentSearch[]>((resolve, reject) => {
+        calls.push({ entries, answer: (result) => (result instanceof Error ? reject(result) : resolve(result)) })
+        called()
+      })
+    const asked = () => new Promise<void>((resolve) => (called = resolve))
+    return { calls, search, asked }
+  }
+  /** What a caller got by the time the promise jobs now due have run: never "waiting" once its search ended. */
+  const outcome = (search: Promise<EnvironmentSearch>) =>
+    Promise.race([
+      search.then(
+        ({ found }) => `found ${found}`,
+        (error: Error) => `failed: ${error.message}`,
+      ),
+      settle().then(() => "waiting"),
+    ])
+
+  test("a search that fails fails its callers, and the searches asked meanwhile and later still run", async () => {
+    const { calls, search, asked } = searchByHand()
+    const find = searchedTogether(search)
+    let next = asked()
+    const first = [find("A=1"), find("B=2")]
+    await next
+    next = asked()
+    const meanwhile = find("C=3")
+    calls[0]?.answer(new Error("ps could not run"))
+    expect(await Promise.all(first.map(outcome))).toEqual(["failed: ps could not run", "failed: ps could not run"])
+    await next
+    calls[1]?.answer([{ found: [3], unreadable: [] }])
+    expect(await outcome(meanwhile)).toBe("found 3")
+    next = asked()
+    const later = find("D=4")
+    await next
+    calls[2]?.answer([{ found: [4], unreadable: [] }])
+    expect(await outcome(later)).toBe("found 4")
+    expect(calls.map(({ entries }) => entries)).toEqual([["A=1", "B=2"], ["C=3"], ["D=4"]])
   })
 })

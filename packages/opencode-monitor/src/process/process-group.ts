@@ -3,7 +3,7 @@ import { createHash } from "node:crypto"
 import type { Readable } from "node:stream"
 import type { Leftovers } from "../codec"
 import { shellInvocation } from "./shell"
-import { isLive, type ProcessTable, processTable } from "./process-table"
+import { isLive, type ProcessEntry, type ProcessTable, processTable } from "./process-table"
 import { attach, DescendantTracker, detach } from "./tracker"
 import { startWatchdog } from "./watchdog"
 
@@ -38,11 +38,8 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   // Every process the command starts inherits this unless it clears its environment: what finds
   // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
-  const { child, pid, stdout, stderr } = await startLeader(options, token)
-  // Listened for before anything is awaited: a leader that exits at once must not be missed.
-  const exited = new Promise<ProcessExit>((resolve) => {
-    child.once("exit", (code, signal) => resolve({ code, signal }))
-  })
+  const started = await startLeader(options, token)
+  const { pid, stdout, stderr } = started
   const table = options.table ?? processTable
   // Bun drops what a child wrote if it exits before anything reads its pipes: they are read into
   // their own buffers (up to their high-water mark, then the writer waits) meanwhile.
@@ -53,34 +50,14 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   const [outputs, [leader]] = await Promise.all([table.outputTargets(pid), table.read([pid])]).finally(() => {
     for (const pipe of [stdout, stderr]) pipe.off("readable", hold)
   })
-  const watchdog = startWatchdog(
-    { pid, start: leader?.start },
-    { graceMs: options.killGraceMs, variable: TOKEN_VARIABLE, token, table },
-  )
-  // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
-  const tracker = new DescendantTracker(
-    pid,
-    (entry) => watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`),
-    table,
-    leader,
-  )
-  attach(tracker)
-  return new MonitoredProcess(
-    pid,
-    stdout,
-    stderr,
-    exited,
-    leader?.start,
-    token,
-    tracker,
-    outputs,
-    watchdog,
-    options.killGraceMs,
-  )
+  return new MonitoredProcess(started, leader, { token, outputs, table, graceMs: options.killGraceMs })
 }
 
+/** The leader just started: its pid, its output pipes and its exit. */
+type StartedLeader = { pid: number; stdout: Readable; stderr: Readable; exited: Promise<ProcessExit> }
+
 /** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
-async function startLeader(options: SpawnOptions, token: string) {
+async function startLeader(options: SpawnOptions, token: string): Promise<StartedLeader> {
   const invocation = shellInvocation(options.shell ?? "sh", options.command)
   let child: ChildProcess
   try {
@@ -99,40 +76,58 @@ async function startLeader(options: SpawnOptions, token: string) {
     // Bun (and Node for a NUL byte) throw some spawn failures at once instead of emitting "error".
     throw new SpawnError(describeSpawnError(error as NodeJS.ErrnoException, options.cwd, invocation.file))
   }
+  // Listened for before anything is awaited: a leader that exits at once must not be missed.
+  const exited = new Promise<ProcessExit>((resolve) => {
+    child.once("exit", (code, signal) => resolve({ code, signal }))
+  })
   await new Promise<void>((resolve, reject) => {
     child.once("spawn", () => resolve())
     child.once("error", (error) => reject(new SpawnError(describeSpawnError(error, options.cwd, invocation.file))))
   })
   const { pid, stdout, stderr } = child
   if (pid === undefined || !stdout || !stderr) throw new SpawnError("the process started without a pid or pipes")
-  return { child, pid, stdout, stderr }
+  return { pid, stdout, stderr, exited }
 }
+
+/** What a monitored process needs beyond its leader: its token, its ends of the output pipes, its table, its grace. */
+type GroupSetup = { token: string; outputs: string[]; table: ProcessTable; graceMs: number }
 
 /** A command leading its own process group, with its token, its escaped processes, watchdog and survivors. */
 export class MonitoredProcess {
+  readonly pid: number
+  readonly stdout: Readable
+  readonly stderr: Readable
+  /** Resolves when the group leader (`sh -c`) has exited. */
+  readonly exited: Promise<ProcessExit>
+  /** The leader's start time as read when it started; undefined when it was gone by then. */
+  readonly startTime: string | undefined
   /** sha256 (hex) of the token set in the command's environment (TOKEN_VARIABLE). */
   readonly tokenHash: string
+  private readonly tracker: DescendantTracker
+  private readonly watchdog: ChildProcess
   /** Still running after the final SIGKILL of the last stop, or not signallable. */
   private survivors: number[] = []
   /** Processes the token searches could not read whole, so far. */
   private readonly unsearched = new Set<number>()
 
+  /** Starts the watchdog and the tracker; `leader`: the leader's entry as it started (undefined: gone by then). */
   constructor(
-    readonly pid: number,
-    readonly stdout: Readable,
-    readonly stderr: Readable,
-    /** Resolves when the group leader (`sh -c`) has exited. */
-    readonly exited: Promise<ProcessExit>,
-    /** The leader's start time as read when it started; undefined when it was gone by then. */
-    readonly startTime: string | undefined,
-    private readonly token: string,
-    private readonly tracker: DescendantTracker,
-    /** The leader's ends of its output pipes (Bun: socket pairs). */
-    private readonly outputs: string[],
-    private readonly watchdog: ChildProcess,
-    private readonly graceMs: number,
+    started: StartedLeader,
+    leader: ProcessEntry | undefined,
+    private readonly setup: GroupSetup,
   ) {
+    ;({ pid: this.pid, stdout: this.stdout, stderr: this.stderr, exited: this.exited } = started)
+    const { token, table, graceMs } = setup
+    this.startTime = leader?.start
     this.tokenHash = hashToken(token)
+    this.watchdog = startWatchdog(
+      { pid: this.pid, start: leader?.start },
+      { graceMs, variable: TOKEN_VARIABLE, token, table },
+    )
+    // Processes that left the group are named to the watchdog, so a server SIGKILL reaches them too.
+    const onEscape = (entry: ProcessEntry) => this.watchdog.stdin?.write(`${entry.pid}:${entry.start}\n`)
+    this.tracker = new DescendantTracker(this.pid, onEscape, table, leader)
+    attach(this.tracker)
   }
 
   /** SIGTERM, SIGKILL after the grace; the last signal sent (null: none needed); what outlives it: `leftovers()`. */
@@ -141,14 +136,10 @@ export class MonitoredProcess {
     await this.tracker.adopt()
     await this.tracker.track(await this.tokenCarriers())
     const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
-    if (await gone()) return null
-    this.signalAll("SIGTERM")
-    if (await waitUntil(gone, this.graceMs)) return "SIGTERM"
-    this.signalAll("SIGKILL")
-    await waitUntil(gone, 2_000)
+    const sent = await escalate((signal) => this.signalAll(signal), gone, this.setup.graceMs)
     // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-    this.survivors = await liveMembers(this.pid, this.tracker)
-    return "SIGKILL"
+    if (sent === "SIGKILL") this.survivors = await liveMembers(this.pid, this.tracker)
+    return sent
   }
 
   /** SIGTERM to the whole group now, without waiting (for signal handlers). */
@@ -174,9 +165,9 @@ export class MonitoredProcess {
    * by the token, the pipes while open, the session and group, and tracking; named for the status.
    */
   async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
-    const { tracker, outputs } = this
+    const { tracker, setup } = this
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
-    const holders = pipesOpen && outputs.length > 0 ? await tracker.table.findHolders(outputs) : []
+    const holders = pipesOpen && setup.outputs.length > 0 ? await setup.table.findHolders(setup.outputs) : []
     await tracker.track([...holders, ...(await this.tokenCarriers())])
     // A process in the middle of an exec shows an empty environment for a moment (a daemon that
     // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
@@ -185,8 +176,7 @@ export class MonitoredProcess {
     await tracker.adopt()
     const left = tracker.live().filter((stat) => stat.pid !== this.pid && isLive(stat))
     // A process sets its own name (any bytes): only plain characters go into the status line.
-    const nameOf = async (pid: number) =>
-      ((await tracker.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
+    const nameOf = async (pid: number) => ((await setup.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
     return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))
   }
 
@@ -220,7 +210,7 @@ export class MonitoredProcess {
 
   /** The processes carrying the token in their environment; those not read whole go to `unsearched`. */
   private async tokenCarriers(): Promise<number[]> {
-    const search = await this.tracker.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.token}`)
+    const search = await this.setup.table.findByEnvironment(`${TOKEN_VARIABLE}=${this.setup.token}`)
     for (const pid of search.unreadable) this.unsearched.add(pid)
     return search.found
   }
@@ -267,6 +257,16 @@ async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<nu
 /** Live (non-zombie) members of a process group, from one asynchronous read of the process table. */
 export async function liveGroupMembers(pgid: number, table: ProcessTable = processTable): Promise<number[]> {
   return (await table.scan()).filter((entry) => entry.pgrp === pgid && isLive(entry)).map((entry) => entry.pid)
+}
+
+/** SIGTERM, then SIGKILL after `graceMs`, each while `gone` says something runs, then 2 s more; the last one sent. */
+export async function escalate(send: (signal: NodeJS.Signals) => void, gone: () => Promise<boolean>, graceMs: number) {
+  if (await gone()) return null
+  send("SIGTERM")
+  if (await waitUntil(gone, graceMs)) return "SIGTERM"
+  send("SIGKILL")
+  await waitUntil(gone, 2_000)
+  return "SIGKILL"
 }
 
 /** Polls `condition` until it holds (true) or `timeoutMs` passes (false). */

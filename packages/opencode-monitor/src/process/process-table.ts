@@ -20,6 +20,9 @@ export type ProcessEntry = {
   start: string
 }
 
+/** Processes read synchronously: these pids (the ones that exist), and the direct children of one. */
+export type TableView = { read(pids: readonly number[]): ProcessEntry[]; childrenOf(pid: number): number[] }
+
 /** The carriers of an entry, and the processes whose environment could not be read whole (any may carry it). */
 export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
@@ -33,7 +36,7 @@ export interface ProcessTable {
   /** These processes, read now; the ones that do not exist are left out. */
   read(pids: readonly number[]): Promise<ProcessEntry[]>
   /** The same read and the direct children of a pid, synchronous, where they are cheap (/proc); undefined for ps. */
-  readonly cheap: { read(pids: readonly number[]): ProcessEntry[]; childrenOf(pid: number): number[] } | undefined
+  readonly cheap: TableView | undefined
   /** Every process. Concurrent callers share one read. */
   scan(): Promise<ProcessEntry[]>
   /** Processes other than this one whose environment, never their command line, holds `entry` (`NAME=value`). */
@@ -68,26 +71,30 @@ export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> 
 export function searchedTogether(
   search: (entries: string[]) => Promise<EnvironmentSearch[]>,
 ): (entry: string) => Promise<EnvironmentSearch> {
-  let queued: { entry: string; resolve: (answer: EnvironmentSearch) => void }[] = []
+  type Query = { entry: string; resolve: (answer: EnvironmentSearch) => void; reject: (error: unknown) => void }
+  let queued: Query[] = []
   let searching = false
   const drain = async () => {
+    searching = true
     // Let the other stops of the same moment queue their search first.
     await new Promise((resolve) => setTimeout(resolve, 0))
     while (queued.length > 0) {
       const queries = queued
       queued = []
-      const answers = await search(queries.map((query) => query.entry))
-      for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
+      // A failed search fails its own callers only: the ones queued meanwhile get a search of their own.
+      try {
+        const answers = await search(queries.map((query) => query.entry))
+        for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
+      } catch (error) {
+        for (const query of queries) query.reject(error)
+      }
     }
     searching = false
   }
   return (entry) =>
-    new Promise((resolve) => {
-      queued.push({ entry, resolve })
-      if (!searching) {
-        searching = true
-        void drain()
-      }
+    new Promise((resolve, reject) => {
+      queued.push({ entry, resolve, reject })
+      if (!searching) void drain()
     })
 }
 
@@ -129,7 +136,8 @@ export function mayStillRunNow(pid: number, start: string | undefined, table: Pr
   return runsAs(table.cheap.read([pid])[0], start)
 }
 
-const runsAs = (entry: ProcessEntry | undefined, start: string | undefined) =>
+/** `entry` is a live process started at `start` (without a start, any live one): not gone, nor a reused pid. */
+export const runsAs = (entry: ProcessEntry | undefined, start: string | undefined): entry is ProcessEntry =>
   isLive(entry) && (start === undefined || entry.start === start)
 
 /** A process as a state record names it: its pid and the start time that proves it later. */

@@ -43,7 +43,7 @@ export function createPsTable(options: PsTableOptions = {}): ProcessTable {
       const prefix = `${name}=`
       // Not in what could be read: not known (a value with spaces is cut at its first: the monitor's token is hex).
       const rows = commandRows(await run("ps", ["-p", String(pid), ...COMMAND_FIELDS, environmentFlag]))
-      const [environment] = splitEnvironments(rows, await commandLines(rows.keys()))
+      const [environment] = await splitEnvironments(rows)
       return environment?.words.find((word) => word.startsWith(prefix))?.slice(prefix.length)
     },
     async commandName(pid) {
@@ -91,19 +91,15 @@ const WATCHDOG_AWK = [
  */
 type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
 
-/** The command lines of these processes, by pid (none when none is asked for). */
-async function commandLines(pids: Iterable<number>): Promise<Map<number, Row>> {
-  const list = [...pids].join(",")
-  return list === "" ? new Map() : commandRows(await run("ps", ["-p", list, ...COMMAND_FIELDS]))
-}
-
 /**
  * ps prints a process's environment after its command line in one column, so a word in the
- * arguments would read as a variable: the rows are listed with the environment first, then
- * without it (`commands`), and only what follows the command line counts. A process gone by the
+ * arguments would read as a variable: the rows are listed with the environment first, then these
+ * processes again without it, and only what follows the command line counts. A process gone by the
  * second listing is left out.
  */
-function splitEnvironments(withEnvironment: Map<number, Row>, commands: Map<number, Row>): ListedEnvironment[] {
+async function splitEnvironments(withEnvironment: Map<number, Row>): Promise<ListedEnvironment[]> {
+  const pids = [...withEnvironment.keys()].join(",")
+  const commands = pids === "" ? new Map<number, Row>() : commandRows(await run("ps", ["-p", pids, ...COMMAND_FIELDS]))
   const listed: ListedEnvironment[] = []
   for (const [pid, row] of withEnvironment) {
     const command = commands.get(pid)?.text
@@ -142,7 +138,7 @@ async function searchEnvironments(entries: string[], environmentFlag: string): P
   for (const [pid, row] of rows) {
     if (!row.cut && !entries.some((entry) => row.text.includes(entry))) rows.delete(pid)
   }
-  const listed = splitEnvironments(rows, await commandLines(rows.keys()))
+  const listed = await splitEnvironments(rows)
   return entries.map((entry) => ({
     found: listed.filter(({ words }) => words.includes(entry)).map(({ pid }) => pid),
     unreadable: listed.filter(({ words, whole }) => !whole && !words.includes(entry)).map(({ pid }) => pid),

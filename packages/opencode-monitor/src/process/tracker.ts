@@ -1,4 +1,4 @@
-import { isLive, type ProcessEntry, type ProcessTable } from "./process-table"
+import { isLive, type ProcessEntry, type ProcessTable, runsAs, type TableView } from "./process-table"
 
 /**
  * The processes a monitored command started, followed while they are still attached: every
@@ -14,56 +14,44 @@ export class DescendantTracker {
 
   /** `first`: the leader's entry as read when it started (undefined: it was gone already). */
   constructor(
-    readonly leader: number,
+    private readonly leader: number,
     private readonly onEscape: (entry: ProcessEntry) => void,
-    readonly table: ProcessTable,
+    private readonly table: ProcessTable,
     first: ProcessEntry | undefined,
   ) {
     if (first) this.note(first)
   }
 
-  /** /proc only: re-reads the tracked processes and adds their new children, O(tracked). With ps, `catchUp` does it. */
+  /** /proc only: re-reads the tracked processes and adds their new children, O(tracked). With ps, `update` does it. */
   refresh(): void {
-    const { cheap } = this.table
-    if (!cheap) return
-    let round = [...this.tracked.keys()]
-    while (round.length > 0) {
-      const next: number[] = []
-      const entries = new Map(cheap.read(round).map((entry) => [entry.pid, entry]))
-      for (const pid of round) {
-        if (!this.verify(pid, entries.get(pid))) continue
-        for (const child of cheap.childrenOf(pid)) if (!this.tracked.has(child)) next.push(child)
-      }
-      // New children are read (and so proven live) in the next round before they count.
-      round = next
-    }
-  }
-
-  /** Updates from a scan begun at `startedAt`: children added, gone and reused pids dropped (not ones added since). */
-  private catchUp(snapshot: readonly ProcessEntry[], startedAt: number): void {
-    const byPid = new Map(snapshot.map((entry) => [entry.pid, entry]))
-    const children = new Map<number, number[]>()
-    for (const entry of snapshot) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid])
-    const queue = [...this.tracked.keys()]
-    while (queue.length > 0) {
-      const pid = queue.pop() as number
-      const entry = byPid.get(pid)
-      if (entry === undefined && (this.addedAt.get(pid) ?? 0) >= startedAt) continue
-      if (!this.verify(pid, entry)) continue
-      for (const child of children.get(pid) ?? []) {
-        const childEntry = byPid.get(child)
-        if (this.tracked.has(child) || !isLive(childEntry)) continue
-        this.note(childEntry)
-        queue.push(child)
-      }
-    }
+    if (this.table.cheap) this.walk(this.table.cheap)
   }
 
   /** Up to date by the cheapest means the table has: a read of the tracked (/proc) or one shared scan (ps). */
   async update(): Promise<void> {
-    if (this.table.cheap) return this.refresh()
+    if (this.table.cheap) return this.walk(this.table.cheap)
     const startedAt = performance.now()
-    this.catchUp(await this.table.scan(), startedAt)
+    this.walk(scanView(await this.table.scan()), startedAt)
+  }
+
+  /**
+   * Walks down from the tracked processes: keeps the running ones, drops gone and reused pids (not one
+   * added since the scan `view` shows began, at `startedAt`), and adds their live children.
+   */
+  private walk(view: TableView, startedAt = Number.POSITIVE_INFINITY): void {
+    let round = [...this.tracked.keys()]
+    while (round.length > 0) {
+      const next: number[] = []
+      const entries = new Map(view.read(round).map((entry) => [entry.pid, entry]))
+      for (const pid of round) {
+        const entry = entries.get(pid)
+        if (entry === undefined && (this.addedAt.get(pid) ?? 0) >= startedAt) continue
+        if (!this.verify(pid, entry)) continue
+        for (const child of view.childrenOf(pid)) if (!this.tracked.has(child)) next.push(child)
+      }
+      // New children are read (and so proven live) in the next round before they count.
+      round = next
+    }
   }
 
   /** Adds, from one shared scan of the whole table, the members of the command's session or group not yet tracked. */
@@ -74,8 +62,8 @@ export class DescendantTracker {
       if (!isLive(entry) || this.tracked.has(entry.pid)) continue
       if (entry.sid === this.leader || entry.pgrp === this.leader) this.note(entry)
     }
-    if (this.table.cheap) this.refresh()
-    else this.catchUp(snapshot, startedAt)
+    if (this.table.cheap) this.walk(this.table.cheap)
+    else this.walk(scanView(snapshot), startedAt)
   }
 
   /** Tracks these processes from now on (found by other means, e.g. holding the output pipes). */
@@ -93,8 +81,7 @@ export class DescendantTracker {
 
   /** Keeps `pid` when `entry` shows it running with the start time it was tracked with. */
   private verify(pid: number, entry: ProcessEntry | undefined): entry is ProcessEntry {
-    const known = this.tracked.get(pid)
-    if (!isLive(entry) || (known && entry.start !== known.start)) {
+    if (!runsAs(entry, this.tracked.get(pid)?.start)) {
       this.tracked.delete(pid)
       this.addedAt.delete(pid)
       return false
@@ -111,6 +98,14 @@ export class DescendantTracker {
       this.onEscape(entry)
     }
   }
+}
+
+/** One scan of the whole table read as a view: its entries, and the children its parent pids give. */
+function scanView(snapshot: readonly ProcessEntry[]): TableView {
+  const byPid = new Map(snapshot.map((entry) => [entry.pid, entry]))
+  const children = new Map<number, number[]>()
+  for (const entry of snapshot) children.set(entry.ppid, [...(children.get(entry.ppid) ?? []), entry.pid])
+  return { read: (pids) => pids.flatMap((pid) => byPid.get(pid) ?? []), childrenOf: (pid) => children.get(pid) ?? [] }
 }
 
 // One server-wide timer refreshes every attached tracker; with `ps`, one scan per table serves all.

@@ -3,8 +3,8 @@ import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
-import { mayStillRun, type ProcessTable, processTable, serverIdentity } from "../process/process-table"
-import { liveGroupMembers, signalGroup, waitUntil } from "../process/process-group"
+import { mayStillRun, type ProcessIdentity, type ProcessTable, serverIdentity } from "../process/process-table"
+import { escalate, liveGroupMembers, signalGroup } from "../process/process-group"
 import { formatStatus, type MonitorStatus } from "../codec"
 import { type Logger, namedLogger } from "../log"
 import {
@@ -18,8 +18,6 @@ import {
 import { historyShowsStart, type ProcessFacts, proveLeader, tableFacts } from "./recovery-proof"
 import { listFolder, PrivateDir, SkipTally, yieldToLoop } from "./safe-file"
 
-type Owner = { pid: number; pidStartTime: string | undefined }
-
 export type RecoveryDeps = {
   directory: string
   api: Pick<SessionApi, "recentMessages" | "sessionExists" | "log">
@@ -30,7 +28,7 @@ export type RecoveryDeps = {
   killGraceMs: number
   env?: Record<string, string | undefined>
   // For tests; each defaults to this server's own (its identity, its process table, what they say).
-  self?: Owner
+  self?: ProcessIdentity
   table?: ProcessTable
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
   facts?: ProcessFacts
@@ -125,12 +123,12 @@ async function claimRecord(
   deps: RecoveryDeps,
   dir: PrivateDir,
   name: string,
-  self: Owner,
+  self: ProcessIdentity,
   skipped: SkipTally,
 ): Promise<Claim | undefined> {
   const taken = CLAIMED_FILE.exec(name)
   const match = (SERVER_FILE.exec(name) ?? taken) as RegExpExecArray
-  const owner: Owner = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
+  const owner: ProcessIdentity = { pid: Number(match[1]), pidStartTime: match[2] === "unknown" ? undefined : match[2] }
   if (owner.pid === self.pid && owner.pidStartTime === self.pidStartTime) return undefined
   const alive = deps.mayStillRun ?? ((pid: number, start: string | undefined) => mayStillRun(pid, start, deps.table))
   // A server (or a recovering server) that may still run owns its file: never touched.
@@ -247,11 +245,8 @@ async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promi
     return { kind: "lost", survivorPid: undefined, unverified: { pid: entry.pid, reason: proof.reason } }
   }
   logOf(deps).warn("a lost monitor's process still runs; stopping its process group", fields)
-  const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table ?? processTable)).length === 0
-  const signals = { SIGTERM: deps.killGraceMs, SIGKILL: 2_000 }
-  for (const [signal, waitMs] of Object.entries(signals) as [NodeJS.Signals, number][]) {
-    if (!(await groupGone())) signalGroup(entry.pid, signal)
-    if (await waitUntil(groupGone, waitMs)) return { kind: "lost", survivorPid: undefined }
-  }
-  return { kind: "lost", survivorPid: entry.pid }
+  const groupGone = async () => (await liveGroupMembers(entry.pid, deps.table)).length === 0
+  const sent = await escalate((signal) => signalGroup(entry.pid, signal), groupGone, deps.killGraceMs)
+  const survived = sent === "SIGKILL" && !(await groupGone())
+  return { kind: "lost", survivorPid: survived ? entry.pid : undefined }
 }
