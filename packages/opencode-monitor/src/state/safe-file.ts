@@ -64,8 +64,14 @@ export class PrivateDir {
     private readonly fd: number,
     readonly anchored: boolean,
     /** The folder's own size: it grows with its entries, so a flooded folder is refused unlisted. */
-    readonly bytes: number,
+    private readonly bytes: number,
   ) {}
+
+  /** Why the folder may not be listed (it would hold the loop), when it holds too many entries. */
+  overfull(): string | undefined {
+    if (this.bytes <= STATE_FOLDER_MAX_BYTES) return undefined
+    return `holds too many entries (a folder of ${this.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
+  }
 
   /** `descriptorPaths: false` acts as on a system without /proc/self/fd (macOS), for tests. */
   static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Refused {
@@ -192,19 +198,14 @@ export class PrivateDir {
   }
 }
 
-/** Lists a folder off the loop for `use`, then closes it; one over `maxBytes` is refused (it would hold the loop). */
+/** Lists a folder off the loop for `use`, then closes it; an overfull one is refused. */
 export async function listFolder<T>(
   dir: PrivateDir | Refused,
   use: (dir: PrivateDir, names: string[]) => Promise<T>,
-  maxBytes = STATE_FOLDER_MAX_BYTES,
 ): Promise<{ ok: true; value: T } | Refused> {
   if (!(dir instanceof PrivateDir)) return dir
   try {
-    if (dir.bytes > maxBytes) {
-      const reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
-      return { ok: false, reason, path: dir.path }
-    }
-    const names = await readdir(dir.entry(".")).catch(errorCode)
+    const names = dir.overfull() ?? (await readdir(dir.entry(".")).catch(errorCode))
     if (typeof names === "string") return { ok: false, reason: names, path: dir.path }
     return { ok: true, value: await use(dir, names) }
   } finally {

@@ -3,7 +3,7 @@ import { join } from "node:path"
 import { errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
-import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
+import { isInt, isObject } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /** A person's stop from the TUI: a small file here, addressed to the server that runs the monitor (docs/tui.md). */
@@ -44,11 +44,8 @@ export function writeStopRequest(
   let dir: PrivateDir | undefined
   try {
     dir = project.ensureSubdir(STOP_REQUESTS_FOLDER)
-    if (dir.bytes > STATE_FOLDER_MAX_BYTES) {
-      throw new Error(
-        `${dir.path} holds too many entries for the server to read it (a folder of ${dir.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove that folder`,
-      )
-    }
+    const overfull = dir.overfull()
+    if (overfull) throw new Error(`${dir.path} ${overfull}`)
     const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
     dir.write(name, JSON.stringify({ format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }))
     return dir.pathOf(name)
