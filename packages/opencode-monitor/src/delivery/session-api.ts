@@ -71,7 +71,8 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
   return {
     async busySessions() {
       const result = await client.session.status()
-      if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
+      if (result.error || !result.data)
+        throw new Error(`GET /session/status failed: ${errorText(result.error ?? "no data")}`)
       return Object.fromEntries(Object.entries(result.data).map(([id, status]) => [id, status.type]))
     },
     async recentMessages(sessionID, limit) {
@@ -96,7 +97,7 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
       const failure = "error" in result ? result.error : undefined
       if (!failure) return
       const status = "response" in result ? result.response?.status : undefined
-      throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${describe(failure)}`)
+      throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${errorText(failure)}`)
     },
     async parentOf(sessionID) {
       const result = await client.session.get({ path: { id: sessionID } })
@@ -153,16 +154,6 @@ function startedMonitors(parts: Part[]): string[] {
 
 /** A failed read: `gone` when the session does not exist (404), a plain error otherwise. */
 function readError(what: string, result: { error?: unknown; response?: Response }): Error {
-  const message = `${what} failed: ${describe(result.error)}`
+  const message = `${what} failed: ${errorText(result.error ?? "no data")}`
   return result.response?.status === 404 ? new DeliveryError("gone", message) : new Error(message)
-}
-
-function describe(error: unknown): string {
-  if (error === undefined) return "no data"
-  if (error instanceof Error) return error.message
-  try {
-    return JSON.stringify(error)
-  } catch {
-    return String(error)
-  }
 }
