@@ -256,7 +256,7 @@ export const MUTATIONS: Mutation[] = [
     find: 'batch.budget?.kind === "summary" ? SUMMARY_LINE_MAX_BYTES : undefined', replace: "undefined" },
   { id: "budget-match-wake-uncharged", what: "a match wake is not charged to the session's total",
     file: "delivery/injector.ts", fn: "settle", tests: ["match-wake.test.ts"],
-    find: "if (delivery.matchWake) this.deps.ledger?.charge(", replace: "if (false) this.deps.ledger?.charge(" },
+    find: "if (delivery.matchWake) this.deps.ledger.charge(", replace: "if (false) this.deps.ledger.charge(" },
 
   // The settle window of a match wake.
   { id: "settle-ceiling-late", what: "output that never pauses holds a match wake back ten times the ceiling",

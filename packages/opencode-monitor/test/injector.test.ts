@@ -398,7 +398,7 @@ describe("MonitorOutputInjector: exactly once", () => {
 
 describe("MonitorOutputInjector: flood while busy", () => {
   test("waiting output stays bounded, the overflow is counted in dropped:, the terminal batch survives", async () => {
-    const { api, send, advance } = setup({ pendingMaxLines: 100, pendingMaxBytes: 1 << 20 })
+    const { api, send, advance } = setup({ pending: { maxLines: 100, maxBytes: 1 << 20 } })
     api.busy[S] = "busy"
     for (let seq = 1; seq <= 2_000; seq++) send(batch(seq, { lines: 50 }))
     send(batch(2_001, { terminal: { kind: "exited", code: 0 }, lines: 3 }))

@@ -309,13 +309,6 @@ describe("match wake: interval, limit and session cap", () => {
     await advance(1_000)
     expect(ledger.spent(S)).toBe(Buffer.byteLength(wake?.text ?? "x"))
   })
-
-  test("without match-wake options a match is an observation", async () => {
-    const { api, send } = setup({ matchWake: undefined })
-    send(match(1))
-    await settle()
-    expect(api.sent.map((p) => p.noReply)).toEqual([true])
-  })
 })
 
 describe("MatchWakePolicy: state is per monitor and per session, and goes with them", () => {

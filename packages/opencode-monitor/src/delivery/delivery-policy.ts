@@ -67,10 +67,7 @@ export class DeliveryPolicy {
       const kind = error instanceof DeliveryError ? error.kind : "ambiguous"
       delivery.lastError = errorText(error)
       if (kind === "gone") return { outcome: "gone", kind }
-      if (kind === "ambiguous") {
-        delivery.unsure = true
-        delivery.unsureSince = this.now()
-      }
+      if (kind === "ambiguous") delivery.unsureSince = this.now()
       return { outcome: "failed", kind }
     }
     return { outcome: "sent" }
@@ -89,8 +86,8 @@ export class DeliveryPolicy {
     if (!messages) return "unknown"
     if (messages.some(landed)) return "found"
     // An accepted prompt_async is stored after its answer: give it time to appear.
-    if (this.now() - delivery.unsureSince < this.settleMs()) return "unknown"
-    delivery.unsure = false
+    if (this.now() - (delivery.unsureSince ?? 0) < this.settleMs()) return "unknown"
+    delivery.unsureSince = undefined
     return "absent"
   }
 
@@ -106,7 +103,7 @@ export class DeliveryPolicy {
     let delay = Math.min(MAX_RETRY_DELAY_MS, this.options.pendingRetryMs * 2 ** (delivery.failures - 1))
     delay = Math.max(delay, this.options.pendingRetryMs)
     // An unsure send is checked once it had time to show in the history.
-    if (delivery.unsure) delay = Math.max(delay, delivery.unsureSince + this.settleMs() - now)
+    if (delivery.unsureSince !== undefined) delay = Math.max(delay, delivery.unsureSince + this.settleMs() - now)
     delivery.retryAt = now + delay
     return { retryInMs: delay }
   }

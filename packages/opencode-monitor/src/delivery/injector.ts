@@ -2,7 +2,7 @@ import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { errorText } from "../errors"
 import { namedLogger } from "../log"
-import { coalesceWaiting } from "./coalesce"
+import { type Bounds, coalesceWaiting } from "./coalesce"
 import type { ContextLedger } from "./context-ledger"
 import { DeliveryPolicy, envelopeText } from "./delivery-policy"
 import { evaluateGates, type Identity } from "./gates"
@@ -19,28 +19,26 @@ export type InjectorOptions = {
   postDispatchHoldMs: number
   /** How long an accepted prompt may take to show in the history (and clock tolerance). */
   acceptedMessageSkewMs: number
-  /** Opt-in ceiling for a terminal batch waiting on a busy session; undefined or 0 = unbounded. */
-  maxActiveDeferMs?: number
+  /** Opt-in ceiling for a terminal batch waiting on a busy session; 0 = unbounded. */
+  maxActiveDeferMs: number
   /** Bound on streaming output waiting per monitor and session; the overflow is coalesced. */
-  pendingMaxLines: number
-  pendingMaxBytes: number
+  pending: Bounds
   /** Unfinished assistant messages older than this were cut off by a crash (see evaluateGates). */
-  staleTurnsBefore?: number
-  /** Wake on a matching line; without it a `wake_pattern` match is an observation. */
-  matchWake?: MatchWakeOptions
+  staleTurnsBefore: number
+  matchWake: MatchWakeOptions
 }
 
 export type InjectorDeps = {
   api: SessionApi
   scheduler: Scheduler
   /** A wake could not be delivered within the give-up bound. */
-  onGiveUp?: (delivery: Delivery) => void
+  onGiveUp: (delivery: Delivery) => void
   /** Each session's context bytes, shared with the observation budget: a match wake is charged when it lands. */
-  ledger?: ContextLedger
+  ledger: ContextLedger
 }
 
 /** A wake queued for at least the ceiling (a match wake told to wait counts from the end of that wait). */
-function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
+function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number): boolean {
   if (!maxActiveDeferMs) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
@@ -58,7 +56,7 @@ export class MonitorOutputInjector {
   /** When a person last wrote in each session, as chat.message saw it. */
   private readonly personWroteAt = new Map<string, number>()
   private disposed = false
-  private readonly matchWakes: MatchWakePolicy | undefined
+  private readonly matchWakes: MatchWakePolicy
   private readonly log
 
   constructor(
@@ -68,7 +66,7 @@ export class MonitorOutputInjector {
     this.log = namedLogger(deps.api, "injector")
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
     this.identities = new SessionIdentities(deps.api)
-    this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
+    this.matchWakes = new MatchWakePolicy(options.matchWake, deps.scheduler)
   }
 
   /** `wakeLimit`: how many match wakes the batch's monitor may cause (`wake_limit`; 0 = none). */
@@ -89,25 +87,22 @@ export class MonitorOutputInjector {
       attempts: 0,
       failures: 0,
       retryAt: 0,
-      unsure: false,
-      unsureSince: 0,
       wakeLimit,
       notBefore: 0,
     }
-    const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
-    const wakeBounds = this.options.matchWake ?? bounds
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, wakeBounds)
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, this.options.matchWake)
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
-      if (!isTerminalBatch(batch)) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
+      if (!isTerminalBatch(batch))
+        queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, this.options.pending)
     }
     void queue.pump()
   }
 
   /** Match wakes are on and the monitor has some left (`wake_limit`): the budget passes its match through. */
   matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
-    return this.matchWakes !== undefined && !this.matchWakes.exhausted(monitorId, wakeLimit)
+    return !this.matchWakes.exhausted(monitorId, wakeLimit)
   }
 
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
@@ -124,7 +119,7 @@ export class MonitorOutputInjector {
    */
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
     if (!isCandidate(d) || d.matchWake || d.attempts > 0) return d.wake ? "wake" : "observe"
-    const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+    const decision = this.matchWakes.decide(d.sessionID, d.batch, d.wakeLimit)
     if (decision.kind === "wake") {
       d.matchWake = decision.reason
       return "wake"
@@ -166,7 +161,7 @@ export class MonitorOutputInjector {
   }
 
   forgetSession(sessionID: string): void {
-    this.matchWakes?.forgetSession(sessionID)
+    this.matchWakes.forgetSession(sessionID)
     this.personWroteAt.delete(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
     this.identities.forget(sessionID)
@@ -210,7 +205,7 @@ export class MonitorOutputInjector {
     if (next.retryAt > now) return queue.schedule(next.retryAt - now)
     if (!forced && now < queue.holdUntil) return queue.schedule(queue.holdUntil - now)
 
-    if (next.unsure) {
+    if (next.unsureSince !== undefined) {
       const verdict = await this.policy.verify(next)
       if (!this.stillQueued(queue, next)) return
       if (verdict === "found") {
@@ -296,7 +291,7 @@ export class MonitorOutputInjector {
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
       this.log.error("monitor exit notice could not be delivered; giving up", fields)
-      this.deps.onGiveUp?.(delivery)
+      this.deps.onGiveUp(delivery)
     } else {
       this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)
     }
@@ -317,7 +312,7 @@ export class MonitorOutputInjector {
   private settle(queue: SessionQueue, delivery: Delivery, how: keyof typeof SETTLED): void {
     queue.remove(delivery)
     // A match wake is never held back by the budget, but what it put into the session is counted.
-    if (delivery.matchWake) this.deps.ledger?.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
+    if (delivery.matchWake) this.deps.ledger.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
     if (!isTerminalBatch(delivery.batch)) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetKeys(delivery.batch.monitorId)
     const [message, reason] = SETTLED[how]
@@ -327,7 +322,7 @@ export class MonitorOutputInjector {
   /** The monitor's sent keys and match-wake count: needed only until its terminal batch. */
   private forgetKeys(monitorId: string): void {
     this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
-    this.matchWakes?.forgetMonitor(monitorId)
+    this.matchWakes.forgetMonitor(monitorId)
   }
 
   private forgetSent(matches: (key: string) => boolean): void {

@@ -1,17 +1,15 @@
 import { addDrops, carriesMatch, isTerminalBatch, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
+import type { Bounds } from "./coalesce"
 import type { Delivery } from "./session-queue"
 
-export type MatchWakeOptions = {
+/** Bounds: one match wake, however many batches it absorbed, is at most one batch (`batch_max_lines`, `batch_max_bytes`). */
+export type MatchWakeOptions = Bounds & {
   /** Shortest gap between two match wakes of one monitor (`wake_min_interval_ms`). */
   minIntervalMs: number
   /** Match wakes one session may get in any minute, all monitors together. */
   perSessionPerMinute: number
-  /** One match wake, however many batches it absorbed, is at most one batch (`batch_max_lines`). */
-  maxLines: number
-  /** …and `batch_max_bytes`, counted as the envelope counts its rows. */
-  maxBytes: number
 }
 
 /** Why an envelope wakes (its `wake:` line): the nth match of `wake_limit`, or a silence. */
@@ -101,12 +99,12 @@ export const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 export function queueMatchWake(
   queue: readonly Delivery[],
   delivery: Delivery,
-  policy: MatchWakePolicy | undefined,
-  bounds: { maxLines: number; maxBytes: number },
+  policy: MatchWakePolicy,
+  bounds: Bounds,
 ): Delivery[] | undefined {
   const { batch } = delivery
   const terminal = isTerminalBatch(batch)
-  const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
+  const exhausted = !batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit)
   if (isCandidate(delivery) && exhausted) {
     if (delivery.subagentSessionID !== undefined) return [...queue]
     delivery.wake = false
@@ -134,7 +132,7 @@ export function queueMatchWake(
  * give way oldest first among those that did not match `wake_pattern`, then the latest wake lines:
  * the first match is what the agent asked for. What gives way is counted in `dropped:`.
  */
-function absorb(newer: Delivery, older: Delivery, bounds: { maxLines: number; maxBytes: number }): void {
+function absorb(newer: Delivery, older: Delivery, bounds: Bounds): void {
   const all = [...older.batch.lines, ...newer.batch.lines]
   let bytes = sizeOf(all)
   const dropped = addDrops(older.dropped, newer.dropped)

@@ -34,8 +34,7 @@ export class DeliveryRouter {
         acceptedMessageSkewMs: config.accepted_message_skew_ms,
         maxActiveDeferMs: config.max_active_defer_ms,
         // At most two batches' worth of streaming output waits per monitor while a session is busy.
-        pendingMaxLines: 2 * config.batch_max_lines,
-        pendingMaxBytes: 2 * config.batch_max_bytes,
+        pending: { maxLines: 2 * config.batch_max_lines, maxBytes: 2 * config.batch_max_bytes },
         matchWake: {
           minIntervalMs: config.wake_min_interval_ms,
           perSessionPerMinute: config.max_match_wakes_per_minute,

@@ -1,5 +1,5 @@
 import type { MonitorStatus } from "../../src/codec"
-import type { ContextLedger } from "../../src/delivery/context-ledger"
+import { ContextLedger } from "../../src/delivery/context-ledger"
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
 import { FakeScheduler } from "./fake-scheduler"
@@ -7,7 +7,8 @@ import { FakeSessionApi, settle } from "./fake-session-api"
 import { batchOf, sizedLine } from "./lines"
 
 /**
- * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings.
+ * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings
+ * (no active-dispatch ceiling, no stale turns).
  * `serverClockOffsetMs`: how far the fake opencode's clock (its message times) runs ahead of the
  * plugin's (negative: behind).
  */
@@ -22,11 +23,13 @@ export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: C
       pendingRetryMs: 1_000,
       postDispatchHoldMs: 250,
       acceptedMessageSkewMs: 5_000,
-      pendingMaxLines: 100,
-      pendingMaxBytes: 32_768,
+      maxActiveDeferMs: 0,
+      pending: { maxLines: 100, maxBytes: 32_768 },
+      staleTurnsBefore: Number.NEGATIVE_INFINITY,
+      matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, maxLines: 50, maxBytes: 16_384 },
       ...options,
     },
-    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ...(ledger ? { ledger } : {}) },
+    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ledger: ledger ?? new ContextLedger() },
   )
   const advance = async (ms: number) => {
     // Step in small slices so async sends settle between timer firings, as on a real loop.
