@@ -22,14 +22,7 @@ export type HookParts = {
 export function monitorHooks(parts: HookParts): Hooks {
   const { config, manager, router } = parts
   return {
-    tool: createMonitorTools({
-      config,
-      manager,
-      beforeStart: (ctx) => router.sources.learn(ctx.sessionID, ctx.agent),
-      sourceOf: (sessionID) => router.sources.cached(sessionID),
-      afterStop: (monitorId) => router.forgetMonitor(monitorId),
-      shell: parts.shell,
-    }),
+    tool: createMonitorTools({ config, manager, router, shell: parts.shell }),
 
     async config(input) {
       // 1.18.33 passes its whole config; the v1 type does not list `shell` yet.
