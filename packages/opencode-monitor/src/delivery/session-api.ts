@@ -2,7 +2,7 @@ import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
 import { type EnvelopeNote, noteOf } from "../codec"
 import { errorText } from "../errors"
-import { type LogLevel, LOG_SERVICE } from "../log"
+import { LOG_SERVICE, type LogSink } from "../log"
 
 type OpencodeClient = PluginInput["client"]
 
@@ -50,10 +50,9 @@ export class DeliveryError extends Error {
 }
 
 export type ToastVariant = "info" | "success" | "warning" | "error"
-export type { LogLevel } from "../log"
 
-/** Everything the plugin asks of the opencode server, in one place. */
-export interface SessionApi {
+/** Everything the plugin asks of the opencode server, in one place (and where log lines go). */
+export interface SessionApi extends LogSink {
   /** Sessions that are not idle, with their status type (idle sessions are absent). */
   busySessions(): Promise<Record<string, string>>
   /** The session's newest `limit` messages, oldest first. Throws `DeliveryError("gone")` on 404. */
@@ -62,8 +61,6 @@ export interface SessionApi {
   parentOf(sessionID: string): Promise<string | undefined>
   /** False when the session is gone (404), undefined when the server could not say. */
   sessionExists(sessionID: string): Promise<boolean | undefined>
-  /** One log line; `service` names the module (log.ts), the plugin itself without it. */
-  log(level: LogLevel, message: string, extra: Record<string, unknown>, service?: string): void
   toast(variant: ToastVariant, title: string, message: string): void
 }
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
-import type { LogLevel } from "../delivery/session-api"
 import { errorText } from "../errors"
+import type { Logger } from "../log"
 import type { MonitorSnapshot } from "../manager"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
@@ -20,7 +20,7 @@ export type StateWriterOptions = {
   directory: string
   source: () => MonitorSnapshot[]
   scheduler: Scheduler
-  log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
+  log: Pick<Logger, "warn">
   env?: Record<string, string | undefined>
   server: { pid: number; pidStartTime: string | undefined }
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
@@ -155,7 +155,7 @@ export class MonitorStateWriter {
       if (this.failing) return
       this.failing = true
       const message = `could not ${what} the monitor state file; the TUI and restart recovery will not see it`
-      this.options.log("warn", message, { path: this.path, error: errorText(error) })
+      this.options.log.warn(message, { path: this.path, error: errorText(error) })
     }
   }
 }
