@@ -192,7 +192,7 @@ export const MUTATIONS: Mutation[] = [
     file: "state/safe-file.ts", fn: "ownershipProblem", tests: STOP_REQUESTS, only: "someone else could write is refused",
     find: 'if (access !== "owner" && (stats.mode & FORBIDDEN[access]) !== 0) {', replace: "if (false) {" },
   { id: "state-any-type", what: "a FIFO or device is read as a regular file",
-    file: "state/safe-file.ts", fn: "readPrivateFile", tests: ["tui-state.test.ts", ...ATTACKS],
+    file: "state/safe-file.ts", fn: "PrivateDir.read", tests: ["tui-state.test.ts", ...ATTACKS],
     find: "if (!stats.isFile()) return", replace: "if (false) return" },
   { id: "state-folder-through-symlink", what: "a state folder is opened through a symlink",
     file: "state/safe-file.ts", fn: "DIRECTORY_FLAGS", tests: STOP_REQUESTS, only: "symlinked stop-requests folder is never followed",

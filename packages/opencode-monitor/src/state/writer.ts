@@ -102,7 +102,7 @@ export class MonitorStateWriter {
     const body = JSON.stringify(file.monitors)
     if (body !== this.lastBody) {
       if (file.monitors.length === 0) this.remove()
-      else this.write(file)
+      else this.inFolder("write", PrivateDir.ensure, (dir) => dir.write(this.name, `${JSON.stringify(file)}\n`))
       this.lastBody = body
       this.lastWriteAt = file.server.updatedAt
     }
@@ -130,10 +130,6 @@ export class MonitorStateWriter {
         this.entries.delete(id)
       }
     }
-  }
-
-  private write(file: ServerStateFile): void {
-    this.inFolder("write", PrivateDir.ensure, (dir) => dir.write(this.name, `${JSON.stringify(file)}\n`))
   }
 
   private remove(): void {
