@@ -206,9 +206,7 @@ export class MonitorManager {
   /** Stops every monitor of a session and its starts under way, and forgets them (the session is gone). */
   async stopSession(sessionID: string): Promise<void> {
     await this.endAll("session", sessionID)
-    for (const monitor of this.monitors.values()) {
-      if (monitor.info.sessionID === sessionID) this.forget(monitor.info.id)
-    }
+    for (const { id } of this.list(sessionID, true)) this.forget(id)
   }
 
   /** Stops everything, the starts under way too, and refuses later starts; resolves when no monitored process is left. */
@@ -289,12 +287,8 @@ export class MonitorManager {
   private retainExited(run: MonitorRun): void {
     const { sessionID, id } = run.info
     if (!this.monitors.has(id)) return
-    const exited = [...this.monitors.values()].filter(
-      (m) => m.info.sessionID === sessionID && m.info.status.kind !== "running",
-    )
-    for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) {
-      this.forget(old.info.id)
-    }
+    const exited = this.list(sessionID, true).filter((m) => m.status.kind !== "running")
+    for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) this.forget(old.id)
     // The server-wide budget (retention.ts) may evict older monitors of any session.
     if (this.monitors.has(id)) this.retention.admit(id, run.pipeline.ring.compact())
   }

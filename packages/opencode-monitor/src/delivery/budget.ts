@@ -1,4 +1,4 @@
-import { addDrops, type BudgetNote, isTerminalBatch, NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
+import { addDrops, isTerminalBatch, NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { chooseLines, ENVELOPE_OVERHEAD_BYTES, estimate, isPriority } from "./budget-choice"
@@ -209,17 +209,16 @@ export class ObservationBudget {
       shown.filter((line) => !fresh.has(line)),
     )
     const { lines, bytes, firstSeq } = count
-    // A summary always says so: its line is cut by the envelope even when it is the only one held.
-    const note: BudgetNote | undefined =
-      lines > 0 || summary
-        ? { kind: summary ? "summary" : "held", lines, bytes, sinceSequence: firstSeq - 1 }
-        : undefined
     return {
       ...batch,
       lines: shown,
       bytes: sizeOf(shown),
       dropped: addDrops(held.dropped, batch.dropped, { matched: lines, unmatched: 0, bytes }),
-      ...(note ? { budget: note } : {}),
+      // A summary always says so: its line is cut by the envelope even when it is the only one held.
+      budget:
+        lines > 0 || summary
+          ? { kind: summary ? "summary" : "held", lines, bytes, sinceSequence: firstSeq - 1 }
+          : undefined,
     }
   }
 
