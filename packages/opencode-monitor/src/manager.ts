@@ -71,15 +71,7 @@ export class MonitorManager {
       inUse: (id) => this.monitors.has(id),
       newId: deps.newId ?? randomMonitorId,
     })
-    this.retention = new ExitedRetention(
-      {
-        maxBytes: config.retained_max_bytes,
-        maxCount: config.retained_max_monitors,
-        maxAgeMs: config.retained_max_age_ms,
-      },
-      this.scheduler,
-      (id) => this.monitors.delete(id),
-    )
+    this.retention = new ExitedRetention(config, this.scheduler, (id) => this.monitors.delete(id))
     this.runDeps = {
       config,
       scheduler: this.scheduler,
