@@ -176,8 +176,9 @@ const silenceBatch = (seq: number, lastSeq = 100): OutputBatch => ({
 
 function setup(options: Partial<InjectorOptions> = {}) {
   const base = setupInjector({
-    maxActiveDeferMs: 60_000,
-    matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, maxLines: 50, maxBytes: 16_384 },
+    max_active_defer_ms: 60_000,
+    wake_min_interval_ms: 10_000,
+    max_match_wakes_per_minute: 6,
     ...options,
   })
   const send = (b: OutputBatch, wakeLimit = 1) =>
@@ -203,7 +204,7 @@ describe("silence wake delivery", () => {
   })
 
   test("it waits for the session's gates like any wake: never into a busy session before the ceiling", async () => {
-    const { send, wakes, api, advance, injector } = setup({ maxActiveDeferMs: 0 })
+    const { send, wakes, api, advance, injector } = setup({ max_active_defer_ms: 0 })
     api.busy[S] = "busy"
     send(silenceBatch(2))
     await advance(60_000)
@@ -230,7 +231,8 @@ describe("silence wake delivery", () => {
 
   test("it shares max_match_wakes_per_minute with match wakes of other monitors", async () => {
     const { send, wakes, advance } = setup({
-      matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 1, maxLines: 50, maxBytes: 16_384 },
+      wake_min_interval_ms: 1_000,
+      max_match_wakes_per_minute: 1,
     })
     send(testBatch(1, { wakeAt: [0], monitorId: "mon_a" }))
     await settle()

@@ -5,7 +5,7 @@ export type GateInput = {
   busy: Record<string, string>
   messages: SessionMessage[]
   now: number
-  userMessageWindowMs: number
+  user_message_window_ms: number
   /** An unfinished assistant message older than this was cut off by a crash: it never completes. */
   staleTurnsBefore?: number
 }
@@ -46,7 +46,7 @@ export function evaluateGates(input: GateInput): GateDecision {
   if (lastAssistant?.finish === "tool-calls" && lastAssistant.toolRunning) {
     return { open: false, reason: "tool call still running" }
   }
-  if (lastUser && input.now - lastUser.created < input.userMessageWindowMs) {
+  if (lastUser && input.now - lastUser.created < input.user_message_window_ms) {
     return { open: false, reason: "user message within user_message_window_ms" }
   }
   return { open: true }

@@ -1,31 +1,23 @@
+import type { MonitorConfig } from "../config"
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { errorText } from "../errors"
 import { namedLogger } from "../log"
-import { type Bounds, coalesceWaiting } from "./coalesce"
+import { coalesceWaiting } from "./coalesce"
 import type { ContextLedger } from "./context-ledger"
 import { DeliveryPolicy, envelopeText } from "./delivery-policy"
 import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
-import { isCandidate, isSilenceReason, type MatchWakeOptions, MatchWakePolicy, queueMatchWake } from "./match-wake"
+import { isCandidate, isSilenceReason, MatchWakePolicy, queueMatchWake } from "./match-wake"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
 
-export type InjectorOptions = {
-  userMessageWindowMs: number
-  pendingRetryMs: number
-  postDispatchHoldMs: number
-  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
-  acceptedMessageSkewMs: number
-  /** Opt-in ceiling for a terminal batch waiting on a busy session; 0 = unbounded. */
-  maxActiveDeferMs: number
-  /** Bound on streaming output waiting per monitor and session; the overflow is coalesced. */
-  pending: Bounds
+/** The plugin's options (config.ts), and when this server's turns began. */
+export type InjectorOptions = MonitorConfig & {
   /** Unfinished assistant messages older than this were cut off by a crash (see evaluateGates). */
   staleTurnsBefore: number
-  matchWake: MatchWakeOptions
 }
 
 export type InjectorDeps = {
@@ -66,7 +58,7 @@ export class MonitorOutputInjector {
     this.log = namedLogger(deps.api, "injector")
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
     this.identities = new SessionIdentities(deps.api)
-    this.matchWakes = new MatchWakePolicy(options.matchWake, deps.scheduler)
+    this.matchWakes = new MatchWakePolicy(options, deps.scheduler)
   }
 
   /** `wakeLimit`: how many match wakes the batch's monitor may cause (`wake_limit`; 0 = none). */
@@ -90,12 +82,17 @@ export class MonitorOutputInjector {
       wakeLimit,
       notBefore: 0,
     }
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, this.options.matchWake)
+    // A match wake holds one batch at most; while a session is busy, two batches' worth of output wait.
+    const { batch_max_lines: maxLines, batch_max_bytes: maxBytes } = this.options
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, { maxLines, maxBytes })
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
       if (!isTerminalBatch(batch))
-        queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, this.options.pending)
+        queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, {
+          maxLines: 2 * maxLines,
+          maxBytes: 2 * maxBytes,
+        })
     }
     void queue.pump()
   }
@@ -109,7 +106,8 @@ export class MonitorOutputInjector {
   private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
     return queue.deliveries.find(
       (d) =>
-        shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.settleMatchWake(queue, d) === "wake",
+        shouldForceActiveDispatch(d, now, this.options.max_active_defer_ms) &&
+        this.settleMatchWake(queue, d) === "wake",
     )
   }
 
@@ -143,7 +141,7 @@ export class MonitorOutputInjector {
 
   private personJustWrote(sessionID: string): boolean {
     const at = this.personWroteAt.get(sessionID)
-    return at !== undefined && this.deps.scheduler.now() - at < this.options.userMessageWindowMs
+    return at !== undefined && this.deps.scheduler.now() - at < this.options.user_message_window_ms
   }
 
   /** A `session.idle` of this session: re-check its own queue (never another session's). */
@@ -210,7 +208,7 @@ export class MonitorOutputInjector {
       if (!this.stillQueued(queue, next)) return
       if (verdict === "found") {
         this.settle(queue, next, "found")
-        return queue.schedule(this.options.postDispatchHoldMs)
+        return queue.schedule(this.options.post_dispatch_hold_ms)
       }
       if (verdict === "unknown") return this.retryLater(queue, next)
     }
@@ -218,7 +216,7 @@ export class MonitorOutputInjector {
     let recent: SessionMessage[] | undefined
     if (!forced) {
       recent = await this.gatesOpen(queue)
-      if (!recent) return queue.schedule(this.options.pendingRetryMs)
+      if (!recent) return queue.schedule(this.options.pending_retry_ms)
       if (!this.stillQueued(queue, next)) return queue.schedule(0)
       // A match-wake candidate is decided now, with the gates open; one that waits leaves its place.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
@@ -235,7 +233,7 @@ export class MonitorOutputInjector {
     // A person's message the history read missed: an observation sent now would be what that turn answers.
     if (!forced && this.personJustWrote(queue.sessionID)) {
       this.defer(queue, "user message within user_message_window_ms")
-      return queue.schedule(this.options.pendingRetryMs)
+      return queue.schedule(this.options.pending_retry_ms)
     }
     await this.dispatch(queue, next, identity, forced !== undefined)
   }
@@ -251,8 +249,8 @@ export class MonitorOutputInjector {
       return this.retryLater(queue, next)
     }
     this.settle(queue, next, forced ? "forced" : "sent")
-    if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.postDispatchHoldMs
-    queue.schedule(this.options.postDispatchHoldMs)
+    if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.post_dispatch_hold_ms
+    queue.schedule(this.options.post_dispatch_hold_ms)
   }
 
   /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
@@ -295,7 +293,7 @@ export class MonitorOutputInjector {
     } else {
       this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)
     }
-    queue.schedule(this.options.pendingRetryMs)
+    queue.schedule(this.options.pending_retry_ms)
   }
 
   private sessionGone(delivery: Delivery): void {

@@ -28,19 +28,7 @@ export class DeliveryRouter {
     this.sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
     this.injector = new MonitorOutputInjector(
       {
-        userMessageWindowMs: config.user_message_window_ms,
-        pendingRetryMs: config.pending_retry_ms,
-        postDispatchHoldMs: config.post_dispatch_hold_ms,
-        acceptedMessageSkewMs: config.accepted_message_skew_ms,
-        maxActiveDeferMs: config.max_active_defer_ms,
-        // At most two batches' worth of streaming output waits per monitor while a session is busy.
-        pending: { maxLines: 2 * config.batch_max_lines, maxBytes: 2 * config.batch_max_bytes },
-        matchWake: {
-          minIntervalMs: config.wake_min_interval_ms,
-          perSessionPerMinute: config.max_match_wakes_per_minute,
-          maxLines: config.batch_max_lines,
-          maxBytes: config.batch_max_bytes,
-        },
+        ...config,
         // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
         staleTurnsBefore: scheduler.now(),
       },

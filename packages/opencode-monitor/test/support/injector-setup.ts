@@ -1,4 +1,5 @@
 import type { MonitorStatus } from "../../src/codec"
+import { defaultMonitorConfig } from "../../src/config"
 import { ContextLedger } from "../../src/delivery/context-ledger"
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
@@ -7,8 +8,7 @@ import { FakeSessionApi, settle } from "./fake-session-api"
 import { batchOf, sizedLine } from "./lines"
 
 /**
- * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings
- * (no active-dispatch ceiling, no stale turns).
+ * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default options.
  * `serverClockOffsetMs`: how far the fake opencode's clock (its message times) runs ahead of the
  * plugin's (negative: behind).
  */
@@ -18,17 +18,8 @@ export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: C
   scheduler.advance(1_000_000) // message times far from zero
   const gaveUp: string[] = []
   const injector = new MonitorOutputInjector(
-    {
-      userMessageWindowMs: 2_000,
-      pendingRetryMs: 1_000,
-      postDispatchHoldMs: 250,
-      acceptedMessageSkewMs: 5_000,
-      maxActiveDeferMs: 0,
-      pending: { maxLines: 100, maxBytes: 32_768 },
-      staleTurnsBefore: Number.NEGATIVE_INFINITY,
-      matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, maxLines: 50, maxBytes: 16_384 },
-      ...options,
-    },
+    // No active-dispatch ceiling and no stale turns unless a test asks for them.
+    { ...defaultMonitorConfig(), max_active_defer_ms: 0, staleTurnsBefore: Number.NEGATIVE_INFINITY, ...options },
     { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ledger: ledger ?? new ContextLedger() },
   )
   const advance = async (ms: number) => {
