@@ -276,7 +276,12 @@ describe("silence wake and the observation budget", () => {
     const scheduler = new FakeScheduler()
     const forwarded: { batch: OutputBatch; wake: boolean }[] = []
     const budget = new ObservationBudget(
-      { bytesPerMinute: 0, burstBytes: 1_024, sessionBytes: 1_024, summaryIntervalMs: 300_000 },
+      {
+        observation_bytes_per_minute: 0,
+        observation_burst_bytes: 1_024,
+        observation_session_bytes: 1_024,
+        observation_summary_interval_ms: 300_000,
+      },
       {
         scheduler,
         forward: (batch, route) => forwarded.push({ batch, wake: route.wake }),
@@ -296,7 +301,12 @@ describe("silence wakes stay within the session's budget", () => {
     const ledger = new ContextLedger()
     const forwarded: OutputBatch[] = []
     const budget = new ObservationBudget(
-      { bytesPerMinute: 4_096, burstBytes: 16_384, sessionBytes: 65_536, summaryIntervalMs: 300_000 },
+      {
+        observation_bytes_per_minute: 4_096,
+        observation_burst_bytes: 16_384,
+        observation_session_bytes: 65_536,
+        observation_summary_interval_ms: 300_000,
+      },
       { scheduler, ledger, forward: (batch) => forwarded.push(batch) },
     )
     const source = { label: "dev", hasPattern: false, wakeLimit: 0, matchWakeLeft: false }

@@ -44,19 +44,11 @@ export class DeliveryRouter {
           ),
       },
     )
-    this.budget = new ObservationBudget(
-      {
-        bytesPerMinute: config.observation_bytes_per_minute,
-        burstBytes: config.observation_burst_bytes,
-        sessionBytes: config.observation_session_bytes,
-        summaryIntervalMs: config.observation_summary_interval_ms,
-      },
-      {
-        scheduler,
-        ledger,
-        forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit),
-      },
-    )
+    this.budget = new ObservationBudget(config, {
+      scheduler,
+      ledger,
+      forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit),
+    })
   }
 
   route(batch: OutputBatch, origin: BatchOrigin): void {
