@@ -14,6 +14,7 @@ import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { cancelledStart, cancelReason, MonitorSlots, type Reservation, type StartCancel } from "./slots"
 import type { StartRequest } from "./start-request"
+import type { StateLine } from "./state/format"
 
 export type { MonitorInfo, StopResult } from "./monitor-run"
 
@@ -27,7 +28,7 @@ export type MonitorSnapshot = {
   /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
   tokenHash?: string
   /** The last retained lines, oldest first. */
-  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
+  lastLines: readonly StateLine[]
 }
 
 export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {

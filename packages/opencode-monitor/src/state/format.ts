@@ -2,6 +2,7 @@ import { createHash } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
 import type { Ending, Leftovers, MonitorStatus, StopReason } from "../codec"
+import type { ProcessIdentity } from "../process/process-table"
 
 // The on-disk record of a server's monitors: the TUI shows it, a restarted server reports a dead one's.
 // Never the raw command (labels only); everything is bounded.
@@ -57,7 +58,7 @@ function isStateLine(line: unknown): line is StateLine {
 
 export type ServerStateFile = {
   format: typeof STATE_FORMAT
-  server: { pid: number; pidStartTime: string | undefined; directory: string; updatedAt: number }
+  server: ProcessIdentity & { directory: string; updatedAt: number }
   monitors: MonitorStateEntry[]
 }
 

@@ -3,6 +3,7 @@ import { join } from "node:path"
 import { errorText } from "../errors"
 import type { Logger } from "../log"
 import type { MonitorSnapshot } from "../manager"
+import type { ProcessIdentity } from "../process/process-table"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
   boundedLines,
@@ -22,7 +23,7 @@ export type StateWriterOptions = {
   scheduler: Scheduler
   log: Pick<Logger, "warn">
   env?: Record<string, string | undefined>
-  server: { pid: number; pidStartTime: string | undefined }
+  server: ProcessIdentity
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
   instance?: string
   /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
