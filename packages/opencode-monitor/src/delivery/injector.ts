@@ -97,7 +97,7 @@ export class MonitorOutputInjector {
     void queue.pump()
   }
 
-  /** Match wakes are on and the monitor has some left (`wake_limit`): the budget passes its match through. */
+  /** The monitor has match wakes left (`wake_limit`): the budget passes its match through. */
   matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
     return !this.matchWakes.exhausted(monitorId, wakeLimit)
   }
