@@ -252,15 +252,15 @@ async function serverPath(config: MonitorConfig): Promise<(batch: OutputBatch, m
   // Builds before the redesign (33d736e) asked `matchWakeLeft` of the budget's deps and took the
   // monitor's fields as arguments; a `--before` run may measure one of them.
   const deps = { scheduler, forward: () => void forwarded++, matchWakeLeft: () => true }
-  const budget = new ObservationBudget(
-    {
-      bytesPerMinute: config.observation_bytes_per_minute,
-      burstBytes: config.observation_burst_bytes,
-      sessionBytes: config.observation_session_bytes,
-      summaryIntervalMs: config.observation_summary_interval_ms,
-    },
-    deps,
-  )
+  // The budget reads its options by their config names; builds before that named them in camelCase.
+  const options = {
+    ...config,
+    bytesPerMinute: config.observation_bytes_per_minute,
+    burstBytes: config.observation_burst_bytes,
+    sessionBytes: config.observation_session_bytes,
+    summaryIntervalMs: config.observation_summary_interval_ms,
+  }
+  const budget = new ObservationBudget(options, deps)
   const oldAdmit = budget.admit.length > 3
   return (batch, monitor) => {
     const hasPattern = monitor.pattern !== undefined

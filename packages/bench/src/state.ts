@@ -83,7 +83,7 @@ function timeFlushes(root: string, snapshot: MonitorSnapshot[]): { us: number; b
     directory: join(root, "project"),
     source: () => snapshot,
     scheduler,
-    log: () => {},
+    log: { warn: () => {} },
     env: { XDG_STATE_HOME: root },
     server: { pid: 1, pidStartTime: "1" },
   })

@@ -24,9 +24,14 @@ export type MonitorFields = {
   stderrTail?: string[]
 }
 
-/** What went wrong, as one line of text. */
+/** What went wrong, as one line of text: an Error's message, anything else thrown or answered (an error body) as JSON. */
 export function errorText(error: unknown): string {
-  return error instanceof Error ? error.message : String(error)
+  if (error instanceof Error) return error.message
+  try {
+    return typeof error === "object" && error !== null ? JSON.stringify(error) : String(error)
+  } catch {
+    return String(error)
+  }
 }
 
 /** An error the agent can act on; `code` is stable, the message says what to do next. */

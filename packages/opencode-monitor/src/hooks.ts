@@ -1,18 +1,12 @@
 import type { Hooks } from "@opencode-ai/plugin"
-import type { MonitorConfig } from "./config"
-import type { DeliveryRouter } from "./delivery/router"
 import type { Logger } from "./log"
-import type { MonitorManager } from "./manager"
 import type { MonitorInfo } from "./monitor-run"
-import { createMonitorTools } from "./tools"
+import { createMonitorTools, type ToolDeps } from "./tools"
 import { deadlineText } from "./tools/describe"
 
-export type HookParts = {
-  config: MonitorConfig
-  manager: MonitorManager
-  router: DeliveryRouter
+/** What the tools need, and what the other hooks report to. */
+export type HookParts = ToolDeps & {
   log: Logger
-  shell: () => string
   /** opencode.json's `shell`, from the `config` hook (undefined: $SHELL). */
   setShell: (configured: string | undefined) => void
   dispose: () => Promise<void>
@@ -20,16 +14,9 @@ export type HookParts = {
 
 /** opencode's hooks, each handed to the part that owns what it reports. */
 export function monitorHooks(parts: HookParts): Hooks {
-  const { config, manager, router } = parts
+  const { manager, router } = parts
   return {
-    tool: createMonitorTools({
-      config,
-      manager,
-      beforeStart: (ctx) => router.sources.learn(ctx.sessionID, ctx.agent),
-      sourceOf: (sessionID) => router.sources.cached(sessionID),
-      afterStop: (monitorId) => router.forgetMonitor(monitorId),
-      shell: parts.shell,
-    }),
+    tool: createMonitorTools(parts),
 
     async config(input) {
       // 1.18.33 passes its whole config; the v1 type does not list `shell` yet.

@@ -2,7 +2,7 @@
 export type LogLevel = "debug" | "info" | "warn" | "error"
 type LogExtra = Record<string, unknown>
 
-/** Where log lines go: `SessionApi.log`. */
+/** Where log lines go (`SessionApi.log`); `service` names the module, the plugin itself without it. */
 export type LogSink = { log(level: LogLevel, message: string, extra: LogExtra, service?: string): void }
 
 export type Logger = Record<LogLevel, (message: string, extra?: LogExtra) => void>

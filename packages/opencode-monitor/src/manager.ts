@@ -14,6 +14,7 @@ import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { cancelledStart, cancelReason, MonitorSlots, type Reservation, type StartCancel } from "./slots"
 import type { StartRequest } from "./start-request"
+import type { StateLine } from "./state/format"
 
 export type { MonitorInfo, StopResult } from "./monitor-run"
 
@@ -27,7 +28,7 @@ export type MonitorSnapshot = {
   /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
   tokenHash?: string
   /** The last retained lines, oldest first. */
-  lastLines: readonly { stream: "stdout" | "stderr"; seq: number; text: string }[]
+  lastLines: readonly StateLine[]
 }
 
 export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {
@@ -71,15 +72,7 @@ export class MonitorManager {
       inUse: (id) => this.monitors.has(id),
       newId: deps.newId ?? randomMonitorId,
     })
-    this.retention = new ExitedRetention(
-      {
-        maxBytes: config.retained_max_bytes,
-        maxCount: config.retained_max_monitors,
-        maxAgeMs: config.retained_max_age_ms,
-      },
-      this.scheduler,
-      (id) => this.monitors.delete(id),
-    )
+    this.retention = new ExitedRetention(config, this.scheduler, (id) => this.monitors.delete(id))
     this.runDeps = {
       config,
       scheduler: this.scheduler,
@@ -206,9 +199,7 @@ export class MonitorManager {
   /** Stops every monitor of a session and its starts under way, and forgets them (the session is gone). */
   async stopSession(sessionID: string): Promise<void> {
     await this.endAll("session", sessionID)
-    for (const monitor of this.monitors.values()) {
-      if (monitor.info.sessionID === sessionID) this.forget(monitor.info.id)
-    }
+    for (const { id } of this.list(sessionID, true)) this.forget(id)
   }
 
   /** Stops everything, the starts under way too, and refuses later starts; resolves when no monitored process is left. */
@@ -289,12 +280,8 @@ export class MonitorManager {
   private retainExited(run: MonitorRun): void {
     const { sessionID, id } = run.info
     if (!this.monitors.has(id)) return
-    const exited = [...this.monitors.values()].filter(
-      (m) => m.info.sessionID === sessionID && m.info.status.kind !== "running",
-    )
-    for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) {
-      this.forget(old.info.id)
-    }
+    const exited = this.list(sessionID, true).filter((m) => m.status.kind !== "running")
+    for (const old of exited.slice(0, Math.max(0, exited.length - EXITED_RETAINED_PER_SESSION))) this.forget(old.id)
     // The server-wide budget (retention.ts) may evict older monitors of any session.
     if (this.monitors.has(id)) this.retention.admit(id, run.pipeline.ring.compact())
   }

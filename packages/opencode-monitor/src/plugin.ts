@@ -123,7 +123,7 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring): MonitorStateWrite
     directory: deps.directory,
     source: () => manager.snapshot(STATE_LAST_LINES),
     scheduler,
-    log: (level, message, extra) => log[level](message, extra),
+    log,
     env: deps.env,
     wakePending: (monitor) => router.exitNoticeOwed(monitor),
     server,

@@ -1,13 +1,8 @@
+import type { MonitorConfig } from "./config"
 import type { Scheduler, TimerHandle } from "./scheduler"
 
-export type RetentionLimits = {
-  /** Estimated bytes of retained output across the server. */
-  maxBytes: number
-  /** Exited monitors across the server. */
-  maxCount: number
-  /** How long an exited monitor stays readable after it ended. */
-  maxAgeMs: number
-}
+/** Estimated bytes of retained output and exited monitors across the server; how long one stays readable. */
+type RetentionLimits = Pick<MonitorConfig, "retained_max_bytes" | "retained_max_monitors" | "retained_max_age_ms">
 
 type Entry = { id: string; bytes: number; endedAt: number }
 
@@ -49,7 +44,7 @@ export class ExitedRetention {
 
   private enforce(): void {
     const now = this.scheduler.now()
-    const { maxBytes, maxCount, maxAgeMs } = this.limits
+    const { retained_max_bytes: maxBytes, retained_max_monitors: maxCount, retained_max_age_ms: maxAgeMs } = this.limits
     for (const entry of this.entries.values()) {
       const over = this.entries.size > maxCount || this.bytes > maxBytes || now - entry.endedAt >= maxAgeMs
       if (!over) break
@@ -65,7 +60,7 @@ export class ExitedRetention {
     this.timer = undefined
     const oldest = this.entries.values().next().value
     if (!oldest) return
-    const delay = Math.max(0, oldest.endedAt + this.limits.maxAgeMs - this.scheduler.now())
+    const delay = Math.max(0, oldest.endedAt + this.limits.retained_max_age_ms - this.scheduler.now())
     this.timer = this.scheduler.setTimeout(() => {
       this.timer = undefined
       this.enforce()

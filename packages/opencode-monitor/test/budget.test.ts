@@ -9,10 +9,10 @@ import { FakeScheduler } from "./support/fake-scheduler"
 import { batchOf, sizedLine } from "./support/lines"
 
 const OPTIONS: BudgetOptions = {
-  bytesPerMinute: 4_096,
-  burstBytes: 16_384,
-  sessionBytes: 65_536,
-  summaryIntervalMs: 300_000,
+  observation_bytes_per_minute: 4_096,
+  observation_burst_bytes: 16_384,
+  observation_session_bytes: 65_536,
+  observation_summary_interval_ms: 300_000,
 }
 
 type Sent = { batch: OutputBatch; route: Route; bytes: number; at: number; wakeLimit: number }
@@ -106,7 +106,7 @@ describe("ObservationBudget", () => {
   })
 
   test("token bucket: a chatty monitor gets its burst, then no more than the per-minute rate", () => {
-    const { chatter, bytesTo, sent } = setup({ sessionBytes: 10_000_000 })
+    const { chatter, bytesTo, sent } = setup({ observation_session_bytes: 10_000_000 })
     chatter(600)
     // 10 minutes: the burst plus ten minutes of refill, never more.
     expect(bytesTo()).toBeLessThanOrEqual(16_384 + 10 * 4_096)
@@ -116,7 +116,7 @@ describe("ObservationBudget", () => {
   })
 
   test("what the budget held back is counted in dropped: and the envelope says how to read it", () => {
-    const { chatter, sent } = setup({ sessionBytes: 10_000_000 })
+    const { chatter, sent } = setup({ observation_session_bytes: 10_000_000 })
     chatter(120)
     const afterGap = sent.find((s) => s.batch.budget !== undefined)
     expect(afterGap).toBeDefined()
@@ -138,7 +138,7 @@ describe("ObservationBudget", () => {
   })
 
   test("session total: all monitors of a session together stay within it between user turns", () => {
-    const { chatter, bytesTo, sent, scheduler } = setup({ summaryIntervalMs: 3_600_000 })
+    const { chatter, bytesTo, sent, scheduler } = setup({ observation_summary_interval_ms: 3_600_000 })
     for (let s = 0; s < 1_800; s++) {
       chatter(1, { monitorId: `mon_${"abc"[s % 3]}` })
     }
@@ -149,7 +149,7 @@ describe("ObservationBudget", () => {
   })
 
   test("a person's message resets the session's total and its monitors' buckets", () => {
-    const { chatter, bytesTo, budget, sent } = setup({ summaryIntervalMs: 3_600_000 })
+    const { chatter, bytesTo, budget, sent } = setup({ observation_summary_interval_ms: 3_600_000 })
     chatter(1_200)
     const before = bytesTo()
     expect(before).toBeLessThanOrEqual(65_536)
@@ -170,7 +170,7 @@ describe("ObservationBudget", () => {
   })
 
   test("when tight, an error-looking line gets through first, with the latest line", () => {
-    const { chatter, print, texts, sent } = setup({ sessionBytes: 10_000_000 })
+    const { chatter, print, texts, sent } = setup({ observation_session_bytes: 10_000_000 })
     chatter(30)
     const count = sent.length
     print(["GET /a 200", "Error: connect ECONNREFUSED 127.0.0.1:5432", "GET /b 200", "GET /c 200"])
@@ -182,7 +182,7 @@ describe("ObservationBudget", () => {
   })
 
   test("an error-looking line printed just before a silence arrives once the bucket has room, not at the summary", () => {
-    const { chatter, print, sent, scheduler } = setup({ sessionBytes: 10_000_000 })
+    const { chatter, print, sent, scheduler } = setup({ observation_session_bytes: 10_000_000 })
     chatter(30)
     print(["GET /a 200", "FATAL: panic: runtime error: index out of range", "GET /b 200"])
     const printedAt = scheduler.now()
@@ -200,7 +200,7 @@ describe("ObservationBudget", () => {
   test("a flood held batch after batch: the error line sent after it is the oldest of the last 20 held, once it fits", () => {
     // 12 000 lines in one instant (past the bucket after the first batches, and past the 8 192 held
     // lines that wait to be looked at), an error line every 37th; then silence.
-    const { print, sent, scheduler } = setup({ sessionBytes: 10_000_000 })
+    const { print, sent, scheduler } = setup({ observation_session_bytes: 10_000_000 })
     const errors: string[] = []
     for (let b = 0; b < 240; b++) {
       const lines = Array.from({ length: 50 }, (_, i) => {
@@ -236,7 +236,7 @@ describe("ObservationBudget", () => {
       line.block = block
       return line
     }
-    const { budget, scheduler, sent } = setup({ sessionBytes: 10_000_000 })
+    const { budget, scheduler, sent } = setup({ observation_session_bytes: 10_000_000 })
     let seq = 0
     const total = 240 * 50
     for (let b = 1; b <= 240; b++) {
@@ -266,7 +266,7 @@ describe("ObservationBudget", () => {
 
   test("each word of the fixed list makes a line error-looking, in any case", () => {
     for (const word of ["ERROR", "Failed", "panic:", "NullPointerException", "Traceback (most recent call last):"]) {
-      const { chatter, print, texts } = setup({ sessionBytes: 10_000_000 })
+      const { chatter, print, texts } = setup({ observation_session_bytes: 10_000_000 })
       chatter(30)
       print(["GET /a 200", `x ${word} y`, "GET /b 200"])
       chatter(20)
@@ -275,7 +275,7 @@ describe("ObservationBudget", () => {
   })
 
   test("the first lines after start go first when their batch does not fit", () => {
-    const { print, texts, scheduler } = setup({ burstBytes: 1_024 })
+    const { print, texts, scheduler } = setup({ observation_burst_bytes: 1_024 })
     const stack = Array.from(
       { length: 13 },
       (_, i) => `    at Module._load (node:internal/modules/cjs/loader:${1000 + i}:12)`,
@@ -288,7 +288,10 @@ describe("ObservationBudget", () => {
   test("with match_pattern set, matching lines get through as they fit, not only when a whole batch does", () => {
     // Batches of 50 lines (~3.5 KB) never fit a 1 KB burst whole; matching lines still go, a few at a time.
     const run = (pattern: boolean) => {
-      const { print, sent, scheduler } = setup({ burstBytes: 1_024, sessionBytes: 10_000_000 })
+      const { print, sent, scheduler } = setup({
+        observation_burst_bytes: 1_024,
+        observation_session_bytes: 10_000_000,
+      })
       for (let s = 0; s < 60; s++) {
         print(
           Array.from({ length: 50 }, (_, i) => `build step ${s * 50 + i + 100} done .......................`),
@@ -306,7 +309,7 @@ describe("ObservationBudget", () => {
   // error-looking ones, then matching ones, then the latest line. A 1 KB bucket has room for the
   // envelope (estimated at 480 bytes) and one 300-byte line (+24 for its prefix), not two.
   const pastStartup = (startupLines: number, pattern = false) => {
-    const s = setup({ burstBytes: 1_024, sessionBytes: 10_000_000 })
+    const s = setup({ observation_burst_bytes: 1_024, observation_session_bytes: 10_000_000 })
     s.print(
       Array.from({ length: startupLines }, (_, i) => `${i + 1}`),
       { pattern },
@@ -346,7 +349,10 @@ describe("ObservationBudget", () => {
   })
 
   test("past the session's total: one short summary with the last line and counts, then nothing until a person writes", () => {
-    const { chatter, sent, scheduler, budget } = setup({ sessionBytes: 20_000, summaryIntervalMs: 300_000 })
+    const { chatter, sent, scheduler, budget } = setup({
+      observation_session_bytes: 20_000,
+      observation_summary_interval_ms: 300_000,
+    })
     chatter(3_600)
     const summaries = sent.filter((s) => s.batch.budget?.kind === "summary")
     // Summaries that fit what the session has left, then the one that does not, then nothing.
@@ -404,7 +410,7 @@ describe("ObservationBudget", () => {
   }, 30_000)
 
   test("a summary is short: its one line is cut to a few hundred bytes, and the cut is counted in dropped:", () => {
-    const { print, sent, scheduler } = setup({ sessionBytes: 2_048 })
+    const { print, sent, scheduler } = setup({ observation_session_bytes: 2_048 })
     print(Array.from({ length: 25 }, (_, i) => `ok ${i}`))
     print([...Array.from({ length: 29 }, (_, i) => `GET /${i} 200`), `ERROR ${"é".repeat(4_000)}`])
     scheduler.advance(300_000)
@@ -422,7 +428,7 @@ describe("ObservationBudget", () => {
   })
 
   test("nothing at all while the monitor is silent", () => {
-    const { chatter, sent, scheduler } = setup({ sessionBytes: 20_000 })
+    const { chatter, sent, scheduler } = setup({ observation_session_bytes: 20_000 })
     chatter(400)
     const count = sent.length
     const lastAt = scheduler.now()
@@ -435,7 +441,7 @@ describe("ObservationBudget", () => {
   })
 
   test("wakes are never held back and carry their own lines and the held counts", () => {
-    const { chatter, print, sent } = setup({ sessionBytes: 1_024 })
+    const { chatter, print, sent } = setup({ observation_session_bytes: 1_024 })
     chatter(120)
     const wake = print(["shutting down", "bye"], { status: { kind: "exited", code: 1 } })
     const last = sent.at(-1)
@@ -447,7 +453,7 @@ describe("ObservationBudget", () => {
   })
 
   test("an exit wake whose own batch is empty carries the last line the budget held back", () => {
-    const { chatter, print, sent } = setup({ sessionBytes: 1_024 })
+    const { chatter, print, sent } = setup({ observation_session_bytes: 1_024 })
     chatter(120)
     print(["chatty-last-line"])
     print([], { status: { kind: "exited", code: 3 } })
@@ -458,7 +464,7 @@ describe("ObservationBudget", () => {
   })
 
   test("the last line held is not lost to a lineless batch held after it", () => {
-    const { chatter, print, sent } = setup({ sessionBytes: 1_024 })
+    const { chatter, print, sent } = setup({ observation_session_bytes: 1_024 })
     chatter(120)
     print(["chatty-last-line"])
     const count = sent.length
@@ -490,7 +496,7 @@ describe("ObservationBudget", () => {
   })
 
   test("a line that can still become a match wake passes straight through, with its wake_limit; past it, it is budgeted", () => {
-    const { chatter, print, sent, wakesLeft, budget } = setup({ sessionBytes: 1_024 })
+    const { chatter, print, sent, wakesLeft, budget } = setup({ observation_session_bytes: 1_024 })
     chatter(120)
     const spent = budget.spent("ses_1")
     wakesLeft.set("mon_a", 1)
@@ -517,7 +523,7 @@ describe("ObservationBudget", () => {
   })
 
   test("with streaming observations off, a match wake still comes; a match past wake_limit does not", () => {
-    const { print, sent, wakesLeft } = setup({ bytesPerMinute: 0 })
+    const { print, sent, wakesLeft } = setup({ observation_bytes_per_minute: 0 })
     wakesLeft.set("mon_a", 1)
     print(["ready on :3000"], { wakeLimit: 1 })
     expect(sent.map((s) => [s.route.wake, s.batch.lines.map((l) => lineText(l))])).toEqual([[true, ["ready on :3000"]]])
@@ -527,7 +533,7 @@ describe("ObservationBudget", () => {
   })
 
   test("0 turns streaming observations off; the exit wake still comes", () => {
-    const { chatter, print, sent, scheduler } = setup({ bytesPerMinute: 0 })
+    const { chatter, print, sent, scheduler } = setup({ observation_bytes_per_minute: 0 })
     chatter(600)
     expect(sent).toHaveLength(0)
     expect(scheduler.pendingTimers).toBe(0)
@@ -538,7 +544,7 @@ describe("ObservationBudget", () => {
   })
 
   test("a monitor that ended leaves no state or timer behind", () => {
-    const { chatter, print, budget, scheduler } = setup({ sessionBytes: 1_024 })
+    const { chatter, print, budget, scheduler } = setup({ observation_session_bytes: 1_024 })
     chatter(20)
     chatter(20, { monitorId: "mon_b" })
     expect(budget.streamCount).toBe(2)

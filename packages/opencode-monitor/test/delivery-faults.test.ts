@@ -31,7 +31,7 @@ function setup(options: Partial<InjectorOptions> = {}) {
 
 describe("no duplicate wake after an ambiguous failure", () => {
   test("a forced wake whose send was ambiguous is not sent again while the history cannot be read", async () => {
-    const { api, injector, advance, wake } = setup({ maxActiveDeferMs: 1_000 })
+    const { api, injector, advance, wake } = setup({ max_active_defer_ms: 1_000 })
     api.busy[S] = "busy"
     api.failures = [{ kind: "ambiguous", stored: true }]
     wake(terminalBatch())
@@ -60,7 +60,7 @@ describe("no duplicate wake after an ambiguous failure", () => {
 
 describe("a wake is not abandoned after a short outage", () => {
   test("a forced wake survives a minute of failed sends, retried no faster than pending_retry_ms", async () => {
-    const { api, injector, advance, wake, gaveUp } = setup({ maxActiveDeferMs: 1_000 })
+    const { api, injector, advance, wake, gaveUp } = setup({ max_active_defer_ms: 1_000 })
     api.busy[S] = "busy"
     api.failures = Array.from({ length: 12 }, () => ({ kind: "rejected" as const }))
     wake(terminalBatch())
@@ -174,7 +174,7 @@ describe("identity from what the plugin sees", () => {
 
 describe("state per monitor ends with the monitor", () => {
   test("after 100 monitors have come and gone the injector holds nothing of them", async () => {
-    const { api, injector, advance } = setup({ userMessageWindowMs: 0, postDispatchHoldMs: 1 })
+    const { api, injector, advance } = setup({ user_message_window_ms: 0, post_dispatch_hold_ms: 1 })
     for (let m = 0; m < 100; m++) {
       const monitorId = `mon_${m.toString(16).padStart(8, "0")}`
       injector.enqueue(

@@ -55,7 +55,7 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
   })
 
   test("terminal batch over the active defer ceiling dispatches while the parent is busy", async () => {
-    const { api, send, advance } = setup({ maxActiveDeferMs: 60_000 })
+    const { api, send, advance } = setup({ max_active_defer_ms: 60_000 })
     api.busy[S] = "busy"
     send(batch(1, { terminal: { kind: "exited", code: 7 } }))
     await advance(59_000)
@@ -73,7 +73,7 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
   })
 
   test("streaming batch is never force dispatched while the parent is busy", async () => {
-    const { api, send, advance } = setup({ maxActiveDeferMs: 1_000 })
+    const { api, send, advance } = setup({ max_active_defer_ms: 1_000 })
     api.busy[S] = "busy"
     send(batch(1))
     await advance(120_000)
@@ -81,7 +81,7 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
   })
 
   test("over-ceiling terminal batch dispatches ahead of queued streaming batches", async () => {
-    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 60_000 })
+    const { api, injector, send, advance } = setup({ max_active_defer_ms: 60_000 })
     api.busy[S] = "busy"
     send(batch(1))
     send(batch(2))
@@ -95,8 +95,8 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
   })
 
   test("ceiling is opt-in: nothing is sent after 600 s of busy without it", async () => {
-    for (const maxActiveDeferMs of [undefined, 0]) {
-      const { api, send, advance } = setup({ maxActiveDeferMs })
+    for (const max_active_defer_ms of [undefined, 0]) {
+      const { api, send, advance } = setup({ max_active_defer_ms })
       api.busy[S] = "busy"
       send(batch(1, { terminal: { kind: "exited", code: 7 } }))
       await advance(600_000)
@@ -105,7 +105,7 @@ describe("MonitorOutputInjector: the seed's regression set", () => {
   })
 
   test("the ceiling counts from the first queue time, kept across requeues after failures", async () => {
-    const { api, send, advance } = setup({ maxActiveDeferMs: 10_000 })
+    const { api, send, advance } = setup({ max_active_defer_ms: 10_000 })
     api.busy[S] = "busy"
     api.failures = [{ kind: "rejected" }]
     send(batch(1, { terminal: { kind: "exited", code: 2 } }))
@@ -186,7 +186,7 @@ describe("MonitorOutputInjector: gates", () => {
   })
 
   test("a wake past max_active_defer_ms is not held back by a person's message: the ceiling stands", async () => {
-    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 60_000 })
+    const { api, injector, send, advance } = setup({ max_active_defer_ms: 60_000 })
     api.busy[S] = "busy"
     send(batch(1, { terminal: { kind: "exited", code: 1 } }))
     await advance(59_500)
@@ -323,10 +323,10 @@ describe("MonitorOutputInjector: exactly once", () => {
 
   test("a wake that keeps failing is given up only after 30 minutes, with a log naming the monitor and the give-up hook", async () => {
     const { scheduler, api, injector, gaveUp } = setupInjector({
-      userMessageWindowMs: 0,
-      pendingRetryMs: 100,
-      postDispatchHoldMs: 10,
-      acceptedMessageSkewMs: 0,
+      user_message_window_ms: 0,
+      pending_retry_ms: 100,
+      post_dispatch_hold_ms: 10,
+      accepted_message_skew_ms: 0,
     })
     api.failures = Array.from({ length: 1_000 }, () => ({ kind: "rejected" as const }))
     injector.enqueue(batch(1, { terminal: { kind: "exited", code: 1 } }), { sessionID: S, wake: true }, "x")
@@ -398,7 +398,7 @@ describe("MonitorOutputInjector: exactly once", () => {
 
 describe("MonitorOutputInjector: flood while busy", () => {
   test("waiting output stays bounded, the overflow is counted in dropped:, the terminal batch survives", async () => {
-    const { api, send, advance } = setup({ pendingMaxLines: 100, pendingMaxBytes: 1 << 20 })
+    const { api, send, advance } = setup({ batch_max_bytes: 1 << 19 })
     api.busy[S] = "busy"
     for (let seq = 1; seq <= 2_000; seq++) send(batch(seq, { lines: 50 }))
     send(batch(2_001, { terminal: { kind: "exited", code: 0 }, lines: 3 }))

@@ -23,8 +23,11 @@ const match = (seq: number, opts: Parameters<typeof batch>[1] = {}) => batch(seq
 function setup(options: Partial<InjectorOptions> = {}, ledger?: ContextLedger) {
   const base = setupInjector(
     {
-      maxActiveDeferMs: 60_000,
-      matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, ...WAKE_BOUNDS },
+      max_active_defer_ms: 60_000,
+      wake_min_interval_ms: 10_000,
+      max_match_wakes_per_minute: 6,
+      batch_max_lines: WAKE_BOUNDS.maxLines,
+      batch_max_bytes: WAKE_BOUNDS.maxBytes,
       ...options,
     },
     ledger,
@@ -60,7 +63,7 @@ describe("match wake: one wake through the exit wake's gates", () => {
   })
 
   test("never sent into a busy session; it wakes once the session is idle", async () => {
-    const { api, injector, send, advance } = setup({ maxActiveDeferMs: 0 })
+    const { api, injector, send, advance } = setup({ max_active_defer_ms: 0 })
     api.busy[S] = "busy"
     send(match(1))
     await advance(120_000)
@@ -72,7 +75,7 @@ describe("match wake: one wake through the exit wake's gates", () => {
   })
 
   test("like the exit wake, past max_active_defer_ms it is forced into the busy session", async () => {
-    const { api, send, advance } = setup({ maxActiveDeferMs: 30_000 })
+    const { api, send, advance } = setup({ max_active_defer_ms: 30_000 })
     api.busy[S] = "busy"
     send(match(1))
     await advance(29_000)
@@ -84,7 +87,7 @@ describe("match wake: one wake through the exit wake's gates", () => {
   })
 
   test("a match wake told to wait for wake_min_interval_ms counts the ceiling from the end of that wait", async () => {
-    const { api, send, advance, wakes } = setup({ maxActiveDeferMs: 30_000 })
+    const { api, send, advance, wakes } = setup({ max_active_defer_ms: 30_000 })
     send(match(1), 2)
     await advance(1_000)
     send(match(2), 2) // the session is idle: told to wait until 10 s after the first wake
@@ -98,7 +101,7 @@ describe("match wake: one wake through the exit wake's gates", () => {
   })
 
   test("past wake_limit a match is never forced: observations wait for idle", async () => {
-    const { api, send, advance } = setup({ maxActiveDeferMs: 1_000 })
+    const { api, send, advance } = setup({ max_active_defer_ms: 1_000 })
     send(match(1))
     await settle()
     api.busy[S] = "busy"
@@ -179,7 +182,7 @@ describe("match wake: interval, limit and session cap", () => {
 
   test("wake_limit 3 with a match every 400 ms for 20 s: three wakes, spaced by the interval, every line delivered once", async () => {
     const { api, send, advance, wakes } = setup({
-      matchWake: { minIntervalMs: 5_000, perSessionPerMinute: 6, ...WAKE_BOUNDS },
+      wake_min_interval_ms: 5_000,
     })
     for (let seq = 1; seq <= 50; seq++) {
       send(match(seq), 3)
@@ -197,7 +200,8 @@ describe("match wake: interval, limit and session cap", () => {
 
   test("the per-session cap holds a third monitor's wake until the minute is over", async () => {
     const { api, send, advance, wakes } = setup({
-      matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 2, ...WAKE_BOUNDS },
+      wake_min_interval_ms: 1_000,
+      max_match_wakes_per_minute: 2,
     })
     send(match(1, { monitorId: "mon_a" }))
     await advance(1_000)
@@ -278,7 +282,7 @@ describe("match wake: interval, limit and session cap", () => {
   })
 
   test("the ceiling counts from the wake's own queue time, not from the observations it absorbed", async () => {
-    const { api, send, advance, wakes, scheduler } = setup({ maxActiveDeferMs: 5_000 })
+    const { api, send, advance, wakes, scheduler } = setup({ max_active_defer_ms: 5_000 })
     api.busy[S] = "busy"
     for (let seq = 1; seq <= 12; seq++) {
       send(batch(seq))
@@ -309,19 +313,12 @@ describe("match wake: interval, limit and session cap", () => {
     await advance(1_000)
     expect(ledger.spent(S)).toBe(Buffer.byteLength(wake?.text ?? "x"))
   })
-
-  test("without match-wake options a match is an observation", async () => {
-    const { api, send } = setup({ matchWake: undefined })
-    send(match(1))
-    await settle()
-    expect(api.sent.map((p) => p.noReply)).toEqual([true])
-  })
 })
 
 describe("MatchWakePolicy: state is per monitor and per session, and goes with them", () => {
   test("a monitor's count goes when it ends or its session is deleted", () => {
     const scheduler = new FakeScheduler()
-    const policy = new MatchWakePolicy({ minIntervalMs: 1_000, perSessionPerMinute: 6, ...WAKE_BOUNDS }, scheduler)
+    const policy = new MatchWakePolicy({ wake_min_interval_ms: 1_000, max_match_wakes_per_minute: 6 }, scheduler)
     expect(policy.decide(S, match(1, { monitorId: "mon_a" }), 1).kind).toBe("wake")
     expect(policy.decide(S, match(1, { monitorId: "mon_b" }), 1).kind).toBe("wake")
     expect([policy.exhausted("mon_a", 1), policy.exhausted("mon_b", 1)]).toEqual([true, true])

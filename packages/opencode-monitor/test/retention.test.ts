@@ -5,25 +5,26 @@ import { join } from "node:path"
 import { ExitedRetention } from "../src/retention"
 import { FakeScheduler } from "./support/fake-scheduler"
 
-function retention(limits: Partial<{ maxBytes: number; maxCount: number; maxAgeMs: number }> = {}) {
+type Limits = { retained_max_bytes: number; retained_max_monitors: number; retained_max_age_ms: number }
+
+function retention(limits: Partial<Limits> = {}) {
   const scheduler = new FakeScheduler()
   const evicted: string[] = []
-  const r = new ExitedRetention({ maxBytes: 1_000, maxCount: 3, maxAgeMs: 60_000, ...limits }, scheduler, (id) =>
-    evicted.push(id),
-  )
+  const all = { retained_max_bytes: 1_000, retained_max_monitors: 3, retained_max_age_ms: 60_000, ...limits }
+  const r = new ExitedRetention(all, scheduler, (id) => evicted.push(id))
   return { r, scheduler, evicted }
 }
 
 describe("server-wide retention of exited monitors", () => {
-  test("keeps at most maxCount, the oldest-ended leave first", () => {
+  test("keeps at most retained_max_monitors, the oldest-ended leave first", () => {
     const { r, evicted } = retention()
     for (const id of ["a", "b", "c", "d", "e"]) r.admit(id, 10)
     expect(evicted).toEqual(["a", "b"])
     expect(r.totals).toEqual({ count: 3, bytes: 30 })
   })
 
-  test("keeps at most maxBytes of estimated output", () => {
-    const { r, evicted } = retention({ maxCount: 100 })
+  test("keeps at most retained_max_bytes of estimated output", () => {
+    const { r, evicted } = retention({ retained_max_monitors: 100 })
     r.admit("a", 400)
     r.admit("b", 400)
     r.admit("c", 400)
@@ -31,7 +32,7 @@ describe("server-wide retention of exited monitors", () => {
     expect(r.totals).toEqual({ count: 2, bytes: 800 })
   })
 
-  test("forgets a monitor maxAgeMs after it ended, without any other activity", () => {
+  test("forgets a monitor retained_max_age_ms after it ended, without any other activity", () => {
     const { r, scheduler, evicted } = retention()
     r.admit("a", 10)
     scheduler.advance(30_000)

@@ -176,8 +176,9 @@ const silenceBatch = (seq: number, lastSeq = 100): OutputBatch => ({
 
 function setup(options: Partial<InjectorOptions> = {}) {
   const base = setupInjector({
-    maxActiveDeferMs: 60_000,
-    matchWake: { minIntervalMs: 10_000, perSessionPerMinute: 6, maxLines: 50, maxBytes: 16_384 },
+    max_active_defer_ms: 60_000,
+    wake_min_interval_ms: 10_000,
+    max_match_wakes_per_minute: 6,
     ...options,
   })
   const send = (b: OutputBatch, wakeLimit = 1) =>
@@ -203,7 +204,7 @@ describe("silence wake delivery", () => {
   })
 
   test("it waits for the session's gates like any wake: never into a busy session before the ceiling", async () => {
-    const { send, wakes, api, advance, injector } = setup({ maxActiveDeferMs: 0 })
+    const { send, wakes, api, advance, injector } = setup({ max_active_defer_ms: 0 })
     api.busy[S] = "busy"
     send(silenceBatch(2))
     await advance(60_000)
@@ -230,7 +231,8 @@ describe("silence wake delivery", () => {
 
   test("it shares max_match_wakes_per_minute with match wakes of other monitors", async () => {
     const { send, wakes, advance } = setup({
-      matchWake: { minIntervalMs: 1_000, perSessionPerMinute: 1, maxLines: 50, maxBytes: 16_384 },
+      wake_min_interval_ms: 1_000,
+      max_match_wakes_per_minute: 1,
     })
     send(testBatch(1, { wakeAt: [0], monitorId: "mon_a" }))
     await settle()
@@ -274,7 +276,12 @@ describe("silence wake and the observation budget", () => {
     const scheduler = new FakeScheduler()
     const forwarded: { batch: OutputBatch; wake: boolean }[] = []
     const budget = new ObservationBudget(
-      { bytesPerMinute: 0, burstBytes: 1_024, sessionBytes: 1_024, summaryIntervalMs: 300_000 },
+      {
+        observation_bytes_per_minute: 0,
+        observation_burst_bytes: 1_024,
+        observation_session_bytes: 1_024,
+        observation_summary_interval_ms: 300_000,
+      },
       {
         scheduler,
         forward: (batch, route) => forwarded.push({ batch, wake: route.wake }),
@@ -294,7 +301,12 @@ describe("silence wakes stay within the session's budget", () => {
     const ledger = new ContextLedger()
     const forwarded: OutputBatch[] = []
     const budget = new ObservationBudget(
-      { bytesPerMinute: 4_096, burstBytes: 16_384, sessionBytes: 65_536, summaryIntervalMs: 300_000 },
+      {
+        observation_bytes_per_minute: 4_096,
+        observation_burst_bytes: 16_384,
+        observation_session_bytes: 65_536,
+        observation_summary_interval_ms: 300_000,
+      },
       { scheduler, ledger, forward: (batch) => forwarded.push(batch) },
     )
     const source = { label: "dev", hasPattern: false, wakeLimit: 0, matchWakeLeft: false }

@@ -19,7 +19,14 @@ const crashedTurn = [
   message({ role: "assistant", created: 1_100, finish: "tool-calls", toolRunning: true }),
 ]
 const gates = (messages: SessionMessage[], staleTurnsBefore: number | undefined) =>
-  evaluateGates({ sessionID: "ses_1", busy: {}, messages, now: 100_000, userMessageWindowMs: 2_000, staleTurnsBefore })
+  evaluateGates({
+    sessionID: "ses_1",
+    busy: {},
+    messages,
+    now: 100_000,
+    user_message_window_ms: 2_000,
+    staleTurnsBefore,
+  })
 
 describe("a turn cut off by a server crash", () => {
   test("does not hold deliveries once this server loaded after it started", () => {
@@ -37,7 +44,7 @@ describe("a turn cut off by a server crash", () => {
       busy: { ses_1: "busy" },
       messages: crashedTurn,
       now: 100_000,
-      userMessageWindowMs: 2_000,
+      user_message_window_ms: 2_000,
       staleTurnsBefore: 50_000,
     })
     expect(decision).toMatchObject({ open: false, reason: "session busy" })

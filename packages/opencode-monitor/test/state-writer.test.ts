@@ -84,7 +84,7 @@ function setup() {
     // Each leader as it started, as the manager's snapshot tells it.
     source: () => monitors.map((m) => ({ pidStartTime: `start-of-${m.pid}`, ...m })),
     scheduler,
-    log: (_level, message) => logs.push(message),
+    log: { warn: (message) => logs.push(message) },
     env,
     server: { pid: 4242, pidStartTime: "777" },
     instance: "i1",
@@ -182,7 +182,7 @@ describe("MonitorStateWriter", () => {
       directory: "/work/project",
       source: () => [{ info: info("mon_other"), pid: 101, pidStartTime: "start-of-101", lastLines: [] }],
       scheduler: first.scheduler,
-      log: () => {},
+      log: { warn: () => {} },
       env: first.env,
       server: { pid: 4242, pidStartTime: "777" },
     })
@@ -271,7 +271,7 @@ describe("MonitorStateWriter", () => {
       directory: "/work/project",
       source: () => monitors,
       scheduler,
-      log: () => {},
+      log: { warn: () => {} },
       env,
       server: { pid: 4243, pidStartTime: "777" },
       wakePending: ({ id }) => queued.has(id),
@@ -361,7 +361,7 @@ describe("MonitorStateWriter", () => {
       directory: "/p",
       source: () => [{ info: monitor, pid: 1, lastLines: [] }],
       scheduler,
-      log: (_level, message) => logs.push(message),
+      log: { warn: (message) => logs.push(message) },
       env: { XDG_STATE_HOME: blocker },
       server: { pid: 1, pidStartTime: "1" },
     })

@@ -1,4 +1,5 @@
-import { addDrops, type BudgetNote, isTerminalBatch, NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
+import { addDrops, isTerminalBatch, NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
+import type { MonitorConfig } from "../config"
 import type { MonitorLine } from "../pipeline/line"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import { chooseLines, ENVELOPE_OVERHEAD_BYTES, estimate, isPriority } from "./budget-choice"
@@ -8,16 +9,8 @@ import { countHeld, HeldLines } from "./held-lines"
 import type { Route } from "./session-source"
 import { TokenBucket } from "./token-bucket"
 
-export type BudgetOptions = {
-  /** Refill rate of each monitor's bucket; 0 turns streaming observations off (wakes still come). */
-  bytesPerMinute: number
-  /** Capacity of each monitor's bucket: what a quiet monitor may send at once. */
-  burstBytes: number
-  /** Observations into one session between two real user turns, all monitors together. */
-  sessionBytes: number
-  /** Past a monitor's bucket, at most one summary envelope per monitor this often, while output flows. */
-  summaryIntervalMs: number
-}
+/** The observation_* options (config.ts, README): a bucket per monitor, a total per session, the summaries. */
+export type BudgetOptions = Pick<MonitorConfig, Extract<keyof MonitorConfig, `observation_${string}`>>
 
 export type BudgetDeps = {
   scheduler: Scheduler
@@ -88,7 +81,7 @@ export class ObservationBudget {
     const route = routed.wake && !wake ? { ...routed, wake: false } : routed
     const stream = this.stream(batch.monitorId, route, source)
     if (!wake) {
-      if (this.options.bytesPerMinute === 0) this.hold(stream, batch)
+      if (this.options.observation_bytes_per_minute === 0) this.hold(stream, batch)
       else this.admitObservation(stream, batch)
       return
     }
@@ -165,7 +158,7 @@ export class ObservationBudget {
       stream = {
         sessionID: route.sessionID,
         monitorId,
-        bucket: new TokenBucket(this.options.burstBytes, this.options.bytesPerMinute, now),
+        bucket: new TokenBucket(this.options.observation_burst_bytes, this.options.observation_bytes_per_minute, now),
         held: new HeldLines(),
         lastEnvelopeAt: now,
         summarizedPastBudget: false,
@@ -190,7 +183,7 @@ export class ObservationBudget {
   }
 
   private sessionLeft(sessionID: string): number {
-    return this.options.sessionBytes - this.spent(sessionID)
+    return this.options.observation_session_bytes - this.spent(sessionID)
   }
 
   /**
@@ -209,17 +202,16 @@ export class ObservationBudget {
       shown.filter((line) => !fresh.has(line)),
     )
     const { lines, bytes, firstSeq } = count
-    // A summary always says so: its line is cut by the envelope even when it is the only one held.
-    const note: BudgetNote | undefined =
-      lines > 0 || summary
-        ? { kind: summary ? "summary" : "held", lines, bytes, sinceSequence: firstSeq - 1 }
-        : undefined
     return {
       ...batch,
       lines: shown,
       bytes: sizeOf(shown),
       dropped: addDrops(held.dropped, batch.dropped, { matched: lines, unmatched: 0, bytes }),
-      ...(note ? { budget: note } : {}),
+      // A summary always says so: its line is cut by the envelope even when it is the only one held.
+      budget:
+        lines > 0 || summary
+          ? { kind: summary ? "summary" : "held", lines, bytes, sinceSequence: firstSeq - 1 }
+          : undefined,
     }
   }
 
@@ -246,7 +238,7 @@ export class ObservationBudget {
 
   private hold(stream: Stream, batch: OutputBatch, looked = false): void {
     stream.held.hold(batch, looked)
-    if (this.options.bytesPerMinute > 0) this.arm(stream)
+    if (this.options.observation_bytes_per_minute > 0) this.arm(stream)
   }
 
   /**
@@ -258,7 +250,7 @@ export class ObservationBudget {
     const now = this.deps.scheduler.now()
     const summaryAt = stream.summarizedPastBudget
       ? Number.POSITIVE_INFINITY
-      : stream.lastEnvelopeAt + this.options.summaryIntervalMs
+      : stream.lastEnvelopeAt + this.options.observation_summary_interval_ms
     const { held } = stream
     const first = held.known[0]
     const need = held.unsorted ? SMALLEST_ENVELOPE_BYTES : first ? estimate([first]) : Number.POSITIVE_INFINITY
@@ -286,7 +278,7 @@ export class ObservationBudget {
     // The held batch was never forwarded, so its seq is free for the envelope's key.
     const base: OutputBatch = { ...held.lastBatch, lines: [], bytes: 0, dropped: NO_DROPS }
     if (chosen) this.send(stream, this.compose(stream, base, chosen))
-    else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.summaryIntervalMs)
+    else if (this.deps.scheduler.now() - stream.lastEnvelopeAt >= this.options.observation_summary_interval_ms)
       this.summarize(stream, base)
     else this.arm(stream)
   }

@@ -2,13 +2,14 @@ import { addDrops, isTerminalBatch } from "../pipeline/batcher"
 import { lineByteLength } from "../pipeline/line"
 import type { Delivery } from "./session-queue"
 
-export type CoalesceBounds = { maxLines: number; maxBytes: number }
+/** How much output may wait in one place: lines, and bytes as the envelope counts its rows. */
+export type Bounds = { maxLines: number; maxBytes: number }
 
 /**
  * Keeps a monitor's waiting output within the bound: the oldest batches give way, counted in the
  * next one's `dropped:`. Never a terminal batch, nor one already attempted (it may have landed).
  */
-export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: CoalesceBounds): Delivery[] {
+export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: Bounds): Delivery[] {
   const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && !isTerminalBatch(d.batch))
   let lines = waiting.reduce((sum, d) => sum + d.batch.lines.length, 0)
   let bytes = waiting.reduce((sum, d) => sum + d.batch.bytes, 0)

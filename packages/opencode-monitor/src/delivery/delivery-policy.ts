@@ -47,7 +47,7 @@ function envelopeNote(delivery: Delivery): EnvelopeNote {
  */
 export class DeliveryPolicy {
   constructor(
-    private readonly options: Pick<InjectorOptions, "pendingRetryMs" | "acceptedMessageSkewMs">,
+    private readonly options: Pick<InjectorOptions, "pending_retry_ms" | "accepted_message_skew_ms">,
     private readonly api: SessionApi,
     private readonly now: () => number,
   ) {}
@@ -67,10 +67,7 @@ export class DeliveryPolicy {
       const kind = error instanceof DeliveryError ? error.kind : "ambiguous"
       delivery.lastError = errorText(error)
       if (kind === "gone") return { outcome: "gone", kind }
-      if (kind === "ambiguous") {
-        delivery.unsure = true
-        delivery.unsureSince = this.now()
-      }
+      if (kind === "ambiguous") delivery.unsureSince = this.now()
       return { outcome: "failed", kind }
     }
     return { outcome: "sent" }
@@ -78,7 +75,7 @@ export class DeliveryPolicy {
 
   /** After an ambiguous failure: is this envelope in the session? Never "absent" on a failed read. */
   async verify(delivery: Delivery): Promise<Verdict> {
-    const since = delivery.firstQueuedAt - this.options.acceptedMessageSkewMs
+    const since = delivery.firstQueuedAt - this.options.accepted_message_skew_ms
     const landed = (m: SessionMessage) =>
       m.role === "user" && m.created >= since && m.notes.some((note) => note.key === delivery.key)
     // Back far enough to see every message since the delivery was first queued.
@@ -89,8 +86,8 @@ export class DeliveryPolicy {
     if (!messages) return "unknown"
     if (messages.some(landed)) return "found"
     // An accepted prompt_async is stored after its answer: give it time to appear.
-    if (this.now() - delivery.unsureSince < this.settleMs()) return "unknown"
-    delivery.unsure = false
+    if (this.now() - (delivery.unsureSince ?? 0) < this.settleMs()) return "unknown"
+    delivery.unsureSince = undefined
     return "absent"
   }
 
@@ -103,15 +100,15 @@ export class DeliveryPolicy {
       ? now - delivery.firstFailureAt >= WAKE_GIVE_UP_MS
       : delivery.attempts >= OBSERVATION_MAX_ATTEMPTS
     if (spent) return { giveUp: true }
-    let delay = Math.min(MAX_RETRY_DELAY_MS, this.options.pendingRetryMs * 2 ** (delivery.failures - 1))
-    delay = Math.max(delay, this.options.pendingRetryMs)
+    let delay = Math.min(MAX_RETRY_DELAY_MS, this.options.pending_retry_ms * 2 ** (delivery.failures - 1))
+    delay = Math.max(delay, this.options.pending_retry_ms)
     // An unsure send is checked once it had time to show in the history.
-    if (delivery.unsure) delay = Math.max(delay, delivery.unsureSince + this.settleMs() - now)
+    if (delivery.unsureSince !== undefined) delay = Math.max(delay, delivery.unsureSince + this.settleMs() - now)
     delivery.retryAt = now + delay
     return { retryInMs: delay }
   }
 
   private settleMs(): number {
-    return Math.max(this.options.pendingRetryMs, this.options.acceptedMessageSkewMs)
+    return Math.max(this.options.pending_retry_ms, this.options.accepted_message_skew_ms)
   }
 }

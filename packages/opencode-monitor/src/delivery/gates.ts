@@ -5,7 +5,7 @@ export type GateInput = {
   busy: Record<string, string>
   messages: SessionMessage[]
   now: number
-  userMessageWindowMs: number
+  user_message_window_ms: number
   /** An unfinished assistant message older than this was cut off by a crash: it never completes. */
   staleTurnsBefore?: number
 }
@@ -15,9 +15,14 @@ export type Identity = { agent: string | undefined; model: ModelRef | undefined 
 
 export type GateDecision = { open: true } | { open: false; reason: string }
 
-/** The latest real (typed, not injected) user message's agent and model; undefined when there is none. */
+const newest = (messages: readonly SessionMessage[], is: (m: SessionMessage) => boolean) =>
+  [...messages].reverse().find(is)
+/** A real (typed, not injected) user message. */
+const typed = (m: SessionMessage) => m.role === "user" && !m.synthetic
+
+/** The latest real user message's agent and model; undefined when there is none. */
 export function latestUserIdentity(messages: readonly SessionMessage[]): Identity | undefined {
-  const lastUser = [...messages].reverse().find((m) => m.role === "user" && !m.synthetic)
+  const lastUser = newest(messages, typed)
   return lastUser ? { agent: lastUser.agent, model: lastUser.model } : undefined
 }
 
@@ -26,9 +31,9 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
  * message within the window. Another session being busy (a subagent, say) never closes it.
  */
 export function evaluateGates(input: GateInput): GateDecision {
-  const newestFirst = [...input.messages].reverse()
-  const lastUser = newestFirst.find((m) => m.role === "user" && !m.synthetic)
-  const lastAssistant = newestFirst.find(
+  const lastUser = newest(input.messages, typed)
+  const lastAssistant = newest(
+    input.messages,
     (m) =>
       m.role === "assistant" &&
       !(m.completed === undefined && m.created < (input.staleTurnsBefore ?? Number.NEGATIVE_INFINITY)),
@@ -41,7 +46,7 @@ export function evaluateGates(input: GateInput): GateDecision {
   if (lastAssistant?.finish === "tool-calls" && lastAssistant.toolRunning) {
     return { open: false, reason: "tool call still running" }
   }
-  if (lastUser && input.now - lastUser.created < input.userMessageWindowMs) {
+  if (lastUser && input.now - lastUser.created < input.user_message_window_ms) {
     return { open: false, reason: "user message within user_message_window_ms" }
   }
   return { open: true }

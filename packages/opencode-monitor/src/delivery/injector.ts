@@ -1,3 +1,4 @@
+import type { MonitorConfig } from "../config"
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import type { Scheduler } from "../scheduler"
 import { errorText } from "../errors"
@@ -8,39 +9,28 @@ import { DeliveryPolicy, envelopeText } from "./delivery-policy"
 import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
-import { isCandidate, isSilenceReason, type MatchWakeOptions, MatchWakePolicy, queueMatchWake } from "./match-wake"
+import { isCandidate, isSilenceReason, MatchWakePolicy, queueMatchWake } from "./match-wake"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
 
-export type InjectorOptions = {
-  userMessageWindowMs: number
-  pendingRetryMs: number
-  postDispatchHoldMs: number
-  /** How long an accepted prompt may take to show in the history (and clock tolerance). */
-  acceptedMessageSkewMs: number
-  /** Opt-in ceiling for a terminal batch waiting on a busy session; undefined or 0 = unbounded. */
-  maxActiveDeferMs?: number
-  /** Bound on streaming output waiting per monitor and session; the overflow is coalesced. */
-  pendingMaxLines: number
-  pendingMaxBytes: number
+/** The plugin's options (config.ts), and when this server's turns began. */
+export type InjectorOptions = MonitorConfig & {
   /** Unfinished assistant messages older than this were cut off by a crash (see evaluateGates). */
-  staleTurnsBefore?: number
-  /** Wake on a matching line; without it a `wake_pattern` match is an observation. */
-  matchWake?: MatchWakeOptions
+  staleTurnsBefore: number
 }
 
 export type InjectorDeps = {
   api: SessionApi
   scheduler: Scheduler
   /** A wake could not be delivered within the give-up bound. */
-  onGiveUp?: (delivery: Delivery) => void
+  onGiveUp: (delivery: Delivery) => void
   /** Each session's context bytes, shared with the observation budget: a match wake is charged when it lands. */
-  ledger?: ContextLedger
+  ledger: ContextLedger
 }
 
 /** A wake queued for at least the ceiling (a match wake told to wait counts from the end of that wait). */
-function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number | undefined): boolean {
+function shouldForceActiveDispatch(delivery: Delivery, now: number, maxActiveDeferMs: number): boolean {
   if (!maxActiveDeferMs) return false
   return delivery.wake && now - Math.max(delivery.firstQueuedAt, delivery.notBefore) >= maxActiveDeferMs
 }
@@ -58,7 +48,7 @@ export class MonitorOutputInjector {
   /** When a person last wrote in each session, as chat.message saw it. */
   private readonly personWroteAt = new Map<string, number>()
   private disposed = false
-  private readonly matchWakes: MatchWakePolicy | undefined
+  private readonly matchWakes: MatchWakePolicy
   private readonly log
 
   constructor(
@@ -68,7 +58,7 @@ export class MonitorOutputInjector {
     this.log = namedLogger(deps.api, "injector")
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
     this.identities = new SessionIdentities(deps.api)
-    this.matchWakes = options.matchWake ? new MatchWakePolicy(options.matchWake, deps.scheduler) : undefined
+    this.matchWakes = new MatchWakePolicy(options, deps.scheduler)
   }
 
   /** `wakeLimit`: how many match wakes the batch's monitor may cause (`wake_limit`; 0 = none). */
@@ -89,32 +79,35 @@ export class MonitorOutputInjector {
       attempts: 0,
       failures: 0,
       retryAt: 0,
-      unsure: false,
-      unsureSince: 0,
       wakeLimit,
       notBefore: 0,
     }
-    const bounds = { maxLines: this.options.pendingMaxLines, maxBytes: this.options.pendingMaxBytes }
-    const wakeBounds = this.options.matchWake ?? bounds
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, wakeBounds)
+    // A match wake holds one batch at most; while a session is busy, two batches' worth of output wait.
+    const { batch_max_lines: maxLines, batch_max_bytes: maxBytes } = this.options
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, { maxLines, maxBytes })
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
-      if (!isTerminalBatch(batch)) queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, bounds)
+      if (!isTerminalBatch(batch))
+        queue.deliveries = coalesceWaiting(queue.deliveries, batch.monitorId, {
+          maxLines: 2 * maxLines,
+          maxBytes: 2 * maxBytes,
+        })
     }
     void queue.pump()
   }
 
-  /** Match wakes are on and the monitor has some left (`wake_limit`): the budget passes its match through. */
+  /** The monitor has match wakes left (`wake_limit`): the budget passes its match through. */
   matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
-    return this.matchWakes !== undefined && !this.matchWakes.exhausted(monitorId, wakeLimit)
+    return !this.matchWakes.exhausted(monitorId, wakeLimit)
   }
 
   /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
   private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
     return queue.deliveries.find(
       (d) =>
-        shouldForceActiveDispatch(d, now, this.options.maxActiveDeferMs) && this.settleMatchWake(queue, d) === "wake",
+        shouldForceActiveDispatch(d, now, this.options.max_active_defer_ms) &&
+        this.settleMatchWake(queue, d) === "wake",
     )
   }
 
@@ -124,7 +117,7 @@ export class MonitorOutputInjector {
    */
   private settleMatchWake(queue: SessionQueue, d: Delivery): "wake" | "observe" | "skip" {
     if (!isCandidate(d) || d.matchWake || d.attempts > 0) return d.wake ? "wake" : "observe"
-    const decision = this.matchWakes?.decide(d.sessionID, d.batch, d.wakeLimit) ?? { kind: "observe" as const }
+    const decision = this.matchWakes.decide(d.sessionID, d.batch, d.wakeLimit)
     if (decision.kind === "wake") {
       d.matchWake = decision.reason
       return "wake"
@@ -148,7 +141,7 @@ export class MonitorOutputInjector {
 
   private personJustWrote(sessionID: string): boolean {
     const at = this.personWroteAt.get(sessionID)
-    return at !== undefined && this.deps.scheduler.now() - at < this.options.userMessageWindowMs
+    return at !== undefined && this.deps.scheduler.now() - at < this.options.user_message_window_ms
   }
 
   /** A `session.idle` of this session: re-check its own queue (never another session's). */
@@ -166,7 +159,7 @@ export class MonitorOutputInjector {
   }
 
   forgetSession(sessionID: string): void {
-    this.matchWakes?.forgetSession(sessionID)
+    this.matchWakes.forgetSession(sessionID)
     this.personWroteAt.delete(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
     this.identities.forget(sessionID)
@@ -210,12 +203,12 @@ export class MonitorOutputInjector {
     if (next.retryAt > now) return queue.schedule(next.retryAt - now)
     if (!forced && now < queue.holdUntil) return queue.schedule(queue.holdUntil - now)
 
-    if (next.unsure) {
+    if (next.unsureSince !== undefined) {
       const verdict = await this.policy.verify(next)
       if (!this.stillQueued(queue, next)) return
       if (verdict === "found") {
         this.settle(queue, next, "found")
-        return queue.schedule(this.options.postDispatchHoldMs)
+        return queue.schedule(this.options.post_dispatch_hold_ms)
       }
       if (verdict === "unknown") return this.retryLater(queue, next)
     }
@@ -223,7 +216,7 @@ export class MonitorOutputInjector {
     let recent: SessionMessage[] | undefined
     if (!forced) {
       recent = await this.gatesOpen(queue)
-      if (!recent) return queue.schedule(this.options.pendingRetryMs)
+      if (!recent) return queue.schedule(this.options.pending_retry_ms)
       if (!this.stillQueued(queue, next)) return queue.schedule(0)
       // A match-wake candidate is decided now, with the gates open; one that waits leaves its place.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
@@ -240,7 +233,7 @@ export class MonitorOutputInjector {
     // A person's message the history read missed: an observation sent now would be what that turn answers.
     if (!forced && this.personJustWrote(queue.sessionID)) {
       this.defer(queue, "user message within user_message_window_ms")
-      return queue.schedule(this.options.pendingRetryMs)
+      return queue.schedule(this.options.pending_retry_ms)
     }
     await this.dispatch(queue, next, identity, forced !== undefined)
   }
@@ -256,8 +249,8 @@ export class MonitorOutputInjector {
       return this.retryLater(queue, next)
     }
     this.settle(queue, next, forced ? "forced" : "sent")
-    if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.postDispatchHoldMs
-    queue.schedule(this.options.postDispatchHoldMs)
+    if (!forced) queue.holdUntil = this.deps.scheduler.now() + this.options.post_dispatch_hold_ms
+    queue.schedule(this.options.post_dispatch_hold_ms)
   }
 
   /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
@@ -296,11 +289,11 @@ export class MonitorOutputInjector {
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
     if (delivery.wake) {
       this.log.error("monitor exit notice could not be delivered; giving up", fields)
-      this.deps.onGiveUp?.(delivery)
+      this.deps.onGiveUp(delivery)
     } else {
       this.log.warn("monitor output could not be delivered; dropped (still in monitor_output)", fields)
     }
-    queue.schedule(this.options.pendingRetryMs)
+    queue.schedule(this.options.pending_retry_ms)
   }
 
   private sessionGone(delivery: Delivery): void {
@@ -317,7 +310,7 @@ export class MonitorOutputInjector {
   private settle(queue: SessionQueue, delivery: Delivery, how: keyof typeof SETTLED): void {
     queue.remove(delivery)
     // A match wake is never held back by the budget, but what it put into the session is counted.
-    if (delivery.matchWake) this.deps.ledger?.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
+    if (delivery.matchWake) this.deps.ledger.charge(delivery.sessionID, Buffer.byteLength(envelopeText(delivery)))
     if (!isTerminalBatch(delivery.batch)) this.sent.add(`${delivery.sessionID}|${delivery.key}`)
     else this.forgetKeys(delivery.batch.monitorId)
     const [message, reason] = SETTLED[how]
@@ -327,7 +320,7 @@ export class MonitorOutputInjector {
   /** The monitor's sent keys and match-wake count: needed only until its terminal batch. */
   private forgetKeys(monitorId: string): void {
     this.forgetSent((key) => key.includes(`|monitor-output:${monitorId}:`))
-    this.matchWakes?.forgetMonitor(monitorId)
+    this.matchWakes.forgetMonitor(monitorId)
   }
 
   private forgetSent(matches: (key: string) => boolean): void {

@@ -1,18 +1,12 @@
 import { addDrops, carriesMatch, isTerminalBatch, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { lineByteLength, type MonitorLine } from "../pipeline/line"
 import type { Scheduler } from "../scheduler"
+import type { MonitorConfig } from "../config"
+import type { Bounds } from "./coalesce"
 import type { Delivery } from "./session-queue"
 
-export type MatchWakeOptions = {
-  /** Shortest gap between two match wakes of one monitor (`wake_min_interval_ms`). */
-  minIntervalMs: number
-  /** Match wakes one session may get in any minute, all monitors together. */
-  perSessionPerMinute: number
-  /** One match wake, however many batches it absorbed, is at most one batch (`batch_max_lines`). */
-  maxLines: number
-  /** …and `batch_max_bytes`, counted as the envelope counts its rows. */
-  maxBytes: number
-}
+/** The shortest gap between two match wakes of one monitor; how many one session may get in any minute. */
+type MatchWakeOptions = Pick<MonitorConfig, "wake_min_interval_ms" | "max_match_wakes_per_minute">
 
 /** Why an envelope wakes (its `wake:` line): the nth match of `wake_limit`, or a silence. */
 export type WakeReason = MatchReason | SilenceReason
@@ -56,12 +50,13 @@ export class MatchWakePolicy {
     if (!match && !batch.silence) return { kind: "observe" }
     const now = this.scheduler.now()
     const monitor = this.monitors.get(monitorId)
-    if (monitor && now - monitor.lastAt < this.options.minIntervalMs) {
-      return { kind: "wait", until: monitor.lastAt + this.options.minIntervalMs, why: "wake_min_interval_ms" }
+    const { wake_min_interval_ms: minIntervalMs, max_match_wakes_per_minute: perMinute } = this.options
+    if (monitor && now - monitor.lastAt < minIntervalMs) {
+      return { kind: "wait", until: monitor.lastAt + minIntervalMs, why: "wake_min_interval_ms" }
     }
     const recent = (this.sessions.get(sessionID) ?? []).filter((at) => now - at < MINUTE_MS)
     this.sessions.set(sessionID, recent)
-    if (recent.length >= this.options.perSessionPerMinute) {
+    if (recent.length >= perMinute) {
       return { kind: "wait", until: (recent[0] as number) + MINUTE_MS, why: "max_match_wakes_per_minute" }
     }
     recent.push(now)
@@ -101,12 +96,12 @@ export const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 export function queueMatchWake(
   queue: readonly Delivery[],
   delivery: Delivery,
-  policy: MatchWakePolicy | undefined,
-  bounds: { maxLines: number; maxBytes: number },
+  policy: MatchWakePolicy,
+  bounds: Bounds,
 ): Delivery[] | undefined {
   const { batch } = delivery
   const terminal = isTerminalBatch(batch)
-  const exhausted = !policy || (!batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit))
+  const exhausted = !batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit)
   if (isCandidate(delivery) && exhausted) {
     if (delivery.subagentSessionID !== undefined) return [...queue]
     delivery.wake = false
@@ -134,7 +129,7 @@ export function queueMatchWake(
  * give way oldest first among those that did not match `wake_pattern`, then the latest wake lines:
  * the first match is what the agent asked for. What gives way is counted in `dropped:`.
  */
-function absorb(newer: Delivery, older: Delivery, bounds: { maxLines: number; maxBytes: number }): void {
+function absorb(newer: Delivery, older: Delivery, bounds: Bounds): void {
   const all = [...older.batch.lines, ...newer.batch.lines]
   let bytes = sizeOf(all)
   const dropped = addDrops(older.dropped, newer.dropped)

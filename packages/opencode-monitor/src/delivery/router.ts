@@ -28,20 +28,7 @@ export class DeliveryRouter {
     this.sources = new SessionSources(api, config.automation_agents, { scheduler, delayMs: config.pending_retry_ms })
     this.injector = new MonitorOutputInjector(
       {
-        userMessageWindowMs: config.user_message_window_ms,
-        pendingRetryMs: config.pending_retry_ms,
-        postDispatchHoldMs: config.post_dispatch_hold_ms,
-        acceptedMessageSkewMs: config.accepted_message_skew_ms,
-        maxActiveDeferMs: config.max_active_defer_ms,
-        // At most two batches' worth of streaming output waits per monitor while a session is busy.
-        pendingMaxLines: 2 * config.batch_max_lines,
-        pendingMaxBytes: 2 * config.batch_max_bytes,
-        matchWake: {
-          minIntervalMs: config.wake_min_interval_ms,
-          perSessionPerMinute: config.max_match_wakes_per_minute,
-          maxLines: config.batch_max_lines,
-          maxBytes: config.batch_max_bytes,
-        },
+        ...config,
         // No turn of this server started before its plugin loaded: older unfinished ones are a crash's.
         staleTurnsBefore: scheduler.now(),
       },
@@ -57,19 +44,11 @@ export class DeliveryRouter {
           ),
       },
     )
-    this.budget = new ObservationBudget(
-      {
-        bytesPerMinute: config.observation_bytes_per_minute,
-        burstBytes: config.observation_burst_bytes,
-        sessionBytes: config.observation_session_bytes,
-        summaryIntervalMs: config.observation_summary_interval_ms,
-      },
-      {
-        scheduler,
-        ledger,
-        forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit),
-      },
-    )
+    this.budget = new ObservationBudget(config, {
+      scheduler,
+      ledger,
+      forward: (batch, route, label, wakeLimit) => this.injector.enqueue(batch, route, label, wakeLimit),
+    })
   }
 
   route(batch: OutputBatch, origin: BatchOrigin): void {

@@ -2,7 +2,7 @@ import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
 import { type EnvelopeNote, noteOf } from "../codec"
 import { errorText } from "../errors"
-import { type LogLevel, LOG_SERVICE } from "../log"
+import { LOG_SERVICE, type LogSink } from "../log"
 
 type OpencodeClient = PluginInput["client"]
 
@@ -50,10 +50,9 @@ export class DeliveryError extends Error {
 }
 
 export type ToastVariant = "info" | "success" | "warning" | "error"
-export type { LogLevel } from "../log"
 
-/** Everything the plugin asks of the opencode server, in one place. */
-export interface SessionApi {
+/** Everything the plugin asks of the opencode server, in one place (and where log lines go). */
+export interface SessionApi extends LogSink {
   /** Sessions that are not idle, with their status type (idle sessions are absent). */
   busySessions(): Promise<Record<string, string>>
   /** The session's newest `limit` messages, oldest first. Throws `DeliveryError("gone")` on 404. */
@@ -62,8 +61,6 @@ export interface SessionApi {
   parentOf(sessionID: string): Promise<string | undefined>
   /** False when the session is gone (404), undefined when the server could not say. */
   sessionExists(sessionID: string): Promise<boolean | undefined>
-  /** One log line; `service` names the module (log.ts), the plugin itself without it. */
-  log(level: LogLevel, message: string, extra: Record<string, unknown>, service?: string): void
   toast(variant: ToastVariant, title: string, message: string): void
 }
 
@@ -71,7 +68,8 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
   return {
     async busySessions() {
       const result = await client.session.status()
-      if (result.error || !result.data) throw new Error(`GET /session/status failed: ${describe(result.error)}`)
+      if (result.error || !result.data)
+        throw new Error(`GET /session/status failed: ${errorText(result.error ?? "no data")}`)
       return Object.fromEntries(Object.entries(result.data).map(([id, status]) => [id, status.type]))
     },
     async recentMessages(sessionID, limit) {
@@ -96,7 +94,7 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
       const failure = "error" in result ? result.error : undefined
       if (!failure) return
       const status = "response" in result ? result.response?.status : undefined
-      throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${describe(failure)}`)
+      throw new DeliveryError(status === 404 ? "gone" : "rejected", `HTTP ${status}: ${errorText(failure)}`)
     },
     async parentOf(sessionID) {
       const result = await client.session.get({ path: { id: sessionID } })
@@ -153,16 +151,6 @@ function startedMonitors(parts: Part[]): string[] {
 
 /** A failed read: `gone` when the session does not exist (404), a plain error otherwise. */
 function readError(what: string, result: { error?: unknown; response?: Response }): Error {
-  const message = `${what} failed: ${describe(result.error)}`
+  const message = `${what} failed: ${errorText(result.error ?? "no data")}`
   return result.response?.status === 404 ? new DeliveryError("gone", message) : new Error(message)
-}
-
-function describe(error: unknown): string {
-  if (error === undefined) return "no data"
-  if (error instanceof Error) return error.message
-  try {
-    return JSON.stringify(error)
-  } catch {
-    return String(error)
-  }
 }

@@ -20,10 +20,8 @@ export type Delivery = {
   firstFailureAt?: number
   /** No attempt before this time (backoff after a failure). */
   retryAt: number
-  /** The last send may have reached the server: the history is checked before anything else. */
-  unsure: boolean
-  /** When the unsure send was made: it may take this long to show in the history. */
-  unsureSince: number
+  /** When a send that may have reached the server was made: the history is checked before anything else. */
+  unsureSince?: number
   lastError?: string
   /** How many match wakes this monitor may cause (`wake_limit`); 0 = none. */
   wakeLimit: number

@@ -1,7 +1,8 @@
 import { createHash } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import type { Ending, MonitorStatus, StopReason } from "../codec"
+import type { Ending, Leftovers, MonitorStatus, StopReason } from "../codec"
+import type { ProcessIdentity } from "../process/process-table"
 
 // The on-disk record of a server's monitors: the TUI shows it, a restarted server reports a dead one's.
 // Never the raw command (labels only); everything is bounded.
@@ -57,7 +58,7 @@ function isStateLine(line: unknown): line is StateLine {
 
 export type ServerStateFile = {
   format: typeof STATE_FORMAT
-  server: { pid: number; pidStartTime: string | undefined; directory: string; updatedAt: number }
+  server: ProcessIdentity & { directory: string; updatedAt: number }
   monitors: MonitorStateEntry[]
 }
 
@@ -118,24 +119,22 @@ function parseEntry(entry: unknown): MonitorStateEntry | undefined {
     pidStartTime: asString(pidStartTime),
     linesSeen,
     lastLines: boundedLines(recorded.filter(isStateLine)),
-    ...(isInt(entry.deadlineAt) ? { deadlineAt: entry.deadlineAt } : {}),
-    ...(entry.wakePending === true ? { wakePending: true } : {}),
-    ...(typeof entry.tokenHash === "string" && /^[0-9a-f]{64}$/.test(entry.tokenHash)
-      ? { tokenHash: entry.tokenHash }
-      : {}),
+    deadlineAt: isInt(entry.deadlineAt) ? entry.deadlineAt : undefined,
+    wakePending: entry.wakePending === true || undefined,
+    tokenHash:
+      typeof entry.tokenHash === "string" && /^[0-9a-f]{64}$/.test(entry.tokenHash) ? entry.tokenHash : undefined,
   }
 }
 
 /** A recorded status, field by field: a record is data a process could have written, not trusted. */
 function readStatus(raw: unknown): MonitorStatus | undefined {
   if (!isObject(raw)) return undefined
-  const leftovers = {
-    ...(Array.isArray(raw.survivors) && raw.survivors.every(isInt) ? { survivors: raw.survivors.slice(0, 64) } : {}),
-    ...(raw.pipesHeld === true ? { pipesHeld: true } : {}),
-    ...(Array.isArray(raw.unsearched) && raw.unsearched.every(isInt)
-      ? { unsearched: raw.unsearched.slice(0, 64) }
-      : {}),
-    ...(leftBehindOf(raw.leftBehind) ?? {}),
+  const pids = (value: unknown) => (Array.isArray(value) && value.every(isInt) ? value.slice(0, 64) : undefined)
+  const leftovers: Leftovers = {
+    survivors: pids(raw.survivors),
+    pipesHeld: raw.pipesHeld === true || undefined,
+    unsearched: pids(raw.unsearched),
+    leftBehind: leftBehindOf(raw.leftBehind),
   }
   const signal = (value: unknown) => (typeof value === "string" && /^[A-Z0-9]{1,16}$/.test(value) ? value : null)
   switch (raw.kind) {
@@ -150,12 +149,7 @@ function readStatus(raw: unknown): MonitorStatus | undefined {
         ? { kind: "timed_out", afterMs: raw.afterMs, signal: signal(raw.signal), ...leftovers }
         : undefined
     case "stopped":
-      return {
-        kind: "stopped",
-        signal: signal(raw.signal),
-        ...(raw.byPerson === true ? { byPerson: true } : {}),
-        ...leftovers,
-      }
+      return { kind: "stopped", signal: signal(raw.signal), byPerson: raw.byPerson === true || undefined, ...leftovers }
     case "lost":
       return { kind: "lost", survivorPid: isInt(raw.survivorPid) ? raw.survivorPid : undefined, ...leftovers }
     default:
@@ -164,13 +158,13 @@ function readStatus(raw: unknown): MonitorStatus | undefined {
 }
 
 /** What a run left behind and stopped, as the record names it: pids and plain short names only. */
-function leftBehindOf(raw: unknown): { leftBehind: { pid: number; name: string }[] } | undefined {
+function leftBehindOf(raw: unknown): Leftovers["leftBehind"] {
   if (!Array.isArray(raw)) return undefined
   const leftBehind = raw
     .slice(0, 64)
     .filter((p): p is { pid: number; name: string } => isObject(p) && isInt(p.pid) && typeof p.name === "string")
     .map((p) => ({ pid: p.pid, name: p.name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16) }))
-  return leftBehind.length > 0 ? { leftBehind } : undefined
+  return leftBehind.length > 0 ? leftBehind : undefined
 }
 
 const STOP_REASONS = new Set<string>(["agent", "person", "session", "shutdown"] satisfies StopReason[])

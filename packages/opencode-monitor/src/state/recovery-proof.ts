@@ -1,6 +1,6 @@
 import type { SessionMessage } from "../delivery/session-api"
 import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
-import { type ProcessTable, processTable, readProcess } from "../process/process-table"
+import { type ProcessIdentity, type ProcessTable, processTable, readProcess } from "../process/process-table"
 
 // What a state record (anyone running as the user can write one) may make a restarted server do: signal only
 // a leader that proves it is the monitor's, wake only a session whose history shows its monitor_start
@@ -29,7 +29,7 @@ export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
   }
 }
 
-export type LeaderClaim = { pid: number; pidStartTime: string | undefined; tokenHash?: string }
+export type LeaderClaim = ProcessIdentity & { tokenHash?: string }
 
 /** `unverified`: something runs under that pid but does not prove it is the monitor's: never signalled. */
 export type LeaderProof = { kind: "proven" } | { kind: "gone" } | { kind: "unverified"; reason: string }

@@ -64,8 +64,14 @@ export class PrivateDir {
     private readonly fd: number,
     readonly anchored: boolean,
     /** The folder's own size: it grows with its entries, so a flooded folder is refused unlisted. */
-    readonly bytes: number,
+    private readonly bytes: number,
   ) {}
+
+  /** Why the folder may not be listed (it would hold the loop), when it holds too many entries. */
+  overfull(): string | undefined {
+    if (this.bytes <= STATE_FOLDER_MAX_BYTES) return undefined
+    return `holds too many entries (a folder of ${this.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
+  }
 
   /** `descriptorPaths: false` acts as on a system without /proc/self/fd (macOS), for tests. */
   static open(path: string, access: Access = "shared", descriptorPaths = true): PrivateDir | Refused {
@@ -100,8 +106,37 @@ export class PrivateDir {
     return orThrow(PrivateDir.openAt(this.entry(name), this.pathOf(name), "narrow", this.anchored))
   }
 
+  /** A regular file of the user's, at most `maxBytes`: O_NOFOLLOW, O_NONBLOCK (a FIFO cannot hold the open), fstat. */
   read(name: string, maxBytes: number, access: Access = "shared"): SafeText | Unreadable {
-    return readPrivateFile(this.entry(name), maxBytes, access)
+    let fd: number
+    try {
+      fd = openSync(this.entry(name), constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
+    } catch (error) {
+      const code = errorCode(error)
+      return { ok: false, reason: code === "ELOOP" ? "is a symbolic link" : code }
+    }
+    try {
+      const stats = fstatSync(fd)
+      if (!stats.isFile()) return { ok: false, reason: `is ${typeOf(stats)}, not a regular file` }
+      const problem = ownershipProblem(stats, access)
+      if (problem) return { ok: false, reason: problem }
+      const tooLarge = (reason: string) => ({ ok: false as const, reason, tooLarge: { mtimeMs: stats.mtimeMs } })
+      if (stats.size > maxBytes) return tooLarge(`too large (${stats.size} bytes, bound ${maxBytes})`)
+      // The file may grow between fstat and read: never read past the bound.
+      const buffer = Buffer.alloc(maxBytes + 1)
+      let length = 0
+      while (length < buffer.length) {
+        const n = readSync(fd, buffer, length, buffer.length - length, null)
+        if (n === 0) break
+        length += n
+      }
+      if (length > maxBytes) return tooLarge(`too large (more than ${maxBytes} bytes)`)
+      return { ok: true, text: buffer.subarray(0, length).toString("utf8"), mtimeMs: stats.mtimeMs, ino: stats.ino }
+    } catch (error) {
+      return { ok: false, reason: errorCode(error) }
+    } finally {
+      closeSync(fd)
+    }
   }
 
   /** An entry's own stats (a symlink is not followed); undefined when there is none. */
@@ -192,19 +227,14 @@ export class PrivateDir {
   }
 }
 
-/** Lists a folder off the loop for `use`, then closes it; one over `maxBytes` is refused (it would hold the loop). */
+/** Lists a folder off the loop for `use`, then closes it; an overfull one is refused. */
 export async function listFolder<T>(
   dir: PrivateDir | Refused,
   use: (dir: PrivateDir, names: string[]) => Promise<T>,
-  maxBytes = STATE_FOLDER_MAX_BYTES,
 ): Promise<{ ok: true; value: T } | Refused> {
   if (!(dir instanceof PrivateDir)) return dir
   try {
-    if (dir.bytes > maxBytes) {
-      const reason = `holds too many entries (a folder of ${dir.bytes} bytes, bound ${maxBytes}): remove what is not opencode-monitor's; a folder still this large once emptied can be removed whole`
-      return { ok: false, reason, path: dir.path }
-    }
-    const names = await readdir(dir.entry(".")).catch(errorCode)
+    const names = dir.overfull() ?? (await readdir(dir.entry(".")).catch(errorCode))
     if (typeof names === "string") return { ok: false, reason: names, path: dir.path }
     return { ok: true, value: await use(dir, names) }
   } finally {
@@ -244,39 +274,6 @@ function succeeds(operation: () => void): boolean {
 function orThrow(opened: PrivateDir | Unsafe): PrivateDir {
   if (opened instanceof PrivateDir) return opened
   throw new Error(opened.reason)
-}
-
-/** A regular file of the user's, at most `maxBytes`: O_NOFOLLOW, O_NONBLOCK (a FIFO cannot hold the open), fstat. */
-function readPrivateFile(path: string, maxBytes: number, access: Access): SafeText | Unreadable {
-  let fd: number
-  try {
-    fd = openSync(path, constants.O_RDONLY | constants.O_NOFOLLOW | constants.O_NONBLOCK)
-  } catch (error) {
-    const code = errorCode(error)
-    return { ok: false, reason: code === "ELOOP" ? "is a symbolic link" : code }
-  }
-  try {
-    const stats = fstatSync(fd)
-    if (!stats.isFile()) return { ok: false, reason: `is ${typeOf(stats)}, not a regular file` }
-    const problem = ownershipProblem(stats, access)
-    if (problem) return { ok: false, reason: problem }
-    const tooLarge = (reason: string) => ({ ok: false as const, reason, tooLarge: { mtimeMs: stats.mtimeMs } })
-    if (stats.size > maxBytes) return tooLarge(`too large (${stats.size} bytes, bound ${maxBytes})`)
-    // The file may grow between fstat and read: never read past the bound.
-    const buffer = Buffer.alloc(maxBytes + 1)
-    let length = 0
-    while (length < buffer.length) {
-      const n = readSync(fd, buffer, length, buffer.length - length, null)
-      if (n === 0) break
-      length += n
-    }
-    if (length > maxBytes) return tooLarge(`too large (more than ${maxBytes} bytes)`)
-    return { ok: true, text: buffer.subarray(0, length).toString("utf8"), mtimeMs: stats.mtimeMs, ino: stats.ino }
-  } catch (error) {
-    return { ok: false, reason: errorCode(error) }
-  } finally {
-    closeSync(fd)
-  }
 }
 
 /** What one pass over a folder skipped, by kind with one example each: one log line per pass, not per entry. */

@@ -3,7 +3,7 @@ import { join } from "node:path"
 import { errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
-import { isInt, isObject, STATE_FOLDER_MAX_BYTES } from "./format"
+import { isInt, isObject } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /** A person's stop from the TUI: a small file here, addressed to the server that runs the monitor (docs/tui.md). */
@@ -16,7 +16,6 @@ export const stopRequestDir = (projectDir: string): string => join(projectDir, S
 const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
 export type StopRequest = {
-  format: typeof STOP_REQUEST_FORMAT
   /** The server whose state file lists the monitor. */
   serverPid: number
   sessionID: string
@@ -36,7 +35,7 @@ const STOP_REQUEST_RESCAN_MS = 100
 /** Writes a stop request; returns its path. Throws on an I/O error or an unusable folder (the TUI shows it). */
 export function writeStopRequest(
   projectDir: string,
-  request: Omit<StopRequest, "format" | "requestedAt">,
+  request: Omit<StopRequest, "requestedAt">,
   now = Date.now(),
 ): string {
   // The server takes requests only from 0600 files in 0700 folders of the user's (safe-file.ts).
@@ -44,11 +43,8 @@ export function writeStopRequest(
   let dir: PrivateDir | undefined
   try {
     dir = project.ensureSubdir(STOP_REQUESTS_FOLDER)
-    if (dir.bytes > STATE_FOLDER_MAX_BYTES) {
-      throw new Error(
-        `${dir.path} holds too many entries for the server to read it (a folder of ${dir.bytes} bytes, bound ${STATE_FOLDER_MAX_BYTES}): remove that folder`,
-      )
-    }
+    const overfull = dir.overfull()
+    if (overfull) throw new Error(`${dir.path} ${overfull}`)
     const name = `stop-${request.serverPid}-${randomBytes(6).toString("hex")}.json`
     dir.write(name, JSON.stringify({ format: STOP_REQUEST_FORMAT, ...request, requestedAt: now }))
     return dir.pathOf(name)
@@ -68,7 +64,7 @@ export function parseStopRequest(text: string): StopRequest | undefined {
   if (!isObject(r) || r.format !== STOP_REQUEST_FORMAT || !isInt(r.serverPid) || !isInt(r.requestedAt)) return undefined
   if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
   const { serverPid, sessionID, monitorId, requestedAt } = r
-  return { format: STOP_REQUEST_FORMAT, serverPid, sessionID, monitorId, requestedAt }
+  return { serverPid, sessionID, monitorId, requestedAt }
 }
 
 export type StopRequestHandler = {

@@ -1,8 +1,9 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
-import type { LogLevel } from "../delivery/session-api"
 import { errorText } from "../errors"
+import type { Logger } from "../log"
 import type { MonitorSnapshot } from "../manager"
+import type { ProcessIdentity } from "../process/process-table"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
   boundedLines,
@@ -20,9 +21,9 @@ export type StateWriterOptions = {
   directory: string
   source: () => MonitorSnapshot[]
   scheduler: Scheduler
-  log: (level: LogLevel, message: string, extra: Record<string, unknown>) => void
+  log: Pick<Logger, "warn">
   env?: Record<string, string | undefined>
-  server: { pid: number; pidStartTime: string | undefined }
+  server: ProcessIdentity
   /** Tells this plugin instance's file from another instance's in the same server process (default: random). */
   instance?: string
   /** The monitor's exit notice still waits for its session (delivery has not sent it yet). */
@@ -102,7 +103,7 @@ export class MonitorStateWriter {
     const body = JSON.stringify(file.monitors)
     if (body !== this.lastBody) {
       if (file.monitors.length === 0) this.remove()
-      else this.write(file)
+      else this.inFolder("write", PrivateDir.ensure, (dir) => dir.write(this.name, `${JSON.stringify(file)}\n`))
       this.lastBody = body
       this.lastWriteAt = file.server.updatedAt
     }
@@ -132,10 +133,6 @@ export class MonitorStateWriter {
     }
   }
 
-  private write(file: ServerStateFile): void {
-    this.inFolder("write", PrivateDir.ensure, (dir) => dir.write(this.name, `${JSON.stringify(file)}\n`))
-  }
-
   private remove(): void {
     this.inFolder("remove", PrivateDir.open, (dir) => dir.removeOwn(this.name))
   }
@@ -155,7 +152,7 @@ export class MonitorStateWriter {
       if (this.failing) return
       this.failing = true
       const message = `could not ${what} the monitor state file; the TUI and restart recovery will not see it`
-      this.options.log("warn", message, { path: this.path, error: errorText(error) })
+      this.options.log.warn(message, { path: this.path, error: errorText(error) })
     }
   }
 }

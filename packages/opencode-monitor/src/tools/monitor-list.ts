@@ -1,6 +1,6 @@
-import type { MonitorManager } from "../manager"
 import { z } from "zod"
 import { tool } from "../tool-definition"
+import type { ToolDeps } from "./index"
 import { describeMonitor } from "./describe"
 
 const DESCRIPTION = "List this session's monitors: id, label, status, start time and line counters."
@@ -9,13 +9,13 @@ const args = {
   include_exited: z.boolean().default(false).describe("Also list monitors that already ended (default false)"),
 }
 
-export function monitorList(deps: { manager: MonitorManager }) {
+export function monitorList({ manager }: ToolDeps) {
   return tool({
     description: DESCRIPTION,
     args,
     async execute(raw, ctx) {
       const { include_exited } = z.object(args).parse(raw)
-      const monitors = deps.manager.list(ctx.sessionID, include_exited)
+      const monitors = manager.list(ctx.sessionID, include_exited)
       return JSON.stringify({ monitors: monitors.map(describeMonitor) })
     },
   })

@@ -1,8 +1,8 @@
 import { int } from "../config"
-import type { MonitorManager } from "../manager"
 import { z } from "zod"
 import { lineText } from "../pipeline/line"
 import { tool } from "../tool-definition"
+import type { ToolDeps } from "./index"
 import { describeMonitor, notFound } from "./describe"
 
 const DESCRIPTION =
@@ -25,14 +25,14 @@ const args = {
     .describe(`At most this many lines, oldest first (default ${OUTPUT_LIMIT_DEFAULT})`),
 }
 
-export function monitorOutput(deps: { manager: MonitorManager }) {
+export function monitorOutput({ manager }: ToolDeps) {
   return tool({
     description: DESCRIPTION,
     args,
     async execute(raw, ctx) {
       const { monitor_id, stream, since_sequence, limit } = z.object(args).parse(raw)
       // One line past the limit says whether more are retained after the ones returned.
-      const result = deps.manager.output(ctx.sessionID, monitor_id, {
+      const result = manager.output(ctx.sessionID, monitor_id, {
         stream,
         sinceSequence: since_sequence,
         limit: limit + 1,

@@ -22,9 +22,9 @@ export function monitorRestart(deps: ToolDeps) {
       if (!request || !old) throw notFound(args.monitor_id)
       // Judged again exactly as monitor_start judges it: a refusal throws and leaves the old monitor running.
       await authorizeCommand(request, ctx, deps.config)
-      await deps.beforeStart(ctx)
+      await deps.router.sources.learn(ctx.sessionID, ctx.agent)
       // A running monitor's end is a stop the agent asked for; an ended one's exit notice still goes.
-      if (old.status.kind === "running") deps.afterStop(args.monitor_id)
+      if (old.status.kind === "running") deps.router.forgetMonitor(args.monitor_id)
       const restarted = await deps.manager.restart(ctx.sessionID, args.monitor_id)
       if (!restarted) throw notFound(args.monitor_id)
       const { started } = restarted
@@ -33,7 +33,7 @@ export function monitorRestart(deps: ToolDeps) {
         title: `monitor ${started.label} restarted`,
         output: [
           `Restarted: the old monitor ${previous.id} ended with status ${formatStatus(previous.status)}; the new one is ${started.id}.`,
-          startedText(started, deps.config, deps.sourceOf(ctx.sessionID)),
+          startedText(started, deps.config, deps.router.sources.cached(ctx.sessionID)),
         ].join("\n"),
         metadata: { monitorId: started.id, previousMonitorId: previous.id, label: started.label },
       }

@@ -1,22 +1,10 @@
-import type { ToolContext } from "@opencode-ai/plugin"
 import type { MonitorConfig } from "../config"
 import type { SessionSource } from "../delivery/session-source"
-import type { MonitorManager } from "../manager"
 import type { MonitorInfo } from "../monitor-run"
 import { authorizeCommand } from "../permission/authorize"
 import { parseStartRequest, startArgs } from "../start-request"
 import { tool } from "../tool-definition"
-
-export type StartToolDeps = {
-  config: MonitorConfig
-  manager: MonitorManager
-  /** Runs before the process starts: classify the session, so its first batch is routed right. */
-  beforeStart: (ctx: ToolContext) => Promise<void>
-  /** The session's source once known (who learns of the exit: a subagent's goes to its root). */
-  sourceOf: (sessionID: string) => SessionSource | undefined
-  /** The shell commands run in, resolved as opencode's bash tool resolves its own. */
-  shell: () => string
-}
+import type { ToolDeps } from "./index"
 
 function description(config: MonitorConfig, shell: string): string {
   return [
@@ -36,8 +24,8 @@ function description(config: MonitorConfig, shell: string): string {
   ].join(" ")
 }
 
-export function monitorStart(deps: StartToolDeps) {
-  const { config, manager } = deps
+export function monitorStart(deps: ToolDeps) {
+  const { config, manager, router } = deps
   return tool({
     // Getters: opencode reads them after its `config` hook told the plugin the configured shell.
     get description() {
@@ -49,7 +37,7 @@ export function monitorStart(deps: StartToolDeps) {
     async execute(args, ctx) {
       const request = await parseStartRequest(args, ctx, config)
       await authorizeCommand(request, ctx, config)
-      await deps.beforeStart(ctx)
+      await router.sources.learn(ctx.sessionID, ctx.agent)
       const info = await manager.start(request)
       // A second dev server under the same name is usually a restart done the racy way.
       const twin = manager.list(ctx.sessionID, false).find((m) => m.label === info.label && m.id !== info.id)
@@ -59,7 +47,7 @@ export function monitorStart(deps: StartToolDeps) {
           `To restart a job, use monitor_restart with monitor_id "${twin.id}": it stops the old one and waits until its processes are gone (so its port is free) before starting again.`
       return {
         title: `monitor ${info.label} started`,
-        output: lines(startedText(info, config, deps.sourceOf(ctx.sessionID)), note),
+        output: lines(startedText(info, config, router.sources.cached(ctx.sessionID)), note),
         metadata: { monitorId: info.id, label: info.label },
       }
     },

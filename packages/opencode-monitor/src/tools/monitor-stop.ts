@@ -1,20 +1,21 @@
 import { formatEnding } from "../codec"
-import type { MonitorManager, StopResult } from "../manager"
+import type { StopResult } from "../manager"
 import { z } from "zod"
 import { tool } from "../tool-definition"
 import { describeMonitor, notFound } from "./describe"
+import type { ToolDeps } from "./index"
 
 const DESCRIPTION =
   "Stop a monitor started in this session (SIGTERM to its process group, SIGKILL after the grace period). Returns its final status and counters; you are not woken again for it."
 
-export function monitorStop(deps: { manager: MonitorManager; afterStop: (monitorId: string) => void }) {
-  const { manager } = deps
+export function monitorStop({ manager, router }: ToolDeps) {
   return tool({
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id monitor_start returned, like mon_1a2b3c4d") },
     async execute(args, ctx) {
       if (!manager.get(ctx.sessionID, args.monitor_id)) throw notFound(args.monitor_id)
-      deps.afterStop(args.monitor_id)
+      // The agent asked for it: nothing more is delivered, and nobody is woken.
+      router.forgetMonitor(args.monitor_id)
       const stopped = await manager.stop(ctx.sessionID, args.monitor_id, "agent")
       if (!stopped) throw notFound(args.monitor_id)
       return JSON.stringify({ ...describeMonitor(stopped.info), note: stopNote(stopped) })

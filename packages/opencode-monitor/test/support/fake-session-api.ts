@@ -1,12 +1,12 @@
 import { noteOf } from "../../src/codec"
 import {
   DeliveryError,
-  type LogLevel,
   type PromptRequest,
   type SessionApi,
   type SessionMessage,
   type ToastVariant,
 } from "../../src/delivery/session-api"
+import type { LogLevel } from "../../src/log"
 
 export type SentPrompt = PromptRequest & { sessionID: string; at: number }
 

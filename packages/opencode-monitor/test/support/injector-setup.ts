@@ -1,5 +1,6 @@
 import type { MonitorStatus } from "../../src/codec"
-import type { ContextLedger } from "../../src/delivery/context-ledger"
+import { defaultMonitorConfig } from "../../src/config"
+import { ContextLedger } from "../../src/delivery/context-ledger"
 import { type InjectorOptions, MonitorOutputInjector } from "../../src/delivery/injector"
 import type { OutputBatch } from "../../src/pipeline/batcher"
 import { FakeScheduler } from "./fake-scheduler"
@@ -7,7 +8,7 @@ import { FakeSessionApi, settle } from "./fake-session-api"
 import { batchOf, sizedLine } from "./lines"
 
 /**
- * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default timings.
+ * A MonitorOutputInjector on a fake clock and a fake opencode, with the plugin's default options.
  * `serverClockOffsetMs`: how far the fake opencode's clock (its message times) runs ahead of the
  * plugin's (negative: behind).
  */
@@ -17,16 +18,9 @@ export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: C
   scheduler.advance(1_000_000) // message times far from zero
   const gaveUp: string[] = []
   const injector = new MonitorOutputInjector(
-    {
-      userMessageWindowMs: 2_000,
-      pendingRetryMs: 1_000,
-      postDispatchHoldMs: 250,
-      acceptedMessageSkewMs: 5_000,
-      pendingMaxLines: 100,
-      pendingMaxBytes: 32_768,
-      ...options,
-    },
-    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ...(ledger ? { ledger } : {}) },
+    // No active-dispatch ceiling and no stale turns unless a test asks for them.
+    { ...defaultMonitorConfig(), max_active_defer_ms: 0, staleTurnsBefore: Number.NEGATIVE_INFINITY, ...options },
+    { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ledger: ledger ?? new ContextLedger() },
   )
   const advance = async (ms: number) => {
     // Step in small slices so async sends settle between timer firings, as on a real loop.
