@@ -6,9 +6,9 @@
  * routed to the root session like an exit notice, naming the child, and the root's agent answers
  * it. About 20–30 s per test; each test starts its own server.
  */
-import { afterEach, expect, test } from "bun:test"
+import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
 import { matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { type Envelope, type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -21,11 +21,20 @@ import {
 } from "../src/scenario.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
+// One server; each test is a project of it with its own plugin options.
+let shared: ProjectServer
+beforeAll(async () => {
+  shared = await startProjectServer()
+}, 30_000)
+afterAll(async () => {
+  expect((await shared.stop()).leftovers).toEqual([])
+}, 30_000)
+
+let qa: LiveProject | undefined
 afterEach(async () => {
   await qa?.stop().catch(() => undefined)
   qa = undefined
-})
+}, 30_000)
 
 const CHILD_PROMPT = planPrompt(
   "Start the server for the parent.",
@@ -39,7 +48,7 @@ const CHILD_PROMPT = planPrompt(
 )
 
 /** A parent with one finished turn of its own, and a child of it whose monitor prints the line. */
-async function parentAndChild(live: MonitorQA) {
+async function parentAndChild(live: LiveProject) {
   const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT)
   const inChild = await waitForEnvelope(
     live,
@@ -52,7 +61,7 @@ async function parentAndChild(live: MonitorQA) {
 }
 
 /** Either way the child gets the line as a plain observation, never a wake, never answered. */
-async function expectChildObservesOnly(live: MonitorQA, childID: string, inChild: Envelope) {
+async function expectChildObservesOnly(live: LiveProject, childID: string, inChild: Envelope) {
   expect(inChild.status).toBe("running")
   expect(inChild.text).not.toContain("\nwake: ")
   const messages = await live.messages(childID)
@@ -63,7 +72,7 @@ async function expectChildObservesOnly(live: MonitorQA, childID: string, inChild
 }
 
 test('subagent match, subagent_wake "off": the child observes the line, nothing reaches the root', async () => {
-  const live = await startMonitorQA({ pluginOptions: { subagent_wake: "off" } })
+  const live = await shared.project({ pluginOptions: { subagent_wake: "off" } })
   qa = live
   const { parentID, childID, inChild } = await parentAndChild(live)
   await sleep(3_000) // longer than pending_retry_ms and the hold: time for a wrong delivery to show
@@ -78,7 +87,7 @@ test('subagent match, subagent_wake "off": the child observes the line, nothing 
 }, 120_000)
 
 test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
-  const live = await startMonitorQA()
+  const live = await shared.project()
   qa = live
   const { parentID, childID, inChild } = await parentAndChild(live)
   const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root")
