@@ -240,8 +240,11 @@ async function closeProject(project: LiveProject): Promise<ProjectStopReport> {
     const children = descendants(project.server.pid)
     return psAll().filter((e) => children.has(e.pid) && !e.stat.startsWith("Z"))
   }
-  await waitFor(() => alive().length === 0, PROJECT_SETTLE_MS, 100).catch(() => undefined)
-  return { disposeOk: disposed.ok, disposeMs: disposed.ms, leftovers: alive() }
+  // Judged by the wait's own look: a later look could catch the server forking for something else (git).
+  const leftovers = await waitFor(() => (alive().length === 0 ? [] : undefined), PROJECT_SETTLE_MS, 100).catch(() =>
+    alive(),
+  )
+  return { disposeOk: disposed.ok, disposeMs: disposed.ms, leftovers }
 }
 
 /** Another project dir of `server`, with its opencode.json and a scripted model of its own. */
