@@ -237,8 +237,9 @@ async function closeProject(project: LiveProject): Promise<ProjectStopReport> {
   const disposed = await disposeInstance(project.server.url, project.server.directory)
   await project.model.stop()
   const alive = () => {
-    const children = descendants(project.server.pid)
-    return psAll().filter((e) => children.has(e.pid) && !e.stat.startsWith("Z"))
+    const all = psAll()
+    const children = descendants(project.server.pid, all)
+    return all.filter((e) => children.has(e.pid) && !e.stat.startsWith("Z"))
   }
   // Judged by the wait's own look: a later look could catch the server forking for something else (git).
   const leftovers = await waitFor(() => (alive().length === 0 ? [] : undefined), PROJECT_SETTLE_MS, 100).catch(() =>
