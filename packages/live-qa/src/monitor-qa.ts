@@ -9,7 +9,6 @@ import { createOpencodeClient } from "@opencode-ai/sdk"
 import { type EnvelopeNote, formatStatus, noteOf } from "../../opencode-monitor/src/codec.ts"
 import { createProjectDir, type IsolatedDirs, type JsonObject, mergeConfig } from "./isolated-env.ts"
 import { monitorAgent } from "./monitor-agent.ts"
-import { descendants, type PsEntry, psAll } from "./process-group.ts"
 import {
   disposeInstance,
   type OpencodeServer,
@@ -17,6 +16,7 @@ import {
   type StopReport,
   startOpencode,
 } from "./opencode-server.ts"
+import { descendants, type PsEntry, psAll } from "./process-group.ts"
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"
 import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, waitFor } from "./timeline.ts"
 
@@ -203,9 +203,9 @@ const PROJECT_SETTLE_MS = 10_000
  * plugin instance with its own options. A project's stop() disposes that project only and reports the
  * server's child processes still alive after it, so tests of one server run one after another.
  */
-export async function startProjectServer(env?: Record<string, string>): Promise<ProjectServer> {
+export async function startProjectServer(): Promise<ProjectServer> {
   // Never called: every project's opencode.json names its own scripted model.
-  const server = await startOpencode({ modelBaseURL: "http://127.0.0.1:9/v1", plugins: [], env })
+  const server = await startOpencode({ modelBaseURL: "http://127.0.0.1:9/v1", plugins: [] })
   const open = new Set<LiveProject>()
   let opened = 0
   return {
@@ -217,9 +217,12 @@ export async function startProjectServer(env?: Record<string, string>): Promise<
       )
       const script = options.script ?? monitorAgent({ delayMs: options.agentDelayMs })
       const directory = join(server.dirs.root, `project-${++opened}`)
-      const project = await projectOn(server, directory, script, projectConfig, async (self) => {
+      let closing: Promise<ProjectStopReport> | undefined
+      const project = await projectOn(server, directory, script, projectConfig, (self) => {
         open.delete(self)
-        return closeProject(self)
+        // Once: a second dispose would start the project's instance again just to dispose it.
+        closing ??= closeProject(self)
+        return closing
       })
       open.add(project)
       return project

@@ -4,9 +4,9 @@
  * Nothing reaches the busy session while that turn runs, except the terminal notice once
  * max_active_defer_ms is over; with no ceiling the wake waits for the turn to end.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -16,22 +16,11 @@ import {
   waitForEnvelope,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own plugin options.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
+const shared = serverPerFile()
 
 const PROMPT = planPrompt(
   "Start the short job, then do the slow work.",
@@ -105,7 +94,6 @@ function expectCommon(live: LiveProject, run: Awaited<ReturnType<typeof runBusyP
 
 test("busy parent, ceiling 1000 ms: the exit notice is forced into the running turn, which answers it", async () => {
   const live = await shared.project({ pluginOptions: { ...FLUSH, max_active_defer_ms: 1000 } })
-  qa = live
   const run = await runBusyParent(live)
   await explained(live, { parent: run.sessionID }, async () => {
     expectCommon(live, run)
@@ -146,7 +134,6 @@ test("busy parent, ceiling 1000 ms: the exit notice is forced into the running t
 
 test("busy parent, no ceiling: the exit notice waits for the turn to end, then wakes the session", async () => {
   const live = await shared.project({ pluginOptions: { ...FLUSH, max_active_defer_ms: 0 } })
-  qa = live
   const run = await runBusyParent(live)
   await explained(live, { parent: run.sessionID }, async () => {
     expectCommon(live, run)

@@ -8,26 +8,15 @@
  * process table the server picks (/proc here) and forced to its `ps` back end (src/ps-plugin.ts),
  * the path of a system without /proc.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test"
-import {
-  type LiveProject,
-  PROCESS_TABLES,
-  type ProjectServer,
-  startMonitorQA,
-  startProjectServer,
-} from "../src/monitor-qa.ts"
+import { afterEach, describe, expect, test } from "bun:test"
+import { type LiveProject, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
 // One server for the (a) and (b) cases, each process table a project of it; (c) SIGTERMs its server, so it starts its own.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
+const shared = serverPerFile()
 
 let qa: LiveProject | undefined
 afterEach(async () => {
@@ -94,7 +83,6 @@ describe.each(PROCESS_TABLES)("with the process table through %s", (_table, plug
   test("cleanup (a) session.delete, then (b) POST /instance/dispose: monitors stop within kill_grace_ms + 2 s", async () => {
     // One server for both: the deleted session's monitors, then a fresh session's at dispose.
     const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-    qa = live
 
     // (a) Deleting the session stops its monitors.
     const deleting = await startTwoMonitors(live, "delete")

@@ -8,26 +8,15 @@
  * (/proc here) and forced to its `ps` back end (src/ps-plugin.ts), the path of a system without
  * /proc. About 30 s idle, up to ~80 s under load.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test"
-import {
-  type LiveProject,
-  PROCESS_TABLES,
-  type ProjectServer,
-  startMonitorQA,
-  startProjectServer,
-} from "../src/monitor-qa.ts"
+import { afterEach, describe, expect, test } from "bun:test"
+import { type LiveProject, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
 // One server for the (a) cases, each process table a project of it; (b) SIGKILLs its server, so it starts its own.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
+const shared = serverPerFile()
 
 let qa: LiveProject | undefined
 // Stopping a server can take a while on a loaded machine.
@@ -61,7 +50,6 @@ async function startDaemonizingMonitor(live: LiveProject, name: string) {
 describe.each(PROCESS_TABLES)("with the process table through %s", (_table, pluginSpec) => {
   test("escape (a): session.delete stops a double-forked daemon of the monitor", async () => {
     const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-    qa = live
     const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "delete")
     const deletedAt = Date.now()
     const deleted = await live.server.client.session.delete({ path: { id: sessionID } })

@@ -6,8 +6,8 @@
  * answered with `reject` spawns nothing. Commands end in `; : <marker>` so the marker stays in the
  * shell's argv (bash execs a lone simple command and would drop a trailing comment).
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
-import { type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
+import { expect, test } from "bun:test"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   explained,
   liveProcesses,
@@ -17,22 +17,11 @@ import {
   waitForProcess,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, waitFor, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own permission rules.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
+const shared = serverPerFile()
 
 const marker = (name: string) => `live-qa-${name}-${process.pid}-${Date.now()}`
 const promptFor = (command: string) =>
@@ -56,7 +45,6 @@ const asked = (live: LiveProject) => live.timeline.events.filter((e) => e.type =
 
 test('permission { bash: "deny" }: monitor_start fails with the rule named, and nothing runs', async () => {
   const live = await shared.project({ permission: { bash: "deny" } })
-  qa = live
   const tag = marker("deny")
   const command = `sleep 30; : ${tag}`
   const sessionID = await live.newSession()
@@ -86,7 +74,6 @@ test('permission { bash: "deny" }: monitor_start fails with the rule named, and 
 
 test('permission { bash: "allow" }: monitor_start runs the command without asking', async () => {
   const live = await shared.project({ permission: { bash: "allow" } })
-  qa = live
   const tag = marker("allow")
   const sessionID = await live.newSession()
   await live.prompt(sessionID, promptFor(`sleep 30; : ${tag}`))
@@ -109,7 +96,6 @@ test('permission { bash: "allow" }: monitor_start runs the command without askin
 
 test('permission { bash: "ask" } answered "reject": nothing runs and the turn stops', async () => {
   const live = await shared.project({ permission: { bash: "ask" } })
-  qa = live
   const tag = marker("reject")
   const command = `sleep 30; : ${tag}`
   const sessionID = await live.newSession()
@@ -143,7 +129,6 @@ test('permission { bash: "ask" } answered "reject": nothing runs and the turn st
 
 test('permission "ask" answered "always" stores the bash tool\'s offer, never the raw command', async () => {
   const live = await shared.project({ permission: { bash: "ask" } })
-  qa = live
   const tag = marker("always")
   const first = "echo hi; exit 0"
   const second = `echo hi; sleep 30; : ${tag}`

@@ -9,9 +9,9 @@
  *   waits for the root's turn to end, and is not answered inside the child.
  * Each test takes about 15–30 s.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -21,22 +21,11 @@ import {
   waitForReply,
   waitForWake,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own plugin options.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
+const shared = serverPerFile()
 
 const LABEL = "child-server"
 
@@ -87,7 +76,6 @@ async function expectChildNeverWoken(live: LiveProject, childID: string, statuse
 
 test("task tool, default: the subagent's exit notice wakes the root, attributed, with one REPORT turn", async () => {
   const live = await shared.project({ pluginOptions: { flush_interval_ms: 250 } })
-  qa = live
   const { rootID, childID, rootSaid } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 4; exit 9", label: LABEL }],
   ])
@@ -120,7 +108,6 @@ test("task tool, default: the subagent's exit notice wakes the root, attributed,
 
 test('task tool, subagent_wake "off": nobody is woken, the child holds the exit notice as an observation', async () => {
   const live = await shared.project({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
-  qa = live
   const { rootID, childID } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 4; exit 9", label: LABEL }],
   ])
@@ -143,7 +130,6 @@ test('task tool, subagent_wake "off": nobody is woken, the child holds the exit 
 
 test("task tool: a monitor that exits while the subagent still works wakes the root only after the root's turn", async () => {
   const live = await shared.project({ pluginOptions: { flush_interval_ms: 250 } })
-  qa = live
   const { rootID, childID, rootSaid } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 1; exit 9", label: LABEL }],
     ["bash", { command: "sleep 6", description: "more work" }],

@@ -7,9 +7,9 @@
  * subagent_wake: "off" the child keeps the exit notice as an observation and nothing reaches the
  * parent. Each test takes about 10–20 s.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -20,22 +20,11 @@ import {
   waitForEnvelope,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own plugin options.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
+const shared = serverPerFile()
 
 const CHILD_PROMPT = planPrompt(
   "Run the job for the parent.",
@@ -66,7 +55,6 @@ async function expectChildObservesOnly(live: LiveProject, childID: string, statu
 
 test('subagent, subagent_wake "off": the child keeps the exit notice as an observation, and nothing reaches the parent', async () => {
   const live = await shared.project({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
-  qa = live
   const { parentID, childID } = await parentAndChild(live)
   await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal observation")
   await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
@@ -88,7 +76,6 @@ test('subagent, subagent_wake "off": the child keeps the exit notice as an obser
 
 test("subagent, default: the exit notice wakes the root session and names the child; the child only observes", async () => {
   const live = await shared.project({ pluginOptions: { flush_interval_ms: 250 } })
-  qa = live
   const { parentID, childID } = await parentAndChild(live)
   const notice = await waitForEnvelope(live, parentID, (e) => e.status !== "running", "the exit notice in the parent")
   const reply = await waitForReply(

@@ -9,9 +9,9 @@
  * (3) a match while the agent is inside a long bash call: no wake during the turn, one after it.
  * About 25–45 s per test on an idle 2-core machine; each test is a project of one shared server.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type Envelope, type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
+import type { Envelope, LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -24,22 +24,11 @@ import {
   waitForReply,
   waitForWake,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { type SessionMessage, sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own plugin options.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
+const shared = serverPerFile()
 
 const isMatchWake = (e: Envelope) => e.status === "running" && /\nwake: line/.test(e.text)
 const matchWakeHeader = (e: Envelope) => e.text.match(/\n(wake: .*)\n/)?.[1]
@@ -55,7 +44,6 @@ function expectNoObservationAnswered(live: LiveProject, messages: SessionMessage
 
 test("readiness: one REPORT turn while the dev server runs; after monitor_stop no further wake; a run that exits after the line wakes once more with its exit status", async () => {
   const live = await shared.project()
-  qa = live
   const marker = `wake-dev-${process.pid}-${Date.now()}`
   const sessionID = await live.newSession()
   await live.prompt(
@@ -193,7 +181,6 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
 test("FAIL 50 times in 20 s with wake_limit 3: at most three match wakes, spaced by wake_min_interval_ms, all 50 lines accounted for", async () => {
   const intervalMs = 3_000
   const live = await shared.project({ pluginOptions: { wake_min_interval_ms: intervalMs } })
-  qa = live
   const sessionID = await live.newSession()
   const command = 'for i in $(seq 1 50); do echo "FAIL test $i"; sleep 0.4; done; exit 1'
   await live.prompt(
@@ -245,7 +232,6 @@ test("FAIL 50 times in 20 s with wake_limit 3: at most three match wakes, spaced
 
 test("a match while the agent is busy in a long bash call: no wake during the turn, one right after it", async () => {
   const live = await shared.project()
-  qa = live
   const marker = `wake-busy-${process.pid}-${Date.now()}`
   const sessionID = await live.newSession()
   await live.prompt(

@@ -6,9 +6,9 @@
  * routed to the root session like an exit notice, naming the child, and the root's agent answers
  * it. About 20–30 s per test; each test starts its own server.
  */
-import { afterAll, afterEach, beforeAll, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type Envelope, type LiveProject, type ProjectServer, startProjectServer } from "../src/monitor-qa.ts"
+import type { Envelope, LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -19,22 +19,11 @@ import {
   waitForEnvelope,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own plugin options.
-let shared: ProjectServer
-beforeAll(async () => {
-  shared = await startProjectServer()
-}, 30_000)
-afterAll(async () => {
-  expect((await shared.stop()).leftovers).toEqual([])
-}, 30_000)
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
+const shared = serverPerFile()
 
 const CHILD_PROMPT = planPrompt(
   "Start the server for the parent.",
@@ -73,7 +62,6 @@ async function expectChildObservesOnly(live: LiveProject, childID: string, inChi
 
 test('subagent match, subagent_wake "off": the child observes the line, nothing reaches the root', async () => {
   const live = await shared.project({ pluginOptions: { subagent_wake: "off" } })
-  qa = live
   const { parentID, childID, inChild } = await parentAndChild(live)
   await sleep(3_000) // longer than pending_retry_ms and the hold: time for a wrong delivery to show
 
@@ -88,7 +76,6 @@ test('subagent match, subagent_wake "off": the child observes the line, nothing 
 
 test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
   const live = await shared.project()
-  qa = live
   const { parentID, childID, inChild } = await parentAndChild(live)
   const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root")
   const reply = await waitForReply(
