@@ -228,7 +228,8 @@ export async function startProjectServer(): Promise<ProjectServer> {
       return project
     },
     async stop() {
-      for (const project of open) await project.stop()
+      // A project that fails to stop must not keep the server running.
+      for (const project of open) await project.stop().catch(() => undefined)
       return server.stop()
     },
   }
