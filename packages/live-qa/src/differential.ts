@@ -5,7 +5,7 @@
  * every permission request is answered "once", and each call's outcome is read back: its tool part
  * status and the `permission.asked` events carrying its callID.
  */
-import type { MonitorQA } from "./monitor-qa.ts"
+import type { LiveProject } from "./monitor-qa.ts"
 import { replyPermission } from "./scenario.ts"
 import { lastMessage, messageText, type Script } from "./scripted-model.ts"
 import type { PartView } from "./session-messages.ts"
@@ -55,7 +55,7 @@ export type DiffRow = { command: string; sessionID: string; bash: CallOutcome; m
  * Each call gives the events recorded since the call before: events are only appended, so each is
  * looked at once and a long run does not rescan thousands.
  */
-function newEvents(qa: MonitorQA): () => TimedEvent[] {
+function newEvents(qa: LiveProject): () => TimedEvent[] {
   let next = 0
   return () => {
     const fresh = qa.timeline.events.slice(next)
@@ -65,7 +65,7 @@ function newEvents(qa: MonitorQA): () => TimedEvent[] {
 }
 
 /** Answers every permission request of the server "once" until stopped; returns the stopper. */
-export function autoReplyOnce(qa: MonitorQA): () => void {
+export function autoReplyOnce(qa: LiveProject): () => void {
   let running = true
   const fresh = newEvents(qa)
   const loop = async () => {
@@ -85,7 +85,7 @@ export function autoReplyOnce(qa: MonitorQA): () => void {
 }
 
 /** The callIDs of the session's tool calls that finished (completed or error), as the bus reported them. */
-function finishedCalls(qa: MonitorQA, sessionID: string): () => number {
+function finishedCalls(qa: LiveProject, sessionID: string): () => number {
   const finished = new Set<string>()
   const fresh = newEvents(qa)
   return () => {
@@ -122,7 +122,7 @@ export interface DifferentialOptions {
  * be distinct: a row finds its calls by the command string.
  */
 export async function runDifferential(
-  qa: MonitorQA,
+  qa: LiveProject,
   commands: string[],
   { timeoutMs = 120_000, deleteSessions = false }: DifferentialOptions = {},
 ): Promise<DiffRow[]> {
@@ -140,7 +140,7 @@ export async function runDifferential(
   return rows
 }
 
-async function runStep(qa: MonitorQA, commands: string[], timeoutMs: number): Promise<DiffRow[]> {
+async function runStep(qa: LiveProject, commands: string[], timeoutMs: number): Promise<DiffRow[]> {
   const sessionID = await qa.newSession({ title: "differential" })
   const finished = finishedCalls(qa, sessionID)
   await qa.prompt(sessionID, diffPrompt(commands))
@@ -169,7 +169,7 @@ async function runStep(qa: MonitorQA, commands: string[], timeoutMs: number): Pr
   }))
 }
 
-function outcome(qa: MonitorQA, part: PartView): CallOutcome {
+function outcome(qa: LiveProject, part: PartView): CallOutcome {
   const asks = qa.timeline.events
     .filter((e) => e.type === "permission.asked")
     .filter((e) => (e.properties.tool as { callID?: string } | undefined)?.callID === part.callID)

@@ -6,7 +6,7 @@
  */
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { dirname, join } from "node:path"
+import { basename, dirname, join } from "node:path"
 
 export type JsonObject = { [key: string]: unknown }
 
@@ -142,7 +142,8 @@ function initGitProject(project: string): void {
     if (result.exitCode !== 0) throw new Error(`git ${args.join(" ")} failed: ${result.stderr.toString()}`)
   }
   git("init", "-q")
-  writeFileSync(join(project, "README.md"), "live QA project\n")
+  // opencode names a project by its first commit: the dir's name keeps two projects of one server apart.
+  writeFileSync(join(project, "README.md"), `live QA project ${basename(project)}\n`)
   git("add", "README.md")
   // A first commit gives the project a stable id instead of opencode's "global" fallback.
   git("commit", "-q", "-m", "init")

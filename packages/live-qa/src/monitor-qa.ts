@@ -16,8 +16,9 @@ import {
   type StopReport,
   startOpencode,
 } from "./opencode-server.ts"
+import { descendants, type PsEntry, psAll } from "./process-group.ts"
 import { type Script, type ScriptedModel, startScriptedModel } from "./scripted-model.ts"
-import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder } from "./timeline.ts"
+import { getMessages, type SessionMessage, startTimeline, type TimelineRecorder, waitFor } from "./timeline.ts"
 
 export const PLUGIN_PATH = resolve(import.meta.dir, "../../opencode-monitor/src/index.ts")
 /** The test-only entry with the process table forced to `ps` (src/ps-plugin.ts): the path of a system without /proc. */
@@ -63,7 +64,15 @@ export interface Envelope {
   note: EnvelopeNote
 }
 
-export interface MonitorQA {
+/** What stopping a project leaves: how its dispose went and the processes still alive after it. */
+export interface ProjectStopReport {
+  disposeOk: boolean
+  disposeMs: number
+  leftovers: PsEntry[]
+}
+
+/** A project on a real opencode server. */
+export interface LiveProject {
   model: ScriptedModel
   server: OpencodeServer
   timeline: TimelineRecorder
@@ -79,9 +88,14 @@ export interface MonitorQA {
    * Another project dir on the same server, with its own `opencode.json` (e.g. `permission`, `shell`)
    * and its own scripted model (the same script): a new project costs the server about a quarter of a
    * new server's CPU. The plugin options are the server's. The stop() of any project of a server
-   * stops the server and all its projects.
+   * stops the server and all its projects. Its plugin log is the lines logged since it opened.
    */
   openProject(projectConfig?: JsonObject): Promise<MonitorQA>
+  stop(): Promise<ProjectStopReport>
+}
+
+/** A project whose stop() stops its server, and so reports how the server's process group ended. */
+export interface MonitorQA extends LiveProject {
   stop(): Promise<StopReport>
 }
 
@@ -133,11 +147,13 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
     })()
     return stopping
   }
-  const qa = await monitorQAOn(model, server, stopAll, async (projectConfig = {}) => {
-    const directory = join(server.dirs.root, `project-${++opened}`)
-    const project = await projectOn(server, directory, script, projectConfig, () => stopAll(qa.timeline))
-    projects.push(project)
-    return project
+  const qa: MonitorQA = await monitorQAOn(model, server, stopAll, {
+    openProject: async (projectConfig = {}) => {
+      const directory = join(server.dirs.root, `project-${++opened}`)
+      const project: MonitorQA = await projectOn(server, directory, script, projectConfig, () => stopAll(qa.timeline))
+      projects.push(project)
+      return project
+    },
   })
   return qa
 }
@@ -164,14 +180,86 @@ export function sharedServers() {
   }
 }
 
+/** What a test of a ProjectServer sets: the plugin's entry and options, and its project's opencode.json. */
+export type ProjectOptions = Pick<
+  MonitorQAOptions,
+  "pluginOptions" | "pluginSpec" | "permission" | "config" | "script" | "agentDelayMs"
+>
+
+export interface ProjectServer {
+  /** A new project dir whose opencode.json lists the plugin with these options (and the permission and config). */
+  project(options?: ProjectOptions): Promise<LiveProject>
+  /** Stops the server (after disposing any project still open). */
+  stop(): Promise<StopReport>
+}
+
+/** How long a disposed project's processes (monitors, their watchdogs) get to end before they count as left over. */
+const PROJECT_SETTLE_MS = 10_000
+
+/**
+ * One server for the tests of a file, each test a project of it: a new project costs the server
+ * about a quarter of a new server's CPU. The server's own config lists no plugin; each project's
+ * opencode.json lists opencode-monitor with that test's options, so every project runs its own
+ * plugin instance with its own options. A project's stop() disposes that project only and reports the
+ * server's child processes still alive after it, so tests of one server run one after another.
+ */
+export async function startProjectServer(): Promise<ProjectServer> {
+  // Never called: every project's opencode.json names its own scripted model.
+  const server = await startOpencode({ modelBaseURL: "http://127.0.0.1:9/v1", plugins: [] })
+  const open = new Set<LiveProject>()
+  let opened = 0
+  return {
+    async project(options = {}) {
+      const plugin = [options.pluginSpec ?? PLUGIN_PATH, options.pluginOptions ?? {}]
+      const projectConfig = mergeConfig(
+        { plugin: [plugin], permission: options.permission ?? { bash: "allow" } },
+        options.config ?? {},
+      )
+      const script = options.script ?? monitorAgent({ delayMs: options.agentDelayMs })
+      const directory = join(server.dirs.root, `project-${++opened}`)
+      let closing: Promise<ProjectStopReport> | undefined
+      const project = await projectOn(server, directory, script, projectConfig, (self) => {
+        open.delete(self)
+        // Once: a second dispose would start the project's instance again just to dispose it.
+        closing ??= closeProject(self)
+        return closing
+      })
+      open.add(project)
+      return project
+    },
+    async stop() {
+      // A project that fails to stop must not keep the server running.
+      for (const project of open) await project.stop().catch(() => undefined)
+      return server.stop()
+    },
+  }
+}
+
+/** Dispose one project of a server, then wait for the server's children to end: what is left is the project's. */
+async function closeProject(project: LiveProject): Promise<ProjectStopReport> {
+  await project.timeline.stop()
+  const disposed = await disposeInstance(project.server.url, project.server.directory)
+  await project.model.stop()
+  const alive = () => {
+    const all = psAll()
+    const children = descendants(project.server.pid, all)
+    return all.filter((e) => children.has(e.pid) && !e.stat.startsWith("Z"))
+  }
+  // Judged by the wait's own look: a later look could catch the server forking for something else (git).
+  const leftovers = await waitFor(() => (alive().length === 0 ? [] : undefined), PROJECT_SETTLE_MS, 100).catch(() =>
+    alive(),
+  )
+  return { disposeOk: disposed.ok, disposeMs: disposed.ms, leftovers }
+}
+
 /** Another project dir of `server`, with its opencode.json and a scripted model of its own. */
-async function projectOn(
+async function projectOn<Report extends ProjectStopReport>(
   server: OpencodeServer,
   directory: string,
   script: Script,
   projectConfig: JsonObject,
-  stop: () => Promise<StopReport>,
-): Promise<MonitorQA> {
+  stop: (project: LiveProject) => Promise<Report>,
+): Promise<ProjectWith<Report>> {
   createProjectDir(directory)
   // A scripted model of its own, so `model.scripted()` is this project's requests only.
   const own = startScriptedModel(script)
@@ -180,7 +268,12 @@ async function projectOn(
     mergeConfig({ provider: { mock: { options: { baseURL: own.baseURL } } } }, projectConfig),
   )
   const client = createOpencodeClient({ baseUrl: server.url, directory })
-  return monitorQAOn(own, { ...server, directory, client }, stop)
+  // Its plugin log starts now: the lines before are other projects'.
+  const logsFrom = server.logs.length
+  const project: ProjectWith<Report> = await monitorQAOn(own, { ...server, directory, client }, () => stop(project), {
+    logsFrom,
+  })
+  return project
 }
 
 /** `opencode.json` in a project dir: opencode merges it over the server's config for that project only. */
@@ -188,12 +281,15 @@ function writeProjectConfig(directory: string, config: JsonObject): void {
   writeFileSync(join(directory, "opencode.json"), `${JSON.stringify(config, null, 2)}\n`)
 }
 
-async function monitorQAOn(
+/** A project whose stop() reports `Report`. */
+type ProjectWith<Report extends ProjectStopReport> = Omit<LiveProject, "stop"> & { stop(): Promise<Report> }
+
+async function monitorQAOn<Report extends ProjectStopReport>(
   model: ScriptedModel,
   server: OpencodeServer,
-  stop: (timeline: TimelineRecorder) => Promise<StopReport>,
-  openProject?: (projectConfig?: JsonObject) => Promise<MonitorQA>,
-): Promise<MonitorQA> {
+  stop: (timeline: TimelineRecorder) => Promise<Report>,
+  { openProject, logsFrom = 0 }: { openProject?: LiveProject["openProject"]; logsFrom?: number } = {},
+): Promise<ProjectWith<Report>> {
   // The first request to a project starts its instance (config, plugins): as slow as a server's start.
   const timeline = await startTimeline(server, { connectTimeoutMs: 30_000 })
   const { client } = server
@@ -234,7 +330,10 @@ async function monitorQAOn(
       return out
     },
     pluginLog() {
-      return server.logs.map((l) => l.text).filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line))
+      return server.logs
+        .slice(logsFrom)
+        .map((l) => l.text)
+        .filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line))
     },
     openProject: openProject ?? (() => Promise.reject(new Error("open projects on the server's first MonitorQA"))),
     stop: () => stop(timeline),

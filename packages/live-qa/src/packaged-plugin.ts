@@ -8,7 +8,7 @@ import { join, resolve } from "node:path"
 import { type BusEvent, readEvents } from "./event-stream.ts"
 import type { JsonObject } from "./isolated-env.ts"
 import { exitReport, QA_PROMPT } from "./monitor-agent.ts"
-import type { MonitorQA } from "./monitor-qa.ts"
+import type { LiveProject } from "./monitor-qa.ts"
 import type { OpencodeServer } from "./opencode-server.ts"
 import { waitForEnvelope, waitForReply } from "./scenario.ts"
 import { waitFor } from "./wait.ts"
@@ -149,7 +149,7 @@ export function footprint(dir: string): Footprint {
  * whose command prints a line and exits 7; with no human input the session wakes and the agent
  * reports the exit code.
  */
-export async function expectTerminalWakeReport(qa: MonitorQA): Promise<string> {
+export async function expectTerminalWakeReport(qa: LiveProject): Promise<string> {
   const sessionID = await qa.newSession()
   await qa.prompt(sessionID, QA_PROMPT)
   const wake = await waitForEnvelope(qa, sessionID, (e) => e.status !== "running", "the terminal envelope", 60_000)

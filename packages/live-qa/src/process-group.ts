@@ -159,9 +159,8 @@ export function groupLeftovers(pgid: number, knownDescendants: ReadonlySet<numbe
   return psAll().filter((e) => !isZombie(e) && (e.pgid === pgid || knownDescendants.has(e.pid)))
 }
 
-/** Every descendant pid of `root` (by parent links) at this moment. */
-export function descendants(root: number): Set<number> {
-  const all = psAll()
+/** Every descendant pid of `root` (by parent links) in `all`, the process table at this moment by default. */
+export function descendants(root: number, all: PsEntry[] = psAll()): Set<number> {
   const found = new Set<number>()
   let frontier = [root]
   while (frontier.length > 0) {

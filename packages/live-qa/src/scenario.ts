@@ -3,7 +3,7 @@
  * each other, bounded waits on envelopes and turns, the real process table, and a readable story
  * of what happened when an assertion fails.
  */
-import type { Envelope, MonitorQA } from "./monitor-qa.ts"
+import type { Envelope, LiveProject } from "./monitor-qa.ts"
 import { type PsEntry, psAll } from "./process-group.ts"
 import { renderMessages, type SessionMessage, sleep, textOf, waitFor, waitForIdle } from "./timeline.ts"
 
@@ -40,7 +40,7 @@ const QUIET_READ_MS = 1_000
  * server 5-15 ms of CPU, which a 100 ms poll spent for nothing while the whole suite shares 2 cores.
  */
 export async function waitForSession<T>(
-  qa: MonitorQA,
+  qa: LiveProject,
   sessionID: string,
   read: () => Promise<T | undefined | null | false>,
   timeoutMs: number,
@@ -57,7 +57,7 @@ export async function waitForSession<T>(
 }
 
 /** Resolves when an event of the session is recorded after the first `seen`, or after `ms`. */
-async function sessionChanged(qa: MonitorQA, sessionID: string, seen: number, ms: number): Promise<void> {
+async function sessionChanged(qa: LiveProject, sessionID: string, seen: number, ms: number): Promise<void> {
   const until = Date.now() + ms
   for (let from = seen; Date.now() < until; from = qa.timeline.events.length) {
     const events = qa.timeline.events
@@ -68,7 +68,7 @@ async function sessionChanged(qa: MonitorQA, sessionID: string, seen: number, ms
 
 /** Bounded wait for an envelope in a session. */
 export function waitForEnvelope(
-  qa: MonitorQA,
+  qa: LiveProject,
   sessionID: string,
   match: (envelope: Envelope) => boolean,
   what: string,
@@ -79,7 +79,7 @@ export function waitForEnvelope(
 
 /** Bounded wait for a completed assistant message after the message `afterID` whose text matches. */
 export function waitForReply(
-  qa: MonitorQA,
+  qa: LiveProject,
   sessionID: string,
   afterID: string,
   match: (text: string) => boolean,
@@ -103,7 +103,7 @@ export function waitForReply(
  * answers it, and the session idle again.
  */
 export async function waitForWake(
-  qa: MonitorQA,
+  qa: LiveProject,
   sessionID: string,
   match: (envelope: Envelope) => boolean,
   replyMatch: (text: string) => boolean,
@@ -128,7 +128,7 @@ export const PARENT_OWN_TURN = [
  * then a child session of it (created with `parentID`) given `childPrompt`.
  */
 export async function parentWithChild(
-  qa: MonitorQA,
+  qa: LiveProject,
   childPrompt: string,
 ): Promise<{ parentID: string; childID: string }> {
   const parentID = await qa.newSession({ title: "parent" })
@@ -170,7 +170,7 @@ const DELIVERED =
   /"(sent monitor output|forced monitor output into a busy session|monitor output was already accepted)" .*source="?(monitor-output:[^\s"]+)/
 
 /** Every delivery the plugin logged as done (sent, forced, or found already in the session), by key. */
-export function deliveriesLogged(qa: MonitorQA): Map<string, number> {
+export function deliveriesLogged(qa: LiveProject): Map<string, number> {
   const counts = new Map<string, number>()
   for (const line of qa.pluginLog()) {
     const key = line.match(DELIVERED)?.[2]
@@ -185,7 +185,7 @@ export function deliveriesLogged(qa: MonitorQA): Map<string, number> {
  * delivery leaves its queue, and a failed send would have logged "will retry").
  */
 export function waitForExitNoticesDelivered(
-  qa: MonitorQA,
+  qa: LiveProject,
   monitorIds: readonly string[],
   timeoutMs = 30_000,
 ): Promise<true> {
@@ -202,7 +202,7 @@ export function waitForExitNoticesDelivered(
 }
 
 /** What a failing scenario prints: each session's messages and the plugin's log. */
-export async function story(qa: MonitorQA, sessions: Record<string, string>): Promise<string> {
+export async function story(qa: LiveProject, sessions: Record<string, string>): Promise<string> {
   const out: string[] = []
   for (const [name, id] of Object.entries(sessions)) {
     const messages = await qa.messages(id).catch(() => [])
@@ -214,7 +214,7 @@ export async function story(qa: MonitorQA, sessions: Record<string, string>): Pr
 
 /** Runs the assertions; when one fails, prints the story first so the failure can be read. */
 export async function explained<T>(
-  qa: MonitorQA,
+  qa: LiveProject,
   sessions: Record<string, string>,
   body: () => Promise<T>,
 ): Promise<T> {
@@ -227,7 +227,7 @@ export async function explained<T>(
 }
 
 /** Answers a pending permission request over HTTP, as a person at the TUI would. */
-export function replyPermission(qa: MonitorQA, id: unknown, reply: "once" | "always" | "reject"): Promise<Response> {
+export function replyPermission(qa: LiveProject, id: unknown, reply: "once" | "always" | "reject"): Promise<Response> {
   const { url, directory } = qa.server
   return fetch(`${url}/permission/${id}/reply?directory=${encodeURIComponent(directory)}`, {
     method: "POST",

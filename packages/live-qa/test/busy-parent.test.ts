@@ -1,12 +1,12 @@
-// test-runner: about 60 s (scripts/test.ts starts the longest first)
+// test-runner: about 40 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 2: the monitor exits while the agent is inside a long tool call (bash `sleep 8`).
  * Nothing reaches the busy session while that turn runs, except the terminal notice once
  * max_active_defer_ms is over; with no ceiling the wake waits for the turn to end.
  */
-import { afterEach, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -16,13 +16,11 @@ import {
   waitForEnvelope,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// One server; each test is a project of it with its own plugin options.
+const shared = serverPerFile()
 
 const PROMPT = planPrompt(
   "Start the short job, then do the slow work.",
@@ -35,7 +33,7 @@ const PROMPT = planPrompt(
 // A short flush interval puts early-line in a streaming batch of its own, well before the exit.
 const FLUSH = { flush_interval_ms: 250 }
 
-async function runBusyParent(live: MonitorQA) {
+async function runBusyParent(live: LiveProject) {
   const sessionID = await live.newSession()
   await live.prompt(sessionID, PROMPT)
   const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the terminal envelope", 45_000)
@@ -61,7 +59,7 @@ async function runBusyParent(live: MonitorQA) {
 }
 
 /** What holds with or without a ceiling: each batch once, the observation after the turn, never answered. */
-function expectCommon(live: MonitorQA, run: Awaited<ReturnType<typeof runBusyParent>>) {
+function expectCommon(live: LiveProject, run: Awaited<ReturnType<typeof runBusyParent>>) {
   const { messages, slow, observation, wake, envelopes } = run
   expect(envelopes.map((e) => [e.batch, e.status]).sort()).toEqual([
     [1, "running"],
@@ -95,8 +93,7 @@ function expectCommon(live: MonitorQA, run: Awaited<ReturnType<typeof runBusyPar
 }
 
 test("busy parent, ceiling 1000 ms: the exit notice is forced into the running turn, which answers it", async () => {
-  const live = await startMonitorQA({ pluginOptions: { ...FLUSH, max_active_defer_ms: 1000 } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { ...FLUSH, max_active_defer_ms: 1000 } })
   const run = await runBusyParent(live)
   await explained(live, { parent: run.sessionID }, async () => {
     expectCommon(live, run)
@@ -136,8 +133,7 @@ test("busy parent, ceiling 1000 ms: the exit notice is forced into the running t
 }, 120_000)
 
 test("busy parent, no ceiling: the exit notice waits for the turn to end, then wakes the session", async () => {
-  const live = await startMonitorQA({ pluginOptions: { ...FLUSH, max_active_defer_ms: 0 } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { ...FLUSH, max_active_defer_ms: 0 } })
   const run = await runBusyParent(live)
   await explained(live, { parent: run.sessionID }, async () => {
     expectCommon(live, run)

@@ -1,4 +1,4 @@
-// test-runner: about 90 s (scripts/test.ts starts the longest first)
+// test-runner: about 65 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 8: no monitored process outlives what owns it. (a) Deleting the session stops its
  * monitors; (b) POST /instance/dispose stops everything; (c) a SIGTERM to the opencode server
@@ -9,12 +9,16 @@
  * the path of a system without /proc.
  */
 import { afterEach, describe, expect, test } from "bun:test"
-import { type MonitorQA, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
+import { type LiveProject, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
+// One server for the (a) and (b) cases, each process table a project of it; (c) SIGTERMs its server, so it starts its own.
+const shared = serverPerFile()
+
+let qa: LiveProject | undefined
 afterEach(async () => {
   await qa?.stop().catch(() => undefined)
   qa = undefined
@@ -24,7 +28,7 @@ const KILL_GRACE_MS = 500
 const BOUND_MS = KILL_GRACE_MS + 2000
 
 /** Starts two long monitors in a new session (one ignores SIGTERM); returns their process groups. */
-async function startTwoMonitors(live: MonitorQA, name: string) {
+async function startTwoMonitors(live: LiveProject, name: string) {
   const tag = `live-qa-${name}-${process.pid}-${Date.now()}`
   const sessionID = await live.newSession()
   await live.prompt(
@@ -62,7 +66,7 @@ async function goneWithin(
 }
 
 /** Bounded wait for the plugin to log the end of both monitors, stopped for this reason. */
-function endedLines(live: MonitorQA, stoppedBy: string): Promise<string[]> {
+function endedLines(live: LiveProject, stoppedBy: string): Promise<string[]> {
   const pattern = new RegExp(`"monitor ended".*status=stopped ending.reason=stop ending.by=${stoppedBy}`)
   return waitFor(
     () => {
@@ -78,8 +82,7 @@ function endedLines(live: MonitorQA, stoppedBy: string): Promise<string[]> {
 describe.each(PROCESS_TABLES)("with the process table through %s", (_table, pluginSpec) => {
   test("cleanup (a) session.delete, then (b) POST /instance/dispose: monitors stop within kill_grace_ms + 2 s", async () => {
     // One server for both: the deleted session's monitors, then a fresh session's at dispose.
-    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-    qa = live
+    const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
 
     // (a) Deleting the session stops its monitors.
     const deleting = await startTwoMonitors(live, "delete")

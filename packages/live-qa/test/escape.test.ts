@@ -1,4 +1,4 @@
-// test-runner: about 90 s (scripts/test.ts starts the longest first)
+// test-runner: about 60 s (scripts/test.ts starts the longest first)
 /**
  * Escapees: a daemon that double-forks out of the monitor's process group and session is stopped
  * with the monitor in a real opencode serve, (a) when the session is deleted and (b) when the
@@ -9,12 +9,16 @@
  * /proc. About 30 s idle, up to ~80 s under load.
  */
 import { afterEach, describe, expect, test } from "bun:test"
-import { type MonitorQA, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
+import { type LiveProject, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
+// One server for the (a) cases, each process table a project of it; (b) SIGKILLs its server, so it starts its own.
+const shared = serverPerFile()
+
+let qa: LiveProject | undefined
 // Stopping a server can take a while on a loaded machine.
 afterEach(async () => {
   await qa?.stop().catch(() => undefined)
@@ -24,7 +28,7 @@ afterEach(async () => {
 const KILL_GRACE_MS = 500
 const BOUND_MS = KILL_GRACE_MS + 3000
 
-async function startDaemonizingMonitor(live: MonitorQA, name: string) {
+async function startDaemonizingMonitor(live: LiveProject, name: string) {
   const tag = `live-qa-escape-${name}-${process.pid}-${Date.now()}`
   const sessionID = await live.newSession()
   const command = `setsid sh -c 'sh -c "sleep 1000; : ${tag}-daemon" & exit 0' </dev/null >/dev/null 2>&1 & sleep 1000 # ${tag}-leader`
@@ -45,8 +49,7 @@ async function startDaemonizingMonitor(live: MonitorQA, name: string) {
 
 describe.each(PROCESS_TABLES)("with the process table through %s", (_table, pluginSpec) => {
   test("escape (a): session.delete stops a double-forked daemon of the monitor", async () => {
-    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-    qa = live
+    const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
     const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "delete")
     const deletedAt = Date.now()
     const deleted = await live.server.client.session.delete({ path: { id: sessionID } })

@@ -1,4 +1,4 @@
-// test-runner: about 90 s (scripts/test.ts starts the longest first)
+// test-runner: about 35 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 6: monitor_start asks opencode's `bash` permission as the bash tool does (one pattern
  * per simple command, "always" as the arity prefix + ` *`), so the user's rules decide. `deny`
@@ -6,8 +6,8 @@
  * answered with `reject` spawns nothing. Commands end in `; : <marker>` so the marker stays in the
  * shell's argv (bash execs a lone simple command and would drop a trailing comment).
  */
-import { afterEach, expect, test } from "bun:test"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import { expect, test } from "bun:test"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   explained,
   liveProcesses,
@@ -17,19 +17,17 @@ import {
   waitForProcess,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, waitFor, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// One server; each test is a project of it with its own permission rules.
+const shared = serverPerFile()
 
 const marker = (name: string) => `live-qa-${name}-${process.pid}-${Date.now()}`
 const promptFor = (command: string) =>
   planPrompt("Start the watcher.", [["monitor_start", { command, label: "watcher" }]], "Watcher handled.")
 
-async function monitorStartPart(live: MonitorQA, sessionID: string, status: string) {
+async function monitorStartPart(live: LiveProject, sessionID: string, status: string) {
   return waitFor(
     async () => {
       const part = stepWithTool(await live.messages(sessionID), "monitor_start")?.parts.find(
@@ -43,11 +41,10 @@ async function monitorStartPart(live: MonitorQA, sessionID: string, status: stri
   )
 }
 
-const asked = (live: MonitorQA) => live.timeline.events.filter((e) => e.type === "permission.asked")
+const asked = (live: LiveProject) => live.timeline.events.filter((e) => e.type === "permission.asked")
 
 test('permission { bash: "deny" }: monitor_start fails with the rule named, and nothing runs', async () => {
-  const live = await startMonitorQA({ permission: { bash: "deny" } })
-  qa = live
+  const live = await shared.project({ permission: { bash: "deny" } })
   const tag = marker("deny")
   const command = `sleep 30; : ${tag}`
   const sessionID = await live.newSession()
@@ -76,8 +73,7 @@ test('permission { bash: "deny" }: monitor_start fails with the rule named, and 
 }, 60_000)
 
 test('permission { bash: "allow" }: monitor_start runs the command without asking', async () => {
-  const live = await startMonitorQA({ permission: { bash: "allow" } })
-  qa = live
+  const live = await shared.project({ permission: { bash: "allow" } })
   const tag = marker("allow")
   const sessionID = await live.newSession()
   await live.prompt(sessionID, promptFor(`sleep 30; : ${tag}`))
@@ -99,8 +95,7 @@ test('permission { bash: "allow" }: monitor_start runs the command without askin
 }, 60_000)
 
 test('permission { bash: "ask" } answered "reject": nothing runs and the turn stops', async () => {
-  const live = await startMonitorQA({ permission: { bash: "ask" } })
-  qa = live
+  const live = await shared.project({ permission: { bash: "ask" } })
   const tag = marker("reject")
   const command = `sleep 30; : ${tag}`
   const sessionID = await live.newSession()
@@ -133,8 +128,7 @@ test('permission { bash: "ask" } answered "reject": nothing runs and the turn st
 }, 60_000)
 
 test('permission "ask" answered "always" stores the bash tool\'s offer, never the raw command', async () => {
-  const live = await startMonitorQA({ permission: { bash: "ask" } })
-  qa = live
+  const live = await shared.project({ permission: { bash: "ask" } })
   const tag = marker("always")
   const first = "echo hi; exit 0"
   const second = `echo hi; sleep 30; : ${tag}`

@@ -1,4 +1,4 @@
-// test-runner: about 115 s (scripts/test.ts starts the longest first)
+// test-runner: about 50 s (scripts/test.ts starts the longest first)
 /**
  * Subagents, through opencode's real `task` tool: the scripted model plays the root, which
  * delegates to a `general` subagent, and the subagent, which starts a monitor and returns.
@@ -9,9 +9,9 @@
  *   waits for the root's turn to end, and is not answered inside the child.
  * Each test takes about 15–30 s.
  */
-import { afterEach, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -21,13 +21,11 @@ import {
   waitForReply,
   waitForWake,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// One server; each test is a project of it with its own plugin options.
+const shared = serverPerFile()
 
 const LABEL = "child-server"
 
@@ -40,7 +38,7 @@ function rootPrompt(childSteps: Array<[string, Record<string, unknown>]>): strin
   )
 }
 
-async function delegate(live: MonitorQA, childSteps: Array<[string, Record<string, unknown>]>) {
+async function delegate(live: LiveProject, childSteps: Array<[string, Record<string, unknown>]>) {
   const rootID = await live.newSession({ title: "root" })
   await live.prompt(rootID, rootPrompt(childSteps))
   const rootSaid = await waitForReply(
@@ -65,7 +63,7 @@ async function delegate(live: MonitorQA, childSteps: Array<[string, Record<strin
 }
 
 /** The child: its own plan, observations after it, never an answer to a monitor envelope. */
-async function expectChildNeverWoken(live: MonitorQA, childID: string, statuses: string[]) {
+async function expectChildNeverWoken(live: LiveProject, childID: string, statuses: string[]) {
   const messages = await live.messages(childID)
   const envelopes = await live.envelopes(childID)
   expect(envelopes.map((e) => e.status)).toEqual(statuses)
@@ -77,8 +75,7 @@ async function expectChildNeverWoken(live: MonitorQA, childID: string, statuses:
 }
 
 test("task tool, default: the subagent's exit notice wakes the root, attributed, with one REPORT turn", async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { flush_interval_ms: 250 } })
   const { rootID, childID, rootSaid } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 4; exit 9", label: LABEL }],
   ])
@@ -110,8 +107,7 @@ test("task tool, default: the subagent's exit notice wakes the root, attributed,
 }, 150_000)
 
 test('task tool, subagent_wake "off": nobody is woken, the child holds the exit notice as an observation', async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
   const { rootID, childID } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 4; exit 9", label: LABEL }],
   ])
@@ -133,8 +129,7 @@ test('task tool, subagent_wake "off": nobody is woken, the child holds the exit 
 }, 150_000)
 
 test("task tool: a monitor that exits while the subagent still works wakes the root only after the root's turn", async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { flush_interval_ms: 250 } })
   const { rootID, childID, rootSaid } = await delegate(live, [
     ["monitor_start", { command: "echo CHILD_STARTED; sleep 1; exit 9", label: LABEL }],
     ["bash", { command: "sleep 6", description: "more work" }],

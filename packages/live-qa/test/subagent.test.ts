@@ -1,4 +1,4 @@
-// test-runner: about 50 s (scripts/test.ts starts the longest first)
+// test-runner: about 35 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 5: a monitor started in a child (subagent) session, created here directly with a
  * parentID after the parent finished its own turn (the `task` tool's path is in
@@ -7,9 +7,9 @@
  * subagent_wake: "off" the child keeps the exit notice as an observation and nothing reaches the
  * parent. Each test takes about 10–20 s.
  */
-import { afterEach, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import type { LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -20,13 +20,11 @@ import {
   waitForEnvelope,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// One server; each test is a project of it with its own plugin options.
+const shared = serverPerFile()
 
 const CHILD_PROMPT = planPrompt(
   "Run the job for the parent.",
@@ -35,14 +33,14 @@ const CHILD_PROMPT = planPrompt(
 )
 
 /** A parent with one finished turn of its own, and a child of it that starts the monitor. */
-async function parentAndChild(live: MonitorQA) {
+async function parentAndChild(live: LiveProject) {
   const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT)
   await waitForEnvelope(live, childID, (e) => e.status === "running", "the child's observation")
   return { parentID, childID }
 }
 
 /** The child is never woken: observations only (the exit notice too when it stays there), never answered. */
-async function expectChildObservesOnly(live: MonitorQA, childID: string, statuses: string[]) {
+async function expectChildObservesOnly(live: LiveProject, childID: string, statuses: string[]) {
   const messages = await live.messages(childID)
   const envelopes = await live.envelopes(childID)
   expect(envelopes.map((e) => e.status)).toEqual(statuses)
@@ -56,8 +54,7 @@ async function expectChildObservesOnly(live: MonitorQA, childID: string, statuse
 }
 
 test('subagent, subagent_wake "off": the child keeps the exit notice as an observation, and nothing reaches the parent', async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { flush_interval_ms: 250, subagent_wake: "off" } })
   const { parentID, childID } = await parentAndChild(live)
   await waitForEnvelope(live, childID, (e) => e.status !== "running", "the child's terminal observation")
   await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
@@ -78,8 +75,7 @@ test('subagent, subagent_wake "off": the child keeps the exit notice as an obser
 }, 90_000)
 
 test("subagent, default: the exit notice wakes the root session and names the child; the child only observes", async () => {
-  const live = await startMonitorQA({ pluginOptions: { flush_interval_ms: 250 } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { flush_interval_ms: 250 } })
   const { parentID, childID } = await parentAndChild(live)
   const notice = await waitForEnvelope(live, parentID, (e) => e.status !== "running", "the exit notice in the parent")
   const reply = await waitForReply(

@@ -1,4 +1,4 @@
-// test-runner: about 135 s (scripts/test.ts starts the longest first)
+// test-runner: about 75 s (scripts/test.ts starts the longest first)
 /**
  * Wake on a matching line, against a real opencode serve and the scripted agent:
  * (1) a dev server's readiness line wakes the session once while it keeps running; after the
@@ -7,11 +7,11 @@
  * (2) a watcher printing FAIL 50 times in 20 s with wake_limit 3: at most three match wakes, spaced
  *     by wake_min_interval_ms, every line delivered or counted in dropped:;
  * (3) a match while the agent is inside a long bash call: no wake during the turn, one after it.
- * About 25–45 s per test on an idle 2-core machine; each test starts its own server.
+ * About 25–45 s per test on an idle 2-core machine; each test is a project of one shared server.
  */
-import { afterEach, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { exitReport, matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import type { Envelope, LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -24,20 +24,18 @@ import {
   waitForReply,
   waitForWake,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { type SessionMessage, sleep, textOf, waitFor, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// One server; each test is a project of it with its own plugin options.
+const shared = serverPerFile()
 
 const isMatchWake = (e: Envelope) => e.status === "running" && /\nwake: line/.test(e.text)
 const matchWakeHeader = (e: Envelope) => e.text.match(/\n(wake: .*)\n/)?.[1]
 const answered = (messages: SessionMessage[], e: Envelope) =>
   messages.filter((m) => isAssistant(m) && m.info.parentID === e.message.info.id)
 
-function expectNoObservationAnswered(live: MonitorQA, messages: SessionMessage[]) {
+function expectNoObservationAnswered(live: LiveProject, messages: SessionMessage[]) {
   expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false)
   expect(live.model.scripted().some((r) => r.reply && "text" in r.reply && r.reply.text === OBSERVATION_ANSWERED)).toBe(
     false,
@@ -45,8 +43,7 @@ function expectNoObservationAnswered(live: MonitorQA, messages: SessionMessage[]
 }
 
 test("readiness: one REPORT turn while the dev server runs; after monitor_stop no further wake; a run that exits after the line wakes once more with its exit status", async () => {
-  const live = await startMonitorQA()
-  qa = live
+  const live = await shared.project()
   const marker = `wake-dev-${process.pid}-${Date.now()}`
   const sessionID = await live.newSession()
   await live.prompt(
@@ -183,8 +180,7 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
 
 test("FAIL 50 times in 20 s with wake_limit 3: at most three match wakes, spaced by wake_min_interval_ms, all 50 lines accounted for", async () => {
   const intervalMs = 3_000
-  const live = await startMonitorQA({ pluginOptions: { wake_min_interval_ms: intervalMs } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { wake_min_interval_ms: intervalMs } })
   const sessionID = await live.newSession()
   const command = 'for i in $(seq 1 50); do echo "FAIL test $i"; sleep 0.4; done; exit 1'
   await live.prompt(
@@ -235,8 +231,7 @@ test("FAIL 50 times in 20 s with wake_limit 3: at most three match wakes, spaced
 }, 180_000)
 
 test("a match while the agent is busy in a long bash call: no wake during the turn, one right after it", async () => {
-  const live = await startMonitorQA()
-  qa = live
+  const live = await shared.project()
   const marker = `wake-busy-${process.pid}-${Date.now()}`
   const sessionID = await live.newSession()
   await live.prompt(

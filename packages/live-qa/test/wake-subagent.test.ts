@@ -1,4 +1,4 @@
-// test-runner: about 50 s (scripts/test.ts starts the longest first)
+// test-runner: about 35 s (scripts/test.ts starts the longest first)
 /**
  * Match wake, subagent: a wake_pattern match in a monitor a subagent (child session) started.
  * The child is never woken by it: it gets the line as an observation either way. With
@@ -6,9 +6,9 @@
  * routed to the root session like an exit notice, naming the child, and the root's agent answers
  * it. About 20–30 s per test; each test starts its own server.
  */
-import { afterEach, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type Envelope, type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
+import type { Envelope, LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -19,13 +19,11 @@ import {
   waitForEnvelope,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// One server; each test is a project of it with its own plugin options.
+const shared = serverPerFile()
 
 const CHILD_PROMPT = planPrompt(
   "Start the server for the parent.",
@@ -39,7 +37,7 @@ const CHILD_PROMPT = planPrompt(
 )
 
 /** A parent with one finished turn of its own, and a child of it whose monitor prints the line. */
-async function parentAndChild(live: MonitorQA) {
+async function parentAndChild(live: LiveProject) {
   const { parentID, childID } = await parentWithChild(live, CHILD_PROMPT)
   const inChild = await waitForEnvelope(
     live,
@@ -52,7 +50,7 @@ async function parentAndChild(live: MonitorQA) {
 }
 
 /** Either way the child gets the line as a plain observation, never a wake, never answered. */
-async function expectChildObservesOnly(live: MonitorQA, childID: string, inChild: Envelope) {
+async function expectChildObservesOnly(live: LiveProject, childID: string, inChild: Envelope) {
   expect(inChild.status).toBe("running")
   expect(inChild.text).not.toContain("\nwake: ")
   const messages = await live.messages(childID)
@@ -63,8 +61,7 @@ async function expectChildObservesOnly(live: MonitorQA, childID: string, inChild
 }
 
 test('subagent match, subagent_wake "off": the child observes the line, nothing reaches the root', async () => {
-  const live = await startMonitorQA({ pluginOptions: { subagent_wake: "off" } })
-  qa = live
+  const live = await shared.project({ pluginOptions: { subagent_wake: "off" } })
   const { parentID, childID, inChild } = await parentAndChild(live)
   await sleep(3_000) // longer than pending_retry_ms and the hold: time for a wrong delivery to show
 
@@ -78,8 +75,7 @@ test('subagent match, subagent_wake "off": the child observes the line, nothing 
 }, 120_000)
 
 test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
-  const live = await startMonitorQA()
-  qa = live
+  const live = await shared.project()
   const { parentID, childID, inChild } = await parentAndChild(live)
   const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root")
   const reply = await waitForReply(
