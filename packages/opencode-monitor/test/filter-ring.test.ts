@@ -120,15 +120,43 @@ describe("MonitorRingBuffer", () => {
       },
     ]
     for (const l of kept) ring.push(l)
-    ring.release(read)
+    ring.release(buffer, 1)
     expect(kept.map((l) => l.block.buffer.byteLength)).toEqual([12, 12])
     expect(kept.map((l) => new TextDecoder().decode(l.block.subarray(l.start, l.end)))).toEqual(["first", "second"])
     // A read that fills most of its buffer is kept as it is: no copy of a flood's reads.
     const whole = new TextEncoder().encode("abc\n")
     const third: MonitorLine = { ...sizedLine(3, "stdout", "abc"), block: whole, start: 0, end: 3 }
     ring.push(third)
-    ring.release(whole)
+    ring.release(whole.buffer, 3)
     expect(third.block).toBe(whole)
+  })
+
+  test("the pipeline judges a read's pieces together, and releases a read once the next one comes or it ends", () => {
+    const pipeline = createMonitorPipeline({
+      monitorId: "mon_r",
+      config: defaultMonitorConfig(),
+      filter: undefined,
+      scheduler: new FakeScheduler(),
+      onBatch: () => {},
+    })
+    // A 64 KB read of 99-byte lines, split in 8 KB pieces (as readPipe does): each piece alone is
+    // less than half of the buffer, their lines together more, so the read is kept, not copied.
+    const flood = Buffer.alloc(64 * 1024, `${"x".repeat(98)}\n`)
+    for (let at = 0; at < flood.length; at += 8 * 1024) pipeline.push("stdout", flood.subarray(at, at + 8 * 1024))
+    // A small read, a view of another 64 KB buffer, comes next: the flood's lines keep their read.
+    const small = Buffer.from(new ArrayBuffer(64 * 1024), 0, 6)
+    small.write("\ntail\n")
+    pipeline.push("stdout", small)
+    const held = () => pipeline.ring.latest(1_000).map((l) => l.block.buffer)
+    // The lines whole in a piece keep the flood's read (those across two pieces were put together).
+    expect(held().filter((b) => b === flood.buffer).length).toBeGreaterThan(600)
+    expect(held().filter((b) => b === small.buffer)).toHaveLength(1)
+    // Its end releases the small read: its lines hold a copy of their bytes, not the 64 KB buffer.
+    pipeline.finish({ kind: "exited", code: 0 })
+    const [last] = pipeline.ring.latest(1)
+    expect(last && lineText(last)).toBe("tail")
+    expect(last?.block.buffer.byteLength).toBe(4)
+    expect(held().filter((b) => b === flood.buffer).length).toBeGreaterThan(600)
   })
 
   test("queries by stream, since_sequence and a bounded limit", async () => {

@@ -69,10 +69,20 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const splitters = { stdout: splitter("stdout"), stderr: splitter("stderr") }
   const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher)
   let finished = false
+  // The buffer of the last read split, and its first line: released once another read comes.
+  let lastRead: ArrayBufferLike | undefined
+  let lastReadSeq = 0
+  const release = (next?: ArrayBufferLike) => {
+    if (lastRead === next) return
+    if (lastRead !== undefined) ring.release(lastRead, lastReadSeq)
+    lastRead = next
+    lastReadSeq = ring.counters.lastSeq + 1
+  }
   const stopAll = () => {
     silence?.stop()
     settle.cancel()
     finished = true
+    release()
   }
 
   return {
@@ -80,9 +90,9 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
     push(stream, bytes) {
       if (finished) return
       silence?.output()
+      release(bytes.buffer)
       read.start(bytes, scheduler.now())
       splitters[stream].push(bytes)
-      ring.release(bytes)
     },
     endStream(stream) {
       if (!finished) splitters[stream].end()

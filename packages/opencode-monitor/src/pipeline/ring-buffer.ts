@@ -1,6 +1,5 @@
 import { type DropCounts, NO_DROPS } from "./batcher"
 import { lineByteLength, type MonitorLine } from "./line"
-import { copyOf } from "./line-splitter"
 
 export type RingQuery = {
   stream?: "matched" | "unmatched" | "all"
@@ -83,28 +82,31 @@ export class MonitorRingBuffer {
   }
 
   /**
-   * The newest lines that are ranges of `block` (the read just split) move to one copy of just their
-   * bytes when they hold less than half of its buffer: a pipe's small reads are views of a 64 KB
-   * buffer, and a retained line must not keep such a buffer alive.
+   * The lines since `sinceSeq` whose bytes lie in `read` (the buffer of a read split before, or of
+   * its pieces) move to one copy of just their bytes when they hold less than half of it: a pipe's
+   * reads are views of 64 KB buffers, and a retained line must not keep such a buffer alive. Asked
+   * once the next read comes, so the pieces of one read are judged together.
    */
-  release(block: Uint8Array): void {
+  release(read: ArrayBufferLike, sinceSeq: number): void {
+    const inRead: MonitorLine[] = []
     let from = Number.POSITIVE_INFINITY
     let to = 0
-    let count = 0
     for (let i = this.size - 1; i >= 0; i--) {
       const line = this.lines[this.slotAt(i)] as MonitorLine
-      if (line.block !== block) break
-      from = Math.min(from, line.start)
-      to = Math.max(to, line.end)
-      count++
+      if (line.seq < sinceSeq) break
+      // A line put together from two reads has a block of its own.
+      if (line.block.buffer !== read) continue
+      inRead.push(line)
+      from = Math.min(from, line.block.byteOffset + line.start)
+      to = Math.max(to, line.block.byteOffset + line.end)
     }
-    if (count === 0 || (to - from) * 2 >= block.buffer.byteLength) return
-    const copy = copyOf(block, from, to)
-    for (let i = this.size - count; i < this.size; i++) {
-      const line = this.lines[this.slotAt(i)] as MonitorLine
+    if (inRead.length === 0 || (to - from) * 2 >= read.byteLength) return
+    const copy = new Uint8Array(read.slice(from, to))
+    for (const line of inRead) {
+      const shift = line.block.byteOffset - from
       line.block = copy
-      line.start -= from
-      line.end -= from
+      line.start += shift
+      line.end += shift
     }
   }
 
