@@ -69,15 +69,7 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const splitters = { stdout: splitter("stdout"), stderr: splitter("stderr") }
   const silence = options.silenceMs === undefined ? undefined : silenceWatch(options, ring, batcher)
   let finished = false
-  // The buffer of the last read split, and its first line: released once another read comes.
-  let lastRead: ArrayBufferLike | undefined
-  let lastReadSeq = 0
-  const release = (next?: ArrayBufferLike) => {
-    if (lastRead === next) return
-    if (lastRead !== undefined) ring.release(lastRead, lastReadSeq)
-    lastRead = next
-    lastReadSeq = ring.counters.lastSeq + 1
-  }
+  const release = readRelease(ring)
   const stopAll = () => {
     silence?.stop()
     settle.cancel()
@@ -109,6 +101,19 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
       stopAll()
       batcher.close()
     },
+  }
+}
+
+/** Releases the last read's retained lines once another read comes (`next`), or at the end (none). */
+function readRelease(ring: MonitorRingBuffer): (next?: ArrayBufferLike) => void {
+  // The buffer of the last read split, and its first line.
+  let lastRead: ArrayBufferLike | undefined
+  let lastReadSeq = 0
+  return (next) => {
+    if (lastRead === next) return
+    if (lastRead !== undefined) ring.release(lastRead, lastReadSeq)
+    lastRead = next
+    lastReadSeq = ring.counters.lastSeq + 1
   }
 }
 
