@@ -237,6 +237,7 @@ describe("monitor_restart", () => {
     const { run, instance } = plugin({ max_monitors_per_session: 1 })
     const oldId = idOf(await run("monitor_start", { command: `sleep 60; : ${marker}`, label: "dev" }))
     expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
+    const oldPids = liveProcesses(marker).map((row) => row.trim().split(/\s+/)[0])
     const results = await Promise.allSettled([1, 2, 3].map(() => run("monitor_restart", { monitor_id: oldId })))
     const started = results.flatMap((r) => (r.status === "fulfilled" ? [idOf(r.value)] : []))
     const refused = results.flatMap((r) => (r.status === "rejected" ? [(r.reason as Error).message] : []))
@@ -247,7 +248,10 @@ describe("monitor_restart", () => {
       ),
     )
     expect(instance.manager.list("ses_a", false).map((m) => m.id)).toEqual(started)
-    expect(liveProcesses(marker)).toHaveLength(1)
+    // The old one is gone; one new one runs (its shell's fork for `sleep` shows the marker until it execs).
+    const pids = () => liveProcesses(marker).map((row) => row.trim().split(/\s+/)[0])
+    for (const pid of oldPids) expect(pids()).not.toContain(pid)
+    expect(await waitFor(() => pids().length === 1, 5_000)).toBe(true)
     await expect(run("monitor_start", { command: "sleep 60" })).rejects.toThrow("max_monitors_per_session=1")
   })
 
