@@ -145,7 +145,7 @@ function searchView(chunk: Uint8Array): Uint8Array {
  * `bytes[start, end)` in a buffer of its own: a pipe's read is a Buffer, whose slice() is a view
  * that would keep the whole read alive.
  */
-export const copyOf = (bytes: Uint8Array, start = 0, end = bytes.length): Uint8Array =>
+const copyOf = (bytes: Uint8Array, start = 0, end = bytes.length): Uint8Array =>
   new Uint8Array(bytes.subarray(start, end))
 
 /** The nearest cut at or before `at` that does not split a UTF-8 sequence (never before `start`). */
