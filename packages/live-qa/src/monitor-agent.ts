@@ -135,6 +135,13 @@ export function monitorAgent(options: MonitorAgentOptions = {}): Script {
         return options.userSaysDelayMs ? { ...answer, delayMs: options.userSaysDelayMs } : answer
       }
     }
+    // A person's message stored while a wake's step ran: opencode asks again after that step.
+    let person = messages.length - 1
+    while (person >= 0 && messages[person]?.role !== "user") person--
+    const personMessage = messages[person]
+    const unanswered = personMessage ? messageText(personMessage).match(/^USER_SAYS (.*)$/m) : null
+    const answered = messages.slice(person + 1).some((m) => messageText(m).startsWith("Answering the user:"))
+    if (unanswered && !answered) return reply({ text: `Answering the user: ${unanswered[1]}` })
     if (planIndex === -1) return reply({ text: "ok" })
     const plan = planOf(messageText(messages[planIndex] as (typeof messages)[number]))
     const callsMade = messages.slice(planIndex + 1).filter((m) => m.role === "assistant" && m.tool_calls?.length).length

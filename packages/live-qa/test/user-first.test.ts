@@ -1,10 +1,13 @@
-// test-runner: about 40 s (scripts/test.ts starts the longest first)
+// test-runner: about 35 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 3: a person's message arrives just before the monitor exits, and the model is slow to
  * answer it. The person's turn runs first and completes; only then does the exit notice land and
  * wake the session. Exactly one terminal envelope: nothing doubled, nothing lost.
+ * And a prompt of ours stored between a person's message being created and stored (its send was on
+ * its way as they wrote) comes before their message: their turn answers them.
  */
 import { afterEach, expect, test } from "bun:test"
+import { join, resolve } from "node:path"
 import { exitReport, monitorAgent, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
 import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 import {
@@ -20,6 +23,8 @@ import {
   waitForReply,
 } from "../src/scenario.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
+
+const RACE_PLUGIN = resolve(import.meta.dir, "../src/person-race-plugin.ts")
 
 let qa: MonitorQA | undefined
 afterEach(async () => {
@@ -107,3 +112,53 @@ test("user first: a person's turn that is running when the monitor exits complet
     expect((await live.stop()).leftovers).toEqual([])
   })
 }, 90_000)
+
+const RACES = [
+  { what: "an observation", ending: "sleep 120", report: undefined },
+  { what: "an exit notice", ending: "exit 3", report: "exited (code=3)" },
+] as const
+
+test.each(RACES)(
+  "user first: $what stored as a person writes comes before their message, and their turn answers them",
+  async ({ ending, report }) => {
+    // The plugin entry that has our prompt stored between the person's message being created and stored.
+    const live = await startMonitorQA({ script: monitorAgent(), pluginSpec: RACE_PLUGIN })
+    qa = live
+    const sessionID = await live.newSession()
+    const go = join(live.server.directory, "go")
+    const command = `while [ ! -e '${go}' ]; do sleep 0.05; done; echo first line; ${ending}`
+    await live.prompt(
+      sessionID,
+      planPrompt("Watch this job.", [["monitor_start", { command, label: "chatty" }]], "Watching it."),
+    )
+    await waitForReply(live, sessionID, "", (t) => t === "Watching it.", "the agent to finish its turn")
+    await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+
+    await live.prompt(sessionID, `USER_SAYS hello\nRACE ${go}`)
+    await explained(live, { session: sessionID }, async () => {
+      const answer = await waitForReply(live, sessionID, "", (t) => t === "Answering the user: hello", "the answer")
+      await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+      const messages = await live.messages(sessionID)
+      const person = messages.find((m) => isRealUser(m) && textOf(m).startsWith("USER_SAYS"))
+      expect(answer.info.parentID).toBe(person?.info.id ?? "-")
+      expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false)
+      // The race happened: ours was stored after the person's message was created, so theirs was moved.
+      const log = live.pluginLog().join("\n")
+      expect(log).toMatch(/"a person's message moved after monitor output stored as they wrote".*batchSeq=1 /)
+      // Our prompt, sent once, comes before the person's message.
+      const [first, ...rest] = await live.envelopes(sessionID)
+      expect(rest).toEqual([])
+      expect(first?.text).toContain("first line")
+      expect(first?.message.info.time.created).toBeLessThan(person?.info.time.created ?? 0)
+      expect(log.match(/"sent monitor output"/g)).toHaveLength(1)
+      if (report) {
+        const reported = messages.find((m) => m.info.role === "assistant" && m.info.parentID === first?.message.info.id)
+        expect(textOf(reported)).toBe(
+          exitReport({ monitorId: first?.monitorId ?? "-", label: "chatty", status: report }),
+        )
+      }
+      expect((await live.stop()).leftovers).toEqual([])
+    })
+  },
+  90_000,
+)

@@ -40,10 +40,16 @@ export function monitorHooks(parts: HookParts): Hooks {
     },
 
     async "chat.message"(input, output) {
-      router.onChatMessage(input.sessionID, output.parts, {
-        agent: output.message.agent ?? input.agent,
-        model: output.message.model ?? input.model,
-      })
+      // Awaited: opencode stores the message, with this creation time, only after this hook returns.
+      const { id, time } = output.message
+      time.created = await router.onChatMessage(
+        { sessionID: input.sessionID, id, created: time.created },
+        output.parts,
+        {
+          agent: output.message.agent ?? input.agent,
+          model: output.message.model ?? input.model,
+        },
+      )
     },
 
     async "experimental.session.compacting"(input, output) {

@@ -173,7 +173,7 @@ describe("MonitorOutputInjector: gates", () => {
     // opencode calls chat.message as it takes the person's prompt; the history read just taken misses it.
     api.afterHistoryRead = (sessionID) => {
       api.afterHistoryRead = undefined
-      injector.onPersonMessage(sessionID)
+      void injector.onPersonMessage(sessionID, api.createMessage())
       api.addMessage(sessionID, { role: "user", synthetic: false, text: "stop them" })
     }
     send(batch(1))
@@ -185,12 +185,60 @@ describe("MonitorOutputInjector: gates", () => {
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-2"])
   })
 
+  test("a person's message is moved after an observation stored between its creation and its storing", async () => {
+    const { api, injector, send, advance } = setup()
+    // The person's message is created before the observation goes in…
+    const person = api.createMessage()
+    send(batch(1))
+    await advance(100)
+    const observation = api.history.get(S)?.at(-1)
+    expect(observation?.created).toBeGreaterThan(person.created)
+    // …and reaches chat.message after it was stored: it is given a creation time after the observation's.
+    expect(await injector.onPersonMessage(S, person)).toBe((observation?.created ?? 0) + 1)
+    expect(api.logs.map((l) => l.message)).toContain("a person's message moved after monitor output stored as they wrote")
+    // Nothing is sent twice.
+    await advance(5_000)
+    expect(api.sent).toHaveLength(1)
+  })
+
+  test("an exit notice still on its way when a person writes is waited for, and the person's message moved after it", async () => {
+    const { api, injector, send, advance } = setup()
+    let land = () => {}
+    api.promptGate = new Promise((resolve) => (land = resolve))
+    send(batch(1, { terminal: { kind: "exited", code: 1 } }))
+    await advance(100)
+    expect(api.promptCalls).toHaveLength(1)
+    const person = api.createMessage()
+    const created = injector.onPersonMessage(S, person)
+    await advance(300)
+    api.promptGate = undefined
+    land()
+    const wake = await (async () => {
+      await settle()
+      return api.history.get(S)?.at(-1)
+    })()
+    expect(wake?.notes[0]?.wake).toBe(true)
+    expect(await created).toBe((wake?.created ?? 0) + 1)
+  })
+
+  test("a person's message created after the observation keeps its time", async () => {
+    const { api, injector, send, advance } = setup()
+    send(batch(1))
+    await advance(100)
+    const person = api.createMessage()
+    expect(await injector.onPersonMessage(S, person)).toBe(person.created)
+    // Only the send just before counts: a second person's message reads nothing.
+    const reads = api.historyReads
+    expect(await injector.onPersonMessage(S, api.createMessage())).toBeGreaterThan(0)
+    expect(api.historyReads).toBe(reads)
+  })
+
   test("a wake past max_active_defer_ms is not held back by a person's message: the ceiling stands", async () => {
     const { api, injector, send, advance } = setup({ max_active_defer_ms: 60_000 })
     api.busy[S] = "busy"
     send(batch(1, { terminal: { kind: "exited", code: 1 } }))
     await advance(59_500)
-    injector.onPersonMessage(S)
+    void injector.onPersonMessage(S, api.createMessage())
     expect(api.sent).toHaveLength(0)
     await advance(1_000)
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])

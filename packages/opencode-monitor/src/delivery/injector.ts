@@ -1,8 +1,8 @@
 import type { MonitorConfig } from "../config"
-import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
-import type { Scheduler } from "../scheduler"
 import { errorText } from "../errors"
 import { namedLogger } from "../log"
+import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
+import type { Scheduler } from "../scheduler"
 import { coalesceWaiting } from "./coalesce"
 import type { ContextLedger } from "./context-ledger"
 import { DeliveryPolicy, envelopeText } from "./delivery-policy"
@@ -10,6 +10,7 @@ import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
 import { isCandidate, isSilenceReason, MatchWakePolicy, queueMatchWake } from "./match-wake"
+import { type MessageOrder, PersonLast } from "./person-last"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
@@ -49,6 +50,7 @@ export class MonitorOutputInjector {
   private readonly personWroteAt = new Map<string, number>()
   private disposed = false
   private readonly matchWakes: MatchWakePolicy
+  private readonly personLast: PersonLast
   private readonly log
 
   constructor(
@@ -59,6 +61,7 @@ export class MonitorOutputInjector {
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
     this.identities = new SessionIdentities(deps.api)
     this.matchWakes = new MatchWakePolicy(options, deps.scheduler)
+    this.personLast = new PersonLast(deps.api, deps.scheduler)
   }
 
   /** `wakeLimit`: how many match wakes the batch's monitor may cause (`wake_limit`; 0 = none). */
@@ -134,9 +137,19 @@ export class MonitorOutputInjector {
     return "skip"
   }
 
-  /** A person wrote (`chat.message`, before the history shows it): nothing goes in for user_message_window_ms. */
-  onPersonMessage(sessionID: string): void {
+  /**
+   * A person wrote (`chat.message`, before opencode stores their message): nothing goes in for
+   * user_message_window_ms. Returns the creation time that keeps their message after ours.
+   */
+  async onPersonMessage(sessionID: string, message: MessageOrder): Promise<number> {
     this.personWroteAt.set(sessionID, this.deps.scheduler.now())
+    const { created, moved } = await this.personLast.createdFor(sessionID, message).catch((error) => {
+      this.log.warn("could not check monitor output sent as a person wrote", { sessionID, error: errorText(error) })
+      return { created: message.created, moved: undefined }
+    })
+    if (moved)
+      this.log.info("a person's message moved after monitor output stored as they wrote", logFields(moved, false))
+    return created
   }
 
   private personJustWrote(sessionID: string): boolean {
@@ -161,6 +174,7 @@ export class MonitorOutputInjector {
   forgetSession(sessionID: string): void {
     this.matchWakes.forgetSession(sessionID)
     this.personWroteAt.delete(sessionID)
+    this.personLast.forget(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
     this.identities.forget(sessionID)
     const queue = this.queues.get(sessionID)
@@ -240,7 +254,12 @@ export class MonitorOutputInjector {
 
   /** Sends one delivery and settles it, or schedules its retry. */
   private async dispatch(queue: SessionQueue, next: Delivery, identity: Identity, forced: boolean): Promise<void> {
-    const { outcome, kind } = await this.policy.send(next, identity)
+    const sending = this.policy.send(next, identity)
+    this.personLast.sending(
+      next,
+      sending.then((r) => r.outcome === "sent"),
+    )
+    const { outcome, kind } = await sending
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {

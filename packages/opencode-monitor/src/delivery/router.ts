@@ -7,6 +7,7 @@ import { ContextLedger } from "./context-ledger"
 import { WAKE_GIVE_UP_MS } from "./delivery-policy"
 import type { Identity } from "./gates"
 import { MonitorOutputInjector } from "./injector"
+import type { MessageOrder } from "./person-last"
 import type { SessionApi } from "./session-api"
 import { routeBatch, type SessionSource, SessionSources } from "./session-source"
 
@@ -85,15 +86,19 @@ export class DeliveryRouter {
   /**
    * `chat.message`: a person's message resets the session's budget, holds deliveries back and gives
    * the agent and model for every wake. Injected (synthetic) prompts, ours included, do none of that.
+   * Returns the message's creation time: a person's is moved after a prompt of ours stored meanwhile.
    */
-  onChatMessage(sessionID: string, parts: readonly { type: string; synthetic?: boolean }[], identity: Identity): void {
+  async onChatMessage(
+    message: MessageOrder & { sessionID: string },
+    parts: readonly { type: string; synthetic?: boolean }[],
+    identity: Identity,
+  ): Promise<number> {
     const real = isRealUserTurn(parts)
-    if (real) {
-      this.budget.onUserTurn(sessionID)
-      this.injector.onPersonMessage(sessionID)
-    }
     // A message with no text part is the person's too.
-    if (real || !parts.some((p) => p.type === "text")) this.injector.identities.remember(sessionID, identity)
+    if (real || !parts.some((p) => p.type === "text")) this.injector.identities.remember(message.sessionID, identity)
+    if (!real) return message.created
+    this.budget.onUserTurn(message.sessionID)
+    return this.injector.onPersonMessage(message.sessionID, message)
   }
 
   /** The agent stopped the monitor: nothing more of it is delivered, and nobody is woken. */

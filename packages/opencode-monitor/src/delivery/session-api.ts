@@ -10,6 +10,7 @@ export type ModelRef = { providerID: string; modelID: string }
 
 /** The little of a session message that delivery decisions need. */
 export type SessionMessage = {
+  id: string
   role: "user" | "assistant"
   created: number
   /** Assistant only: undefined while the step runs. */
@@ -119,6 +120,7 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
   const texts = parts.filter((p): p is Extract<Part, { type: "text" }> => p.type === "text")
   if (info.role === "user") {
     return {
+      id: info.id,
       role: "user",
       created: info.time.created,
       synthetic: texts.length > 0 && texts.every((p) => p.synthetic === true),
@@ -128,6 +130,7 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     }
   }
   return {
+    id: info.id,
     role: "assistant",
     created: info.time.created,
     completed: info.time.completed,
