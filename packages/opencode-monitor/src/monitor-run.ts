@@ -32,10 +32,7 @@ export type MonitorInfo = {
   counters: RingCounters
 }
 
-/**
- * What one stop request did: "stopped" it (its ending is this stop), found it already "ending"
- * (it exited by itself, its deadline or an earlier stop came first), or found it "ended".
- */
+/** What a stop did: "stopped" (its ending is this stop), "ending" (an exit, deadline or stop came first), "ended". */
 export type StopOutcome = "stopped" | "ending" | "ended"
 
 /** What one stop request did, and the monitor as it ended. */
@@ -65,11 +62,7 @@ export type Filters = { match: LineFilter | undefined; wake: LineFilter | undefi
 const DRAIN_WAIT_MS = 500
 const DRAIN_AFTER_TERMINATE_MS = 1_000
 
-/**
- * The supervision of one process: read its pipes into the pipeline, stop it at its
- * deadline or on request, drain its output after the leader exits, and end it with one status.
- * Every timer is on the injected Scheduler.
- */
+/** One process: pipes into the pipeline, a stop at its deadline or on request, a drain after its exit, one status. */
 export class MonitorRun {
   readonly info: MonitorInfo
   readonly pipeline: MonitorPipeline
@@ -120,10 +113,7 @@ export class MonitorRun {
       .then(() => deps.ended(this))
   }
 
-  /**
-   * Asks for a stop and waits until the run has ended and is retained. A leader that already
-   * exited is not stopped: its exit stands.
-   */
+  /** Asks for a stop and waits until the run ended; a leader that already exited is not stopped: its exit stands. */
   async stop(by: StopReason): Promise<StopResult> {
     // Nothing more goes to the agent after its own stop; a person's stop is news to it.
     if (by !== "person") this.quiet = true
@@ -150,7 +140,6 @@ export class MonitorRun {
     this.process.signalGroupNow()
   }
 
-  /** Runs the process from spawn to its end. */
   private async supervise(): Promise<void> {
     const { process: child, pipeline, info, deps } = this
     const reading = Promise.all(
@@ -212,10 +201,7 @@ export class MonitorRun {
     }, info.timeoutMs)
   }
 
-  /**
-   * The terminal batch, unless the agent (or the session's end) asked for the stop and needs no
-   * news of it; a person's stop is news to the agent, so its terminal batch goes out (routed without a wake).
-   */
+  /** The terminal batch, unless the agent or the session's end asked for the stop (a person's stop is news). */
   private emitEnd(): void {
     const { ending } = this.info
     try {

@@ -1,10 +1,7 @@
 /**
- * The bash parser's own thread (bash-parser.ts starts it on first use). web-tree-sitter's runtime
- * allocates a fixed 32 MB wasm memory that lives as long as its module; on the plugin's heap the
- * collector counts it as live (twice: memory and buffer), so it let a flood's garbage grow to
- * ~110 MB more before collecting. Here it stays on this worker's heap.
- * Messages: `{ ready }` or `{ error }` once the grammar is loaded; then one ParseAnswer per
- * ParseRequest (bash-parser.ts).
+ * The bash parser's own thread, which keeps web-tree-sitter's fixed 32 MB wasm memory off the plugin's heap: counted
+ * live there (twice), it let a flood's garbage grow ~110 MB more. Messages: `{ ready }` or `{ error }` once loaded,
+ * then one ParseAnswer per ParseRequest.
  */
 import { existsSync } from "node:fs"
 import { createRequire } from "node:module"

@@ -40,9 +40,8 @@ const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
 const MAX_NESTING = 4
 
 /**
- * The questions for one command string: the bash tool's own first and unchanged, then each command hidden from it
- * (`hiddenCommand`: `sh -c`, `eval`, runners like `xargs` or `sudo`, `find -exec`, prefixes like `exec`) as a further
- * `bash` pattern, never an "always" entry, so a deny rule for it still applies.
+ * The bash tool's own questions unchanged, then each command hidden from it (`hiddenCommand`) as a further `bash`
+ * pattern, never an "always" entry, so a deny rule for it still applies.
  */
 export async function permissionQuestions(
   commands: readonly SimpleCommand[],

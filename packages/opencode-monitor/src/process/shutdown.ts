@@ -9,8 +9,7 @@ const registered = new Set<Terminable>()
 function onShutdownSignal(signal: NodeJS.Signals): void {
   for (const owner of registered) owner.terminateAllNow()
   if (process.listenerCount(signal) === 1) {
-    // We were the only listener, so our presence suppressed the default action: step aside and
-    // re-raise, and the server dies as it would have. The watchdogs send SIGKILL after the grace.
+    // Our listener suppressed the default action: step aside and re-raise (the watchdogs SIGKILL after the grace).
     for (const s of SHUTDOWN_SIGNALS) process.off(s, onShutdownSignal)
     process.kill(process.pid, signal)
   }
