@@ -38,7 +38,6 @@ export type StopOutcome = "stopped" | "ending" | "ended"
 /** What one stop request did, and the monitor as it ended. */
 export type StopResult = { info: MonitorInfo; outcome: StopOutcome }
 
-/** What every run of a manager shares. */
 export type RunDeps = {
   config: MonitorConfig
   scheduler: Scheduler
@@ -57,8 +56,7 @@ export type RunDeps = {
 /** The start's match_pattern and wake_pattern, compiled. */
 export type Filters = { match: LineFilter | undefined; wake: LineFilter | undefined }
 
-// How long the pipes may stay open after the leader exited (a grandchild holding them) before
-// the rest of the group is terminated, and how long after that before they are closed.
+// The wait for the pipes after the leader exited (a grandchild may hold them), then after the group is ended.
 const DRAIN_WAIT_MS = 500
 const DRAIN_AFTER_TERMINATE_MS = 1_000
 
@@ -159,12 +157,10 @@ export class MonitorRun {
       info.ending ??= { reason: "exit" }
       pipeline.processEnded()
       if (deadline) deps.scheduler.clearTimeout(deadline)
-      // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
-      // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
+      // Both pipes to EOF, so no tail line is lost; bounded, as a grandchild may hold them (the group is then ended).
       const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = this.stopSignal ? await this.stopSignal : null
-      // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
-      // token: searched once more, stopped, and named in the status before it says how it ended.
+      // A daemon that left the session at once (`setsid … &`) still carries the token: found, stopped, named.
       leftBehind = await child.leftBehind(!drained)
       if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup()
       if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {

@@ -24,8 +24,7 @@ const DIRECTORY_COMMANDS = new Set(["cd", "chdir", "popd", "pushd"])
 const PATH_COMMANDS = new Set([...DIRECTORY_COMMANDS, "rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "cat"])
 const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh"])
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
-// Programs that run the rest of their words as a command: options that take a value, and how
-// many plain words come before the command (`timeout 5 cmd`).
+// Programs that run the rest of their words: value-taking options, plain words before the command (`timeout 5 cmd`).
 const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
   xargs: { valueOptions: ["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"], before: 0 },
   sudo: { valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"], before: 0 },

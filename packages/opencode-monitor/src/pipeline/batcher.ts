@@ -53,10 +53,7 @@ export function addDrops(...counts: DropCounts[]): DropCounts {
 /** The envelope bytes of `lines`. */
 export const sizeOf = (lines: readonly MonitorLine[]): number => lines.reduce((sum, line) => sum + line.size, 0)
 
-/**
- * Flushes a batch at `maxLines` lines or `maxBytes` envelope bytes (each line's `size`), or `intervalMs`
- * after its first line. `batchSeq` is strictly monotonic across real and empty flushes.
- */
+/** Flushes at `maxLines`, `maxBytes` or `intervalMs` after a batch's first line; `batchSeq` rises with every flush. */
 export class MonitorBatcher {
   private lines: MonitorLine[] = []
   private bytes = 0
@@ -89,8 +86,7 @@ export class MonitorBatcher {
     if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) this.flushNow()
   }
 
-  // One timer stays armed across batches: a flood makes thousands of batches a second, and a
-  // timer set and cleared for each would cost more than the batching itself.
+  // One timer stays armed across batches: set and cleared per batch, it would cost more than a flood's batching.
   private armTimer(delayMs: number): void {
     if (this.timer !== undefined) return
     this.timer = this.deps.scheduler.setTimeout(() => {

@@ -10,10 +10,7 @@ export class PatternError extends Error {
   override name = "PatternError"
 }
 
-/**
- * Compiles `match_pattern` or `wake_pattern` with RE2: linear time, so no pattern can stall the event loop.
- * Undefined without a pattern: every line matches.
- */
+/** RE2 (linear time: no pattern can stall the event loop); undefined without a pattern (every line matches). */
 export async function compileLineFilter(
   pattern: string | undefined,
   maxLength: number,

@@ -1,8 +1,7 @@
 const NEWLINE = 10
 const CARRIAGE_RETURN = 13
 
-// Below this line length the next newline is looked for byte by byte: for a flood of tiny lines
-// (`yes`) a native indexOf call per line costs more than the few bytes it would scan.
+// Below this line length the next newline is sought byte by byte: for `yes`, an indexOf call per line costs more.
 const SHORT_LINE = 16
 
 /** A line is `block[start, end)`: no copy per line; the block belongs to the splitter's caller. */

@@ -12,10 +12,7 @@ const LINE_OVERHEAD_BYTES = 160
 
 export type RingCounters = MonitorRingBuffer["counters"]
 
-/**
- * Retains the last `capacity` lines, matched and unmatched, in a fixed array: O(1) per push, no
- * shifting. Lines pushed out are counted, never lost silently.
- */
+/** The last `capacity` lines in a fixed array: O(1) per push; lines pushed out are counted, never lost silently. */
 export class MonitorRingBuffer {
   private readonly lines: (MonitorLine | undefined)[]
   private head = 0

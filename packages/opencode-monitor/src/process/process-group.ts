@@ -51,7 +51,6 @@ export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProc
   return new MonitoredProcess(started, leader, { token, outputs, table, graceMs: options.killGraceMs })
 }
 
-/** The leader just started: its pid, its output pipes and its exit. */
 type StartedLeader = { pid: number; stdout: Readable; stderr: Readable; exited: Promise<ProcessExit> }
 
 /** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
@@ -87,7 +86,6 @@ async function startLeader(options: SpawnOptions, token: string): Promise<Starte
   return { pid, stdout, stderr, exited }
 }
 
-/** What a monitored process needs beyond its leader: its token, its ends of the output pipes, its table, its grace. */
 type GroupSetup = { token: string; outputs: string[]; table: ProcessTable; graceMs: number }
 
 /** A command leading its own process group, with its token, its escaped processes, watchdog and survivors. */
@@ -160,8 +158,7 @@ export class MonitoredProcess {
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
     const holders = pipesOpen && setup.outputs.length > 0 ? await setup.table.findHolders(setup.outputs) : []
     await tracker.track([...holders, ...(await this.tokenCarriers())])
-    // A process in the middle of an exec shows an empty environment for a moment (a daemon that
-    // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
+    // Mid-exec a process shows an empty environment (`setsid sh -c 'exec …'` execs twice): search again a bit later.
     await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
     await tracker.track(await this.tokenCarriers())
     await tracker.adopt()

@@ -23,10 +23,7 @@ export type TableView = { read(pids: readonly number[]): ProcessEntry[]; childre
 /** The carriers of an entry, and the processes whose environment could not be read whole (any may carry it). */
 export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
-/**
- * The one reader of the process table: `/proc` where readable, else `ps`. Every read that may run a program
- * is asynchronous: `ps` and `lsof` never block the event loop.
- */
+/** The one reader of the process table (/proc, else ps); a read that may run `ps` or `lsof` never blocks the loop. */
 export interface ProcessTable {
   readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */

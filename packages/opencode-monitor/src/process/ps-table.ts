@@ -121,10 +121,7 @@ function commandRows(text: string): Map<number, Row> {
   return rows
 }
 
-/**
- * Per entry: other processes whose environment holds it as one word, and those not listed whole. Only rows
- * that spell an entry (or were cut) are listed again.
- */
+/** Per entry: other processes holding it as a whole environment word, and those not listed whole. */
 async function searchEnvironments(entries: string[], environmentFlag: string): Promise<EnvironmentSearch[]> {
   const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
   rows.delete(process.pid)

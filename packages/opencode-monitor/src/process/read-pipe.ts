@@ -60,7 +60,6 @@ export class ReadShare {
     return 1_000 * this.share
   }
 
-  /** Whether processing may go on now. */
   hasRoom(): boolean {
     const now = this.deps.clock()
     this.tokens = Math.min(this.capacity, this.tokens + (now - this.refilledAt) * this.share)

@@ -32,10 +32,7 @@ export class DescendantTracker {
     this.walk(scanView(await this.table.scan()), startedAt)
   }
 
-  /**
-   * Keeps running tracked processes and adds their live children; drops reused pids, and gone ones unless
-   * added since the scan `view` shows began (`startedAt`).
-   */
+  /** Keeps running tracked processes, adds live children; drops reused pids, and gone ones added before `startedAt`. */
   private walk(view: TableView, startedAt = Number.POSITIVE_INFINITY): void {
     let round = [...this.tracked.keys()]
     while (round.length > 0) {

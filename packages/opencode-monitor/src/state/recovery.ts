@@ -230,10 +230,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
 
 type Lost = Extract<MonitorStatus, { kind: "lost" }>
 
-/**
- * A leader the watchdog missed is signalled only when it proves it is the monitor's (recovery-proof.ts); its
- * group cannot change hands while it has members.
- */
+/** A surviving leader's group is signalled only if it proves it is the monitor's (a live group cannot change hands). */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
   const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))
   if (proof.kind === "gone") return { kind: "lost", survivorPid: undefined }
