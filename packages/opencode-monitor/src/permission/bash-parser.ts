@@ -30,8 +30,7 @@ const SPLIT_IT = "split it into smaller commands, or put the script in a file an
 /** One command asked of the worker, with the limits it is judged by. */
 type Parse = { command: string; limits: ParseLimits } & ReturnType<typeof Promise.withResolvers<SimpleCommand[]>>
 
-// Every parse is posted at once, answered in order: sessions starting together wait one round trip, not one
-// per parse before theirs (seconds each on a loaded server).
+// All parses are posted at once, answered in order: sessions starting together wait one round trip, not one each.
 let posted: Parse[] = []
 let deadline: ReturnType<typeof setTimeout> | undefined
 // The worker `posted` waits on. An ended one's late message is ignored: its parses were failed or asked again.
@@ -64,8 +63,7 @@ function answered(worker: Worker, data: ParseAnswer): void {
   const parse = posted.shift()
   timeOldest(worker)
   if (!parse) return
-  // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
-  // straight from a worker's message (oven-sh/bun#37189).
+  // Settled a turn later: bun test's `expect(…).rejects` misses one settled in a worker message (oven-sh/bun#37189).
   setTimeout(() => {
     if ("commands" in data) parse.resolve(data.commands)
     else if ("tooLarge" in data)

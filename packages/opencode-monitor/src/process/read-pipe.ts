@@ -6,8 +6,7 @@ import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 // pipe blocks the writer in the kernel: memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
 const PIECE_BYTES = 32 * 1024
-// Lines per piece at most, counted in a sample of its start: work is per line, and 32 KB of `yes` (16 384
-// lines) takes tens of milliseconds before the JIT compiled the pipeline.
+// Lines per piece at most (sampled at its start): 32 KB of `yes` is 16 384 lines, tens of ms before the JIT warms.
 const PIECE_LINES = 4_096
 const SAMPLE_BYTES = 256
 const NEWLINE = 10

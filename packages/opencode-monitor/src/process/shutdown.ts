@@ -15,10 +15,7 @@ function onShutdownSignal(signal: NodeJS.Signals): void {
   }
 }
 
-/**
- * opencode runs no plugin `dispose` on SIGTERM/SIGINT/SIGHUP, so the plugin stops its process
- * groups itself, without changing how the server reacts to the signal. Returns the uninstaller.
- */
+/** opencode runs no `dispose` on SIGTERM/SIGINT/SIGHUP: the groups are stopped here, the signal acting as before. */
 export function stopGroupsOnShutdownSignal(owner: Terminable): () => void {
   if (registered.size === 0) for (const signal of SHUTDOWN_SIGNALS) process.on(signal, onShutdownSignal)
   registered.add(owner)
