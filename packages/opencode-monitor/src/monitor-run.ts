@@ -32,16 +32,12 @@ export type MonitorInfo = {
   counters: RingCounters
 }
 
-/**
- * What one stop request did: "stopped" it (its ending is this stop), found it already "ending"
- * (it exited by itself, its deadline or an earlier stop came first), or found it "ended".
- */
+/** What a stop did: "stopped" (its ending is this stop), "ending" (an exit, deadline or stop came first), "ended". */
 export type StopOutcome = "stopped" | "ending" | "ended"
 
 /** What one stop request did, and the monitor as it ended. */
 export type StopResult = { info: MonitorInfo; outcome: StopOutcome }
 
-/** What every run of a manager shares. */
 export type RunDeps = {
   config: MonitorConfig
   scheduler: Scheduler
@@ -60,16 +56,11 @@ export type RunDeps = {
 /** The start's match_pattern and wake_pattern, compiled. */
 export type Filters = { match: LineFilter | undefined; wake: LineFilter | undefined }
 
-// How long the pipes may stay open after the leader exited (a grandchild holding them) before
-// the rest of the group is terminated, and how long after that before they are closed.
+// The wait for the pipes after the leader exited (a grandchild may hold them), then after the group is ended.
 const DRAIN_WAIT_MS = 500
 const DRAIN_AFTER_TERMINATE_MS = 1_000
 
-/**
- * The supervision of one process: read its pipes into the pipeline, stop it at its
- * deadline or on request, drain its output after the leader exits, and end it with one status.
- * Every timer is on the injected Scheduler.
- */
+/** One process: pipes into the pipeline, a stop at its deadline or on request, a drain after its exit, one status. */
 export class MonitorRun {
   readonly info: MonitorInfo
   readonly pipeline: MonitorPipeline
@@ -120,10 +111,7 @@ export class MonitorRun {
       .then(() => deps.ended(this))
   }
 
-  /**
-   * Asks for a stop and waits until the run has ended and is retained. A leader that already
-   * exited is not stopped: its exit stands.
-   */
+  /** Asks for a stop and waits until the run ended; a leader that already exited is not stopped: its exit stands. */
   async stop(by: StopReason): Promise<StopResult> {
     // Nothing more goes to the agent after its own stop; a person's stop is news to it.
     if (by !== "person") this.quiet = true
@@ -150,7 +138,6 @@ export class MonitorRun {
     this.process.signalGroupNow()
   }
 
-  /** Runs the process from spawn to its end. */
   private async supervise(): Promise<void> {
     const { process: child, pipeline, info, deps } = this
     const reading = Promise.all(
@@ -170,12 +157,10 @@ export class MonitorRun {
       info.ending ??= { reason: "exit" }
       pipeline.processEnded()
       if (deadline) deps.scheduler.clearTimeout(deadline)
-      // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
-      // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
+      // Both pipes to EOF, so no tail line is lost; bounded, as a grandchild may hold them (the group is then ended).
       const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = this.stopSignal ? await this.stopSignal : null
-      // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
-      // token: searched once more, stopped, and named in the status before it says how it ended.
+      // A daemon that left the session at once (`setsid … &`) still carries the token: found, stopped, named.
       leftBehind = await child.leftBehind(!drained)
       if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup()
       if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
@@ -212,10 +197,7 @@ export class MonitorRun {
     }, info.timeoutMs)
   }
 
-  /**
-   * The terminal batch, unless the agent (or the session's end) asked for the stop and needs no
-   * news of it; a person's stop is news to the agent, so its terminal batch goes out (routed without a wake).
-   */
+  /** The terminal batch, unless the agent or the session's end asked for the stop (a person's stop is news). */
   private emitEnd(): void {
     const { ending } = this.info
     try {

@@ -10,9 +10,8 @@ import { permissionQuestions } from "./questions"
 export type AuthorizeRequest = { command: string; commands: readonly SimpleCommand[]; label: string }
 
 /**
- * The user's permission rules decide, as they decide opencode's bash tool for the same string:
- * `external_directory` for path arguments outside the project, then `bash` with one pattern per
- * simple command. Without `ask`, only allowed_commands may run, judged per simple command.
+ * The user's rules decide as for opencode's bash tool: `external_directory` for paths outside the project, then
+ * `bash`, one pattern per simple command. Without `ask`, only allowed_commands run, judged per simple command.
  */
 export async function authorizeCommand(
   request: AuthorizeRequest,

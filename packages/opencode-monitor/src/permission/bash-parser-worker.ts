@@ -1,10 +1,7 @@
 /**
- * The bash parser's own thread (bash-parser.ts starts it on first use). web-tree-sitter's runtime
- * allocates a fixed 32 MB wasm memory that lives as long as its module; on the plugin's heap the
- * collector counts it as live (twice: memory and buffer), so it let a flood's garbage grow to
- * ~110 MB more before collecting. Here it stays on this worker's heap.
- * Messages: `{ ready }` or `{ error }` once the grammar is loaded; then one ParseAnswer per
- * ParseRequest (bash-parser.ts).
+ * The bash parser's own thread, which keeps web-tree-sitter's fixed 32 MB wasm memory off the plugin's heap: counted
+ * live there (twice), it let a flood's garbage grow ~110 MB more. Messages: `{ ready }` or `{ error }` once loaded,
+ * then one ParseAnswer per ParseRequest.
  */
 import { existsSync } from "node:fs"
 import { createRequire } from "node:module"
@@ -16,8 +13,7 @@ import type { ParseAnswer, ParseRequest, SimpleCommand } from "./bash-parser"
 declare const self: Worker
 
 const require = createRequire(import.meta.url)
-// The packed package carries the grammar in <package>/grammar/, and this code runs from dist/ or
-// dist/chunks/ there; a checkout (src/permission/) resolves it from node_modules instead.
+// Packed, the grammar is in <package>/grammar/ (this code in dist/ or dist/chunks/); a checkout uses node_modules.
 const PACKED_GRAMMAR = ["../grammar/", "../../grammar/"].map((dir) =>
   fileURLToPath(new URL(`${dir}tree-sitter-bash.wasm`, import.meta.url)),
 )
@@ -25,15 +21,11 @@ const PACKED_GRAMMAR = ["../grammar/", "../../grammar/"].map((dir) =>
 const WORD_TYPES = new Set(["command_name", "word", "string", "raw_string", "concatenation"])
 const REDIRECT_TYPES = new Set(["file_redirect", "heredoc_redirect", "herestring_redirect"])
 
-/** Where the tree-sitter-bash grammar is loaded from. */
 function grammarPath(): string {
   return PACKED_GRAMMAR.find((path) => existsSync(path)) ?? require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
 }
 
-/**
- * web-tree-sitter's own wasm: from node_modules in a checkout. In the built package web-tree-sitter
- * is bundled and finds the file the build copied beside its chunk by itself.
- */
+/** web-tree-sitter's wasm from node_modules; bundled (packed), it finds the copy beside its chunk itself. */
 function parserRuntime(): { locateFile: () => string } | undefined {
   try {
     const runtime = require.resolve("web-tree-sitter/tree-sitter.wasm")

@@ -17,29 +17,23 @@ export type ParseRequest = { command: string; maxChars: number }
 export type ParseAnswer = { commands: SimpleCommand[] } | { tooLarge: true } | { error: string }
 
 /**
- * How much one parse may cost. A command is at most `commandBytes` (Linux takes no longer `sh -c`
- * argument); its simple commands' texts together at most `answerChars` (nesting repeats a
- * command's text once per level: `$(…)` 8 000 deep comes to ~100 MB); the parse takes at most
- * `timeMs` in the worker, which is ended past that.
+ * One parse's cost: `commandBytes` (Linux's longest `sh -c` argument); `answerChars` for the simple commands'
+ * texts (nesting repeats text per level: `$(…)` 8 000 deep is ~100 MB); `timeMs`, then the worker is ended.
  */
 export type ParseLimits = { commandBytes: number; answerChars: number; timeMs: number }
 export const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars: 1024 * 1024, timeMs: 5_000 }
 
-// The parser runs in a worker of its own (bash-parser-worker.ts says why): the source file in a
-// checkout; in the packed package the build's entry beside dist/index.js (this code may land in a chunk).
+// The worker (bash-parser-worker.ts says why): the source in a checkout; packed, beside dist/index.js (or a chunk's).
 const WORKER_FILES = ["./bash-parser-worker.ts", "./bash-parser-worker.js", "../bash-parser-worker.js"]
 const SPLIT_IT = "split it into smaller commands, or put the script in a file and run that file"
 
 /** One command asked of the worker, with the limits it is judged by. */
 type Parse = { command: string; limits: ParseLimits } & ReturnType<typeof Promise.withResolvers<SimpleCommand[]>>
 
-// Every parse is posted at once and the worker answers in that order: many sessions starting
-// monitors together wait one round trip, where one at a time cost each a round trip of every
-// parse before it (on a loaded server, seconds each).
+// All parses are posted at once, answered in order: sessions starting together wait one round trip, not one each.
 let posted: Parse[] = []
 let deadline: ReturnType<typeof setTimeout> | undefined
-// The worker `posted` waits on (the one loaded last). A message or error still coming from one that
-// was ended is ignored: its parses were failed or asked again, and the next answer is not theirs.
+// The worker `posted` waits on. An ended one's late message is ignored: its parses were failed or asked again.
 let working: Worker | undefined
 
 function ask(parse: Parse): void {
@@ -69,8 +63,7 @@ function answered(worker: Worker, data: ParseAnswer): void {
   const parse = posted.shift()
   timeOldest(worker)
   if (!parse) return
-  // One more turn before settling: bun test's `expect(…).rejects` misses a promise settled
-  // straight from a worker's message (oven-sh/bun#37189).
+  // Settled a turn later: bun test's `expect(…).rejects` misses one settled in a worker message (oven-sh/bun#37189).
   setTimeout(() => {
     if ("commands" in data) parse.resolve(data.commands)
     else if ("tooLarge" in data)
@@ -137,10 +130,8 @@ export function loadBashParser(): Promise<Worker> {
 }
 
 /**
- * Every simple command in a command string, nested ones included (pipelines, lists, subshells,
- * `$(…)`, backticks, process substitution, here-doc bodies), in document order — the same set
- * opencode's bash tool asks the `bash` permission for. A command beyond `limits` is refused
- * (MonitorError) rather than judged in part.
+ * Every simple command, nested ones included (`$(…)`, backticks, subshells, here-docs…), in order: the set
+ * opencode's bash tool asks `bash` permission for. Beyond `limits` it is refused, never judged in part.
  */
 export function parseSimpleCommands(command: string, limits: ParseLimits = PARSE_LIMITS): Promise<SimpleCommand[]> {
   const bytes = Buffer.byteLength(command)

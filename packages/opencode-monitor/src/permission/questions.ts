@@ -24,8 +24,7 @@ const DIRECTORY_COMMANDS = new Set(["cd", "chdir", "popd", "pushd"])
 const PATH_COMMANDS = new Set([...DIRECTORY_COMMANDS, "rm", "cp", "mv", "mkdir", "touch", "chmod", "chown", "cat"])
 const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh"])
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
-// Programs that run the rest of their words as a command: options that take a value, and how
-// many plain words come before the command (`timeout 5 cmd`).
+// Programs that run the rest of their words: value-taking options, plain words before the command (`timeout 5 cmd`).
 const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
   xargs: { valueOptions: ["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"], before: 0 },
   sudo: { valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"], before: 0 },
@@ -40,9 +39,8 @@ const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
 const MAX_NESTING = 4
 
 /**
- * The questions for one command string: the bash tool's own first and unchanged, then each command hidden from it
- * (`hiddenCommand`: `sh -c`, `eval`, runners like `xargs` or `sudo`, `find -exec`, prefixes like `exec`) as a further
- * `bash` pattern, never an "always" entry, so a deny rule for it still applies.
+ * The bash tool's own questions unchanged, then each command hidden from it (`hiddenCommand`) as a further `bash`
+ * pattern, never an "always" entry, so a deny rule for it still applies.
  */
 export async function permissionQuestions(
   commands: readonly SimpleCommand[],

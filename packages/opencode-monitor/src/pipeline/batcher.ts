@@ -21,10 +21,7 @@ export type OutputBatch = {
   silence?: SilenceNote
 }
 
-/**
- * Why a silence wake was made: no output for `silentMs`, the last line was `lastSeq`, and the last
- * retained lines to show with it (already seen lines, so never counted as new output).
- */
+/** No output for `silentMs` after line `lastSeq`; `lines`: the last retained ones, already seen (not new output). */
 export type SilenceNote = { silentMs: number; lastSeq: number; lines: MonitorLine[] }
 
 /** Lines held back by the observation budget since the previous envelope (`since_sequence` reads them). */
@@ -56,11 +53,7 @@ export function addDrops(...counts: DropCounts[]): DropCounts {
 /** The envelope bytes of `lines`. */
 export const sizeOf = (lines: readonly MonitorLine[]): number => lines.reduce((sum, line) => sum + line.size, 0)
 
-/**
- * Groups lines into batches: flushes when a batch reaches `maxLines` lines or `maxBytes` envelope
- * bytes (each line's `size`), or `intervalMs` after its first line. `batchSeq` is strictly
- * monotonic across real and empty flushes.
- */
+/** Flushes at `maxLines`, `maxBytes` or `intervalMs` after a batch's first line; `batchSeq` rises with every flush. */
 export class MonitorBatcher {
   private lines: MonitorLine[] = []
   private bytes = 0
@@ -93,8 +86,7 @@ export class MonitorBatcher {
     if (this.lines.length >= this.limits.maxLines || this.bytes >= this.limits.maxBytes) this.flushNow()
   }
 
-  // One timer stays armed across batches: a flood makes thousands of batches a second, and a
-  // timer set and cleared for each would cost more than the batching itself.
+  // One timer stays armed across batches: set and cleared per batch, it would cost more than a flood's batching.
   private armTimer(delayMs: number): void {
     if (this.timer !== undefined) return
     this.timer = this.deps.scheduler.setTimeout(() => {
@@ -106,10 +98,7 @@ export class MonitorBatcher {
     }, delayMs)
   }
 
-  /**
-   * Emits the buffered lines as a batch. An empty buffer emits nothing unless `allowEmpty`;
-   * passing `status` makes this the terminal batch (`stillRunning: false`) and closes the batcher.
-   */
+  /** Nothing when empty unless `allowEmpty`; `status` makes this the terminal batch and closes the batcher. */
   flushNow(options: { allowEmpty?: boolean; status?: MonitorStatus } = {}): void {
     if (this.closed) return
     if (this.lines.length === 0 && options.allowEmpty !== true) return

@@ -1,18 +1,16 @@
 const NEWLINE = 10
 const CARRIAGE_RETURN = 13
 
-// Below this line length the next newline is looked for byte by byte: for a flood of tiny lines
-// (`yes`) a native indexOf call per line costs more than the few bytes it would scan.
+// Below this line length the next newline is sought byte by byte: for `yes`, an indexOf call per line costs more.
 const SHORT_LINE = 16
 
 /** A line is `block[start, end)`: no copy per line; the block belongs to the splitter's caller. */
 export type EmitLine = (block: Uint8Array, start: number, end: number, truncated: boolean) => void
 
 /**
- * Splits a byte stream into lines of at most `maxBytes` bytes, on bytes, so a UTF-8 character split
- * across chunks is whole before anyone decodes it. An over-long line is cut at a character boundary,
- * marked truncated, and its rest up to the newline dropped and counted. A line within one chunk is a
- * range of it; a line assembled from several chunks gets a block of its own.
+ * Splits bytes into lines of at most `maxBytes`, so a UTF-8 character split across chunks is whole before
+ * anyone decodes it. An over-long line is cut at a character boundary, marked truncated, its rest dropped
+ * and counted. A line within one chunk is a range of it; one assembled from several gets its own block.
  */
 export class LineSplitter {
   private parts: Uint8Array[] = []
@@ -79,10 +77,7 @@ export class LineSplitter {
     if (this.partialLength > this.maxBytes) this.shrinkPartial()
   }
 
-  /**
-   * An over-long line whole in `chunk` (`[start, newline)`): what shrinkPartial keeps of it, as a
-   * range of the chunk (no copy), the rest counted as dropped.
-   */
+  /** An over-long line whole in `chunk`: what shrinkPartial would keep, as a range of the chunk (no copy). */
   private cutInChunk(chunk: Uint8Array, start: number, newline: number): void {
     const lastCr = chunk.lastIndexOf(CARRIAGE_RETURN, newline - 2)
     const from = lastCr >= start ? lastCr + 1 : start
@@ -133,18 +128,12 @@ export class LineSplitter {
   }
 }
 
-/**
- * The bytes of `chunk` as a plain Uint8Array, for searches: the runtime's own indexOf of a typed
- * array costs less per call than a Buffer's (a call per line of a flood).
- */
+/** `chunk` as a plain Uint8Array: its indexOf costs less per call than a Buffer's (a call per line of a flood). */
 function searchView(chunk: Uint8Array): Uint8Array {
   return Buffer.isBuffer(chunk) ? new Uint8Array(chunk.buffer, chunk.byteOffset, chunk.length) : chunk
 }
 
-/**
- * `bytes[start, end)` in a buffer of its own: a pipe's read is a Buffer, whose slice() is a view
- * that would keep the whole read alive.
- */
+/** `bytes[start, end)` in a buffer of its own: a view of a pipe's read would keep the whole read alive. */
 const copyOf = (bytes: Uint8Array, start = 0, end = bytes.length): Uint8Array =>
   new Uint8Array(bytes.subarray(start, end))
 

@@ -1,10 +1,9 @@
 export type MonitorStream = "stdout" | "stderr"
 
 /**
- * One captured line: a plain record that every stage reads and may copy. Its bytes are
- * `block[start, end)`, a range of the read it came in (no copy per line); the ring may move them to a
- * compact copy of the same bytes (`block`, `start` and `end` change, the bytes do not), so that a
- * retained line never holds a large read buffer. Its text is decoded only when it is formatted.
+ * One captured line, a plain record. Its bytes are `block[start, end)`, a range of the read it came in;
+ * the ring may move them to a compact copy so a retained line never holds a large read buffer. Its text
+ * is decoded only when it is formatted.
  */
 export type MonitorLine = {
   readonly seq: number
@@ -54,10 +53,8 @@ export function lineText(line: MonitorLine): string {
   return sanitizeLineText(raw)
 }
 
-// The runtime's own ANSI stripper where it is complete: Bun.stripANSI (also in opencode's embedded
-// Bun) removes CSI, OSC, the DCS/SOS/PM/APC string payloads (sixel, kitty images) and their 8-bit
-// (C1) forms. node's stripVTControlCharacters keeps DCS, PM and APC payloads and 8-bit OSC/DCS
-// text, so the fallback removes those string sequences first.
+// Bun.stripANSI removes CSI, OSC and DCS/SOS/PM/APC payloads (sixel, kitty images), 7- and 8-bit. node's
+// stripVTControlCharacters keeps DCS/PM/APC payloads and 8-bit OSC/DCS text: the fallback removes those first.
 const runtimeStripAnsi = (globalThis as { Bun?: { stripANSI?: (text: string) => string } }).Bun?.stripANSI
 // DCS, SOS, PM, APC (7-bit ESC P/X/^/_ or 8-bit C1), up to ST (ESC \ or U+009C), BEL, or the end.
 const STRING_SEQUENCE = /(?:\x1b[PX^_\]]|[\x90\x98\x9d\x9e\x9f])[^\x07\x1b\x9c]*(?:\x07|\x1b\\|\x9c)?/g
@@ -70,9 +67,8 @@ const stripAnsi: (text: string) => string = runtimeStripAnsi ?? fallbackStripAns
 
 // Line breaks a reader would see besides \n: each becomes a real break that the envelope prefixes.
 const VISUAL_BREAK = /[\v\f\u0085\u2028\u2029]/g
-// Remaining C0/C1 controls and DEL (tab and newline are kept); bidi controls that reorder text;
-// zero-width characters, word joiners and invisible operators, BOM, the interlinear annotation
-// characters; Unicode tag characters (U+E0000 block, "ASCII smuggling").
+// C0/C1 controls and DEL (not tab, newline); bidi controls; zero-width characters, word joiners, invisible
+// operators, BOM, interlinear annotations; tag characters (U+E0000 block, "ASCII smuggling").
 const CONTROL =
   /[\x00-\x08\x0e-\x1f\x7f-\x9f\u061c\u180e\u200b-\u200f\u202a-\u202e\u2060-\u2069\ufeff\ufff9-\ufffb]|\udb40[\udc00-\udc7f]/g
 

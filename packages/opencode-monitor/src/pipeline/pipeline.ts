@@ -44,10 +44,7 @@ export type MonitorPipeline = {
 /** How many of the last retained lines a silence wake shows. */
 const SILENCE_LINES = 10
 
-/**
- * bytes → lines (split once, numbered once) → match_pattern / wake_pattern → MonitorRingBuffer and
- * MonitorBatcher → OutputBatch. Every line is one plain record from here to the envelope.
- */
+/** bytes → lines (split and numbered once) → match_pattern / wake_pattern → ring and batcher → OutputBatch. */
 export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline {
   const { config, scheduler } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
@@ -106,7 +103,6 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
 
 /** Releases the last read's retained lines once another read comes (`next`), or at the end (none). */
 function readRelease(ring: MonitorRingBuffer): (next?: ArrayBufferLike) => void {
-  // The buffer of the last read split, and its first line.
   let lastRead: ArrayBufferLike | undefined
   let lastReadSeq = 0
   return (next) => {
@@ -149,18 +145,14 @@ function lineIntake(
   }
 }
 
-// In a read taken one character a byte: a byte other than printable ASCII and tab (the newline no
-// line holds); and what decoding or sanitizing may change or act on: a control byte or DEL, or the
-// lead byte of a UTF-8 character sanitizing removes or breaks a line on (U+0080–U+009F, U+061C,
-// U+180E, U+2000–U+206F, U+FEFF, U+FFF9–U+FFFB, tags). The first is searched for once a read
-// (a class of contiguous bytes is searched fast), the second only in lines that have the first.
+// In a read taken one character a byte: anything but printable ASCII and tab, searched once a read (a
+// byte class is searched fast); then, only in lines with such a byte, what decoding or sanitizing may change:
+// a control byte, DEL, or the lead byte of a character sanitizing removes or breaks on (U+0080–U+009F,
+// U+061C, U+180E, U+2000–U+206F, U+FEFF, U+FFF9–U+FFFB, tags).
 const NOT_PRINTABLE = /[\x00-\x08\x0b-\x1f\x7f-\xff]/g
 const TOUCHED = /[\x00-\x08\x0b-\x1f\x7f\xc2\xd8\xe1\xe2\xef\xf3]/
 
-/**
- * What is known of the read being split, looked up once per read: when it came, and whether the
- * lines whole in it (between its first and last newline) are all plain (see `isPlainSpan`).
- */
+/** The read being split, looked at once: when it came, and whether its whole lines are all plain (`isPlainSpan`). */
 class ReadFacts {
   private block: Uint8Array | undefined
   /** The read as a Buffer, for native searches, and how many reads came before it. */
@@ -187,9 +179,8 @@ class ReadFacts {
   }
 
   /**
-   * Whether `line` is a range of this read with no TOUCHED byte: its text is then its bytes as they
-   * are (sanitizing leaves it, and an ASCII byte always decodes to itself), so a word is in its text
-   * exactly when the word's bytes are in its range. Lines are asked about in order.
+   * Whether `line` is a range of this read with no TOUCHED byte: its text is then its bytes, so a word
+   * is in its text exactly when the word's bytes are in its range. Lines are asked about in order.
    */
   asIs(line: MonitorLine): boolean {
     if (line.block !== this.block) return false
@@ -239,9 +230,8 @@ class Needles {
 }
 
 /**
- * Sets a line's `matched` and `wake` from the patterns, on its text (decoded only when a pattern is
- * set), or on its bytes when every pattern is plain words and the bytes are the text (`asIs`);
- * returns the text when it was decoded, for the line's size. Undefined without patterns: every line matched.
+ * Sets a line's `matched` and `wake`: on its bytes when every pattern is plain words and the bytes are
+ * its text (`asIs`), else on its decoded text, which it returns for the size. Undefined without patterns.
  */
 function patternJudge(
   options: PipelineOptions,
@@ -264,22 +254,18 @@ function patternJudge(
 }
 
 /**
- * A line whose text outgrows one envelope (invalid UTF-8 decodes to 3 bytes a byte, visual breaks
- * add rows) is batched cut to fit, marked truncated; the cut bytes are counted. The ring keeps it whole.
+ * A line whose text outgrows one envelope (invalid UTF-8 triples, visual breaks add rows) is batched cut
+ * to fit, marked truncated; the cut bytes show in `dropped:`, but the ring keeps the line whole.
  */
 function fitToEnvelope(line: MonitorLine, maxBytes: number, ring: MonitorRingBuffer): MonitorLine {
   const end = fittedEnd(line, maxBytes)
-  // Reported in `dropped:`, but not a retention drop: the ring keeps the line whole.
   ring.unreported.bytes += line.end - end
   const cut = { ...line, end, truncated: true }
   cut.size = renderedSize(cut)
   return cut
 }
 
-/**
- * A silence wake shows the last retained lines that were delivered (never one `match_pattern`
- * filtered out), within one batch's bounds.
- */
+/** A silence wake shows the last retained lines that were delivered (never a filtered one), within one batch. */
 function silenceWatch(options: PipelineOptions, ring: MonitorRingBuffer, batcher: MonitorBatcher): SilenceWatch {
   return new SilenceWatch(options.silenceMs as number, options.scheduler, (silentMs) => {
     const lines = ring.latest(SILENCE_LINES, (line) => line.matched || line.wake)

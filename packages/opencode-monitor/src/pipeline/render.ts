@@ -9,9 +9,9 @@ export const MAX_ROWS_PER_LINE = 16
 type RenderedLine = { rows: string[]; cutBytes: number }
 
 /**
- * The envelope rows of one output line: every visual break becomes its own prefixed row, so no
- * content stands alone as an envelope line; empty rows collapse, and rows past MAX_ROWS_PER_LINE are
- * cut (`cutBytes`), so one line cannot amplify into thousands. `maxBytes` (a summary's line) cuts the text first.
+ * The envelope rows of one line: each visual break starts a prefixed row (no content stands alone as an
+ * envelope line); empty rows collapse; rows past MAX_ROWS_PER_LINE are cut (`cutBytes`), so one line cannot
+ * become thousands. `maxBytes` cuts the text first.
  */
 export function renderLine(line: MonitorLine, maxBytes?: number, text = lineText(line)): RenderedLine {
   const prefix = `[${line.stream} seq=${line.seq}] `
@@ -45,9 +45,8 @@ export function renderedSize(line: MonitorLine, text?: string): number {
 }
 
 /**
- * The envelope bytes of a line of `byteLength` raw bytes when it renders as one row of its own
- * bytes: exact for printable ASCII, an upper bound for any valid UTF-8 without a visual break
- * (sanitizing only removes characters, and the marker words are replaced by no longer ones).
+ * The envelope bytes of a one-row line of `byteLength` raw bytes: exact for printable ASCII, an upper bound for
+ * valid UTF-8 without a visual break (sanitizing only removes, marker words get no longer replacements).
  */
 export function plainRowBytes(byteLength: number, stream: MonitorStream, seq: number, truncated: boolean): number {
   return byteLength + stream.length + decimalDigits(seq) + 9 + (truncated ? 12 : 0)
@@ -56,9 +55,8 @@ export function plainRowBytes(byteLength: number, stream: MonitorStream, seq: nu
 const BREAKS = [[0x0b], [0x0c], [0xc2, 0x85], [0xe2, 0x80, 0xa8], [0xe2, 0x80, 0xa9]].map((b) => Buffer.from(b))
 
 /**
- * Whether every line within `bytes[start, end)` is sized by `plainRowBytes`: valid UTF-8 (an invalid
- * byte decodes to a 3-byte U+FFFD) with no byte sequence that renders as a visual break. Native
- * searches over the whole range, once per read.
+ * Whether every line in `bytes[start, end)` is sized by `plainRowBytes`: valid UTF-8 (an invalid byte becomes a
+ * 3-byte U+FFFD) without a visual break. Native searches over the range, once per read.
  */
 export function isPlainSpan(bytes: Uint8Array, start: number, end: number): boolean {
   if (end <= start) return true
@@ -66,11 +64,7 @@ export function isPlainSpan(bytes: Uint8Array, start: number, end: number): bool
   return isUtf8(span) && BREAKS.every((needle) => span.indexOf(needle) === -1)
 }
 
-/**
- * Where to end `line`'s bytes so that, marked truncated, it renders within `maxBytes`: a line whose
- * text grows when decoded (invalid UTF-8, visual breaks) could otherwise outgrow a whole envelope.
- * Cut at a character boundary.
- */
+/** Where to cut `line` (at a character boundary) so that, marked truncated, it renders within `maxBytes`. */
 export function fittedEnd(line: MonitorLine, maxBytes: number): number {
   let end = line.end
   for (;;) {

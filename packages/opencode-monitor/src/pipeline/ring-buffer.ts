@@ -12,18 +12,12 @@ const LINE_OVERHEAD_BYTES = 160
 
 export type RingCounters = MonitorRingBuffer["counters"]
 
-/**
- * Retains the last `capacity` lines, matched and unmatched, in a fixed array: O(1) per push, no
- * shifting. Lines pushed out are counted, never lost silently.
- */
+/** The last `capacity` lines in a fixed array: O(1) per push; lines pushed out are counted, never lost silently. */
 export class MonitorRingBuffer {
   private readonly lines: (MonitorLine | undefined)[]
   private head = 0
   private size = 0
-  /**
-   * Drops not yet reported in a batch's `dropped:`: lines that left the ring matched by nothing (no
-   * batch carried them), and bytes cut off lines.
-   */
+  /** Drops a batch's `dropped:` has not reported yet: lines that left matched by nothing, bytes cut off lines. */
   readonly unreported = { lines: 0, bytes: 0 }
   readonly counters = {
     total: 0,
@@ -82,10 +76,9 @@ export class MonitorRingBuffer {
   }
 
   /**
-   * The lines since `sinceSeq` whose bytes lie in `read` (the buffer of a read split before, or of
-   * its pieces) move to one copy of just their bytes when they hold less than half of it: a pipe's
-   * reads are views of 64 KB buffers, and a retained line must not keep such a buffer alive. Asked
-   * once the next read comes, so the pieces of one read are judged together.
+   * The lines since `sinceSeq` in `read`'s buffer move to one copy of their bytes when they hold less than half
+   * of it: a retained line must not keep a pipe's 64 KB buffer alive. Asked once the next read comes, so the
+   * pieces of one read are judged together.
    */
   release(read: ArrayBufferLike, sinceSeq: number): void {
     const inRead: MonitorLine[] = []

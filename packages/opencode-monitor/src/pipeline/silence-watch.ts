@@ -2,10 +2,9 @@ import { SILENCE_MS_MAX } from "../config"
 import type { Scheduler, TimerHandle } from "../scheduler"
 
 /**
- * Notices a running monitor that printed nothing, on either stream, for `wake_on_silence_ms`. Output
- * only stamps the time; one timer, armed for the earliest moment the silence could be reached,
- * re-arms for the rest when output came since: no timer work per line. `onSilence` runs once per
- * silence; nothing is armed until the process prints again, and the next silence must be twice as long.
+ * Notices `wake_on_silence_ms` of no output on either stream. Output only stamps the time (no timer work per
+ * line); the timer re-arms for the rest when output came. `onSilence` runs once per silence; the next must
+ * follow new output and be twice as long.
  */
 export class SilenceWatch {
   private lastOutputAt: number

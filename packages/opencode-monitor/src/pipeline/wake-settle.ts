@@ -4,9 +4,8 @@ import type { Scheduler, TimerHandle } from "../scheduler"
 export const WAKE_SETTLE_CEILING_MS = 1_000
 
 /**
- * The settle window of a match wake: the batch carrying the match is flushed once the output pauses
- * for `settleMs`, or WAKE_SETTLE_CEILING_MS after the match, so the wake carries what follows it (a
- * stack trace, expected and received values). Lines only stamp a time: no timer work per line.
+ * A match wake's batch is flushed once output pauses for `settleMs`, or WAKE_SETTLE_CEILING_MS after the match,
+ * so it carries what follows (a stack trace, expected and received). Lines only stamp a time.
  */
 export class WakeSettle {
   private since: number | undefined

@@ -35,25 +35,22 @@ const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1"
 
 /** `<shell> -c <command>` leading a new session and group, stdin closed, with a watchdog (watchdog.ts). */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
-  // Every process the command starts inherits this unless it clears its environment: what finds
-  // a daemon that double-forked out of the tree (and the session) too fast to be seen attached.
+  // Inherited by every process the command starts: finds a daemon that double-forked away too fast to be seen.
   const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
   const started = await startLeader(options, token)
   const { pid, stdout, stderr } = started
   const table = options.table ?? processTable
-  // Bun drops what a child wrote if it exits before anything reads its pipes: they are read into
-  // their own buffers (up to their high-water mark, then the writer waits) meanwhile.
+  // Bun drops what a child wrote if it exits before its pipes are read: they are read into buffers meanwhile.
   const hold = () => {}
   for (const pipe of [stdout, stderr]) pipe.on("readable", hold)
-  // The child's ends of its output pipes (Bun: socket pairs), to find whoever holds them once the
-  // leader is gone, and the leader as it started: the watchdog and the tracker know the group by it.
+  // The child's ends of its pipes (Bun: socket pairs), to find their holders once the leader is gone; and the
+  // leader as it started, by which the watchdog and the tracker know the group.
   const [outputs, [leader]] = await Promise.all([table.outputTargets(pid), table.read([pid])]).finally(() => {
     for (const pipe of [stdout, stderr]) pipe.off("readable", hold)
   })
   return new MonitoredProcess(started, leader, { token, outputs, table, graceMs: options.killGraceMs })
 }
 
-/** The leader just started: its pid, its output pipes and its exit. */
 type StartedLeader = { pid: number; stdout: Readable; stderr: Readable; exited: Promise<ProcessExit> }
 
 /** The leader, started in its own session and group, with its pipes; SpawnError when it cannot start. */
@@ -89,7 +86,6 @@ async function startLeader(options: SpawnOptions, token: string): Promise<Starte
   return { pid, stdout, stderr, exited }
 }
 
-/** What a monitored process needs beyond its leader: its token, its ends of the output pipes, its table, its grace. */
 type GroupSetup = { token: string; outputs: string[]; table: ProcessTable; graceMs: number }
 
 /** A command leading its own process group, with its token, its escaped processes, watchdog and survivors. */
@@ -148,29 +144,21 @@ export class MonitoredProcess {
     this.signalAll("SIGTERM")
   }
 
-  /**
-   * Cheap and synchronous: the group still answers a signal, or a tracked process that left it
-   * runs. A group of zombies reads as alive here; `terminateGroup` tells them apart.
-   */
+  /** Cheap and synchronous: the group answers a signal, or a tracked escapee runs (zombies read as alive here). */
   groupAlive(): boolean {
     if (signalPid(-this.pid, 0) !== "gone") return true
-    // With ps there is no cheap read: the last tick's view (≤ 200 ms old) decides; a stale
-    // "alive" only leads to terminateGroup, which checks properly.
+    // With ps the last tick's view (≤ 200 ms old) decides: a stale "alive" only leads to terminateGroup's check.
     this.tracker.refresh()
     return this.tracker.live().length > 0
   }
 
-  /**
-   * After the leader exited: what of the monitor still runs (an escaped daemon, a group member),
-   * by the token, the pipes while open, the session and group, and tracking; named for the status.
-   */
+  /** After the leader exited, what still runs (found by token, open pipes, session, group, tracking), named. */
   async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
     const { tracker, setup } = this
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
     const holders = pipesOpen && setup.outputs.length > 0 ? await setup.table.findHolders(setup.outputs) : []
     await tracker.track([...holders, ...(await this.tokenCarriers())])
-    // A process in the middle of an exec shows an empty environment for a moment (a daemon that
-    // runs `setsid sh -c 'exec …'` execs twice): a second search a little later closes that window.
+    // Mid-exec a process shows an empty environment (`setsid sh -c 'exec …'` execs twice): search again a bit later.
     await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
     await tracker.track(await this.tokenCarriers())
     await tracker.adopt()
@@ -238,10 +226,7 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
   }
 }
 
-/**
- * Live processes of the monitor: its group, and tracked processes that left it. O(tracked); only a group that
- * answers with none of them running (zombies, an orphan never seen) costs a shared scan of the table.
- */
+/** Live processes of the group and its tracked escapees: O(tracked); a scan only if the group answers with none. */
 async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
   const group = signalPid(-pgid, 0)
   await tracker.update()
@@ -249,8 +234,7 @@ async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<nu
   if (live.length > 0 || group === "gone") return live
   await tracker.adopt()
   const members = tracker.live().map((stat) => stat.pid)
-  // Still answering with no live member found: what answers is a zombie. EPERM means a process
-  // that may not be signalled, which is not "gone".
+  // Answering with no live member: zombies; but EPERM is a process we may not signal, which is not gone.
   return members.length === 0 && group === "denied" ? [pgid] : members
 }
 

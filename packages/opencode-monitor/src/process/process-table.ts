@@ -2,10 +2,7 @@ import { readFileSync } from "node:fs"
 import { attempt, createProcTable } from "./proc-table"
 import { createPsTable, type PsTableOptions } from "./ps-table"
 
-/**
- * One process as the table shows it: what tracking, stops, recovery and the TUI need. Identity is
- * `pid` + `start`: a pid whose start differs is another process, never signalled.
- */
+/** One process as the table shows it. Identity is `pid` + `start`: a pid whose start differs is another process. */
 export type ProcessEntry = {
   pid: number
   ppid: number
@@ -26,11 +23,7 @@ export type TableView = { read(pids: readonly number[]): ProcessEntry[]; childre
 /** The carriers of an entry, and the processes whose environment could not be read whole (any may carry it). */
 export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
-/**
- * The one reader of the process table. Two back ends: `/proc` (Linux) and `ps` (the options Linux
- * procps and macOS ps both accept), chosen at load by whether /proc is readable; tests force one.
- * Every read that may run a program is asynchronous: `ps` and `lsof` never run on the event loop.
- */
+/** The one reader of the process table (/proc, else ps); a read that may run `ps` or `lsof` never blocks the loop. */
 export interface ProcessTable {
   readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */
@@ -50,10 +43,8 @@ export interface ProcessTable {
   /** Processes other than this one holding any of `targets` open. */
   findHolders(targets: readonly string[]): Promise<number[]>
   /**
-   * Shell functions for the watchdog script: `alive` prints those of `$known` (`pid:start` words)
-   * whose start still matches, `bytok` the pids carrying `<variable>=$tok` in their environment
-   * (without putting the token in any program's arguments), `pgid` the process group of the pid
-   * it is given (nothing when it is gone).
+   * Watchdog shell functions: `alive` prints the `$known` `pid:start` words whose start still matches, `bytok`
+   * the carriers of `<variable>=$tok` (the token in no program's arguments), `pgid` a pid's group (none: gone).
    */
   watchdogFunctions(variable: string): string[]
 }

@@ -3,10 +3,8 @@ import { isAbsolute, resolve } from "node:path"
 import { isShellBuiltin } from "./shell"
 
 /**
- * Says why `program` (the program word of `command`'s first simple command) cannot run in
- * `shell`, or undefined when it can or when it is too dynamic to tell (quoting, expansions, a
- * command that sets PATH itself: its shell looks the name up on that PATH, not on `path`).
- * The shell itself always starts, so without this a typo would only show up as exit code 127 later.
+ * Why `program` (of `command`'s first simple command) cannot run in `shell`; undefined when it can or is too
+ * dynamic to tell (quoting, expansions, a PATH set by the command). Else a typo would only show as exit 127 later.
  */
 export function findMissingProgram(
   program: string | undefined,

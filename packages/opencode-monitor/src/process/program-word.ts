@@ -5,10 +5,8 @@ const VALUE_OPTIONS: Record<string, Set<string>> = { exec: new Set(["-a"]), env:
 const ASSIGNMENT = /^[A-Za-z_][A-Za-z0-9_]*\+?=/
 
 /**
- * The program a simple command runs, from its words (quotes as written): leading `NAME=value`
- * assignments and `command`/`exec`/`builtin`/`nohup`/`env`/`time` prefixes are skipped, so
- * `KEY=secret exec npm start` runs `npm`. Undefined when there is no program word.
- * `command -v x` only looks x up, so its program is `command`.
+ * The program of a simple command's words (quotes as written), past `NAME=value` and PREFIXES:
+ * `KEY=secret exec npm start` runs `npm`; `command -v x` only looks x up, so runs `command`.
  */
 export function programWord(words: readonly string[]): string | undefined {
   let index = 0

@@ -7,11 +7,6 @@ import {
   sharedWhileRunning,
 } from "./process-table"
 
-/**
- * The `ps` back end, for systems without /proc (macOS): only the options Linux procps and macOS ps
- * both accept, `lstart` under LC_ALL=C and TZ=UTC0, the environment listing flag per platform, and
- * `lsof` for the holders of a pipe (docs/macos-and-proc.md says what holds where).
- */
 export type PsTableOptions = {
   platform?: NodeJS.Platform
   /** The lsof program; null: treat it as not installed. */
@@ -26,6 +21,10 @@ const TIMEOUT_MS = 10_000
 // procps ends a row at 128 KiB (its output buffer): a row this long may have lost its end.
 const CUT_ROW_CHARS = 128 * 1024 - 1
 
+/**
+ * The back end without /proc (macOS): options Linux procps and macOS ps both accept, `lstart` in LC_ALL=C and UTC,
+ * `lsof` for a pipe's holders (docs/macos-and-proc.md).
+ */
 export function createPsTable(options: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(options.platform ?? process.platform)
   const lsof = options.lsof === undefined ? "lsof" : options.lsof
@@ -85,17 +84,12 @@ const WATCHDOG_AWK = [
   "}",
 ].join("\n")
 
-/**
- * One process's environment as ps lists it: its whole words (none when the process ran another
- * program between the two listings), and whether that is all of it (`whole`: the row was not cut).
- */
+/** A process's environment words as ps lists it (none if it exec'd between listings); `whole`: the row was not cut. */
 type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
 
 /**
- * ps prints a process's environment after its command line in one column, so a word in the
- * arguments would read as a variable: the rows are listed with the environment first, then these
- * processes again without it, and only what follows the command line counts. A process gone by the
- * second listing is left out.
+ * ps prints the environment after the command line, so an argument could pass for a variable: these processes
+ * are listed again without it, and only what follows the command line counts (one gone by then is left out).
  */
 async function splitEnvironments(withEnvironment: Map<number, Row>): Promise<ListedEnvironment[]> {
   const pids = [...withEnvironment.keys()].join(",")
@@ -127,11 +121,7 @@ function commandRows(text: string): Map<number, Row> {
   return rows
 }
 
-/**
- * For each entry: the processes other than this one whose environment holds it as one word, and
- * those whose environment could not be listed whole. Only rows that spell an entry somewhere (or
- * were cut) are listed again without their environment.
- */
+/** Per entry: other processes holding it as a whole environment word, and those not listed whole. */
 async function searchEnvironments(entries: string[], environmentFlag: string): Promise<EnvironmentSearch[]> {
   const rows = commandRows(await run("ps", ["-A", ...COMMAND_FIELDS, environmentFlag]))
   rows.delete(process.pid)
@@ -173,9 +163,8 @@ export function parseTable(text: string): ProcessEntry[] {
 }
 
 /**
- * lsof's field output (`p` pid, then per descriptor `f` fd, `t` type, `D` device, `i` inode): the
- * identity of each open file of each process, as `type:device:inode`, which is the same for every
- * holder of one pipe or socket on Linux and on macOS.
+ * lsof's field output (`p` pid; per descriptor `f`, `t` type, `D` device, `i` inode) as `type:device:inode` per open
+ * file: the same for every holder of one pipe or socket, on Linux and macOS.
  */
 export function parseLsof(text: string): Map<number, string[]> {
   const files = new Map<number, string[]>()

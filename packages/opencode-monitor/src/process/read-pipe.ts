@@ -1,16 +1,12 @@
 import type { Readable } from "node:stream"
 import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 
-// Every monitor's pipeline runs on the opencode server's event loop. A child that prints faster
-// than we consume would keep 'data' callbacks coming back to back (and Bun hands over up to
-// 512 KB at once), so all pipes share one CPU slice per event-loop turn and chunks are processed
-// in pieces. Past the slice a pipe is paused until the next turn: nothing more is read, the pipe
-// fills, and the kernel blocks the writer. Memory stays bounded and no byte is lost.
+// Pipelines run on the server's event loop, and a fast printer keeps 'data' coming (Bun hands over up to 512 KB):
+// all pipes share one CPU slice per turn, in pieces. Past it a pipe is paused until the next turn, and the full
+// pipe blocks the writer in the kernel: memory stays bounded and no byte is lost.
 const SLICE_BUDGET_MS = 4
 const PIECE_BYTES = 32 * 1024
-// A piece holds about this many lines at most: the pipeline's work is per line, and 32 KB of `yes`
-// is 16 384 lines, tens of milliseconds before the JIT has compiled the pipeline. The lines are
-// counted in a sample of the piece's start.
+// Lines per piece at most (sampled at its start): 32 KB of `yes` is 16 384 lines, tens of ms before the JIT warms.
 const PIECE_LINES = 4_096
 const SAMPLE_BYTES = 256
 const NEWLINE = 10
@@ -38,11 +34,9 @@ function endSlice(): void {
 }
 
 /**
- * The share of one core that reading the pipes of one plugin instance may take over time
- * (`output_cpu_share`): a bucket of processing milliseconds, refilled at `share` ms per ms and
- * holding a second's worth. A printer that would take more is not read until the bucket refills;
- * it waits on the kernel's pipe backpressure, so a runaway `yes` costs the server a quarter of a
- * core by default, not a whole one, while a burst (a test run's report) goes through at once.
+ * `output_cpu_share`: a bucket of processing milliseconds for one plugin instance's pipes, refilled at `share`
+ * ms per ms, holding a second's worth. A printer over it waits on pipe backpressure, so a runaway `yes` costs a
+ * quarter of a core by default, while a burst (a test report) goes through at once.
  */
 export class ReadShare {
   private tokens: number
@@ -65,7 +59,6 @@ export class ReadShare {
     return 1_000 * this.share
   }
 
-  /** Whether processing may go on now. */
   hasRoom(): boolean {
     const now = this.deps.clock()
     this.tokens = Math.min(this.capacity, this.tokens + (now - this.refilledAt) * this.share)
@@ -84,9 +77,8 @@ export class ReadShare {
   }
 
   /**
-   * Calls `resume` once the bucket holds RESUME_MS of processing (one timer for every waiting pipe):
-   * each wake costs stream and timer work the bucket never sees, so a capped flood is woken a few
-   * dozen times a second, not once per piece.
+   * Calls `resume` once the bucket holds RESUME_MS (one timer for all waiting pipes): a wake costs work the
+   * bucket never sees, so a capped flood is woken a few dozen times a second, not once per piece.
    */
   whenRoom(resume: () => void): void {
     this.waiting.push(resume)
@@ -104,11 +96,7 @@ export class ReadShare {
   }
 }
 
-/**
- * Where the piece of `chunk` from `offset` ends: PIECE_BYTES on, or just after the last newline in
- * its second half, so that a line seldom straddles two pieces (one that does is put together from
- * copies of its parts).
- */
+/** Where the piece from `offset` ends: after its last newline in its second half, so lines seldom straddle pieces. */
 function pieceEnd(chunk: Uint8Array, offset: number): number {
   const size = pieceSize(chunk, offset)
   const end = offset + size
@@ -125,10 +113,7 @@ function pieceSize(chunk: Uint8Array, offset: number): number {
   return lines === 0 ? PIECE_BYTES : Math.min(PIECE_BYTES, Math.floor((PIECE_LINES * SAMPLE_BYTES) / lines))
 }
 
-/**
- * Feeds every byte of `stream` to `onChunk` under the shared slice and, when given, the instance's
- * `share` of a core; resolves after EOF or close.
- */
+/** Feeds `stream` to `onChunk` under the shared slice and the instance's `share`; resolves after EOF or close. */
 export function readPipe(stream: Readable, onChunk: (chunk: Uint8Array) => void, share?: ReadShare): Promise<void> {
   const { promise, resolve } = Promise.withResolvers<void>()
   const queue: Uint8Array[] = []

@@ -1,11 +1,9 @@
 import { statSync } from "node:fs"
 import { basename, isAbsolute } from "node:path"
 
-// The shell rule of opencode 1.18.33's bash tool (its Shell module, read from the shipped binary):
-// the `shell` setting of opencode.json, else the user's $SHELL, unless its name is one opencode
-// refuses (fish, nu); a name is looked up on PATH, a path must be a file; otherwise `bash` from
-// PATH (`/bin/zsh` on macOS), else `/bin/sh`. It runs `<shell> -c <command>` with the server's
-// environment, and sets no SHELL of its own: bash fills an unset SHELL in from the passwd entry.
+// opencode 1.18.33's bash tool rule (read from the shipped binary): opencode.json's `shell`, else $SHELL, unless
+// fish or nu; a name looked up on PATH, a path must be a file; else `bash` on PATH (`/bin/zsh` on macOS), else
+// `/bin/sh`. It sets no SHELL: bash fills an unset one from the passwd entry.
 const REFUSED = new Set(["fish", "nu"])
 
 export type ShellDeps = {

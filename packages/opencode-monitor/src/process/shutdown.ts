@@ -9,17 +9,13 @@ const registered = new Set<Terminable>()
 function onShutdownSignal(signal: NodeJS.Signals): void {
   for (const owner of registered) owner.terminateAllNow()
   if (process.listenerCount(signal) === 1) {
-    // We were the only listener, so our presence suppressed the default action: step aside and
-    // re-raise, and the server dies as it would have. The watchdogs send SIGKILL after the grace.
+    // Our listener suppressed the default action: step aside and re-raise (the watchdogs SIGKILL after the grace).
     for (const s of SHUTDOWN_SIGNALS) process.off(s, onShutdownSignal)
     process.kill(process.pid, signal)
   }
 }
 
-/**
- * opencode runs no plugin `dispose` on SIGTERM/SIGINT/SIGHUP, so the plugin stops its process
- * groups itself, without changing how the server reacts to the signal. Returns the uninstaller.
- */
+/** opencode runs no `dispose` on SIGTERM/SIGINT/SIGHUP: the groups are stopped here, the signal acting as before. */
 export function stopGroupsOnShutdownSignal(owner: Terminable): () => void {
   if (registered.size === 0) for (const signal of SHUTDOWN_SIGNALS) process.on(signal, onShutdownSignal)
   registered.add(owner)

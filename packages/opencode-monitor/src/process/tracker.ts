@@ -1,10 +1,8 @@
 import { isLive, type ProcessEntry, type ProcessTable, runsAs, type TableView } from "./process-table"
 
 /**
- * The processes a monitored command started, followed while they are still attached: every
- * child of a tracked process is tracked, so a child that calls setsid or setpgrp (or the
- * grandchild of a double fork, if seen before its parent exits) stays known by pid and start
- * time after it left the process group. `onEscape` hears of each one that left the group.
+ * Every child of a tracked process is tracked, so one that calls setsid or setpgrp (or a double fork's
+ * grandchild seen before its parent exits) stays known by pid and start after it left the group (`onEscape`).
  */
 export class DescendantTracker {
   private readonly tracked = new Map<number, ProcessEntry>()
@@ -34,10 +32,7 @@ export class DescendantTracker {
     this.walk(scanView(await this.table.scan()), startedAt)
   }
 
-  /**
-   * Walks down from the tracked processes: keeps the running ones, drops gone and reused pids (not one
-   * added since the scan `view` shows began, at `startedAt`), and adds their live children.
-   */
+  /** Keeps running tracked processes, adds live children; drops reused pids, and gone ones added before `startedAt`. */
   private walk(view: TableView, startedAt = Number.POSITIVE_INFINITY): void {
     let round = [...this.tracked.keys()]
     while (round.length > 0) {

@@ -13,13 +13,11 @@ export type WatchdogOptions = {
 }
 
 /**
- * A process that stops the monitor's processes when the server dies, even by SIGKILL (opencode
- * gives plugins no hook on a hard kill): it holds a pipe from the server, and `read` fails only
- * at EOF, when every holder of the write end is gone. The lines read before are `pid:start` of
- * processes that left the group, each signalled only while its start still matches. The token
- * is the first line: never in its arguments, which any user may read, nor in its environment,
- * which would make it a carrier. The group is signalled by number only while the number is still
- * the monitor's (docs/security.md): an armed watchdog may fire long after the group emptied.
+ * Stops the monitor's processes when the server dies, even by SIGKILL (plugins get no hook): its `read` of a
+ * pipe from the server fails at EOF. Lines before are `pid:start` of escapees, signalled only while the start
+ * matches. The token is the first line: arguments are readable by any user, and an environment would make it
+ * a carrier. The group is signalled by number only while it is still the monitor's (docs/security.md): an
+ * armed watchdog may fire long after the group emptied.
  */
 export function startWatchdog(leader: GroupLeader, options: WatchdogOptions): ChildProcess {
   const script = [

@@ -4,8 +4,7 @@ import { join } from "node:path"
 import type { Ending, Leftovers, MonitorStatus, StopReason } from "../codec"
 import type { ProcessIdentity } from "../process/process-table"
 
-// The on-disk record of a server's monitors: the TUI shows it, a restarted server reports a dead one's.
-// Never the raw command (labels only); everything is bounded.
+// A server's monitors on disk, for the TUI and a restarted server: labels only (never the command), all bounded.
 export const STATE_FORMAT = "opencode-monitor/state@2"
 
 /** At most this many last lines per monitor, each at most STATE_LINE_TEXT_MAX characters. */

@@ -2,9 +2,8 @@ import type { SessionMessage } from "../delivery/session-api"
 import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
 import { type ProcessIdentity, type ProcessTable, processTable, readProcess } from "../process/process-table"
 
-// What a state record (anyone running as the user can write one) may make a restarted server do: signal only
-// a leader that proves it is the monitor's, wake only a session whose history shows its monitor_start
-// (docs/security.md lists the proof).
+// A state record is anyone's to write: a restarted server signals only a leader that proves it is the
+// monitor's, and wakes only a session whose history shows its monitor_start (docs/security.md).
 
 /** The facts about a process the proof needs, one small function each (injectable for tests). */
 export type ProcessFacts = {

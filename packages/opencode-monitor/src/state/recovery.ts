@@ -27,7 +27,7 @@ export type RecoveryDeps = {
   whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
-  // For tests; each defaults to this server's own (its identity, its process table, what they say).
+  // For tests; each defaults to this server's own.
   self?: ProcessIdentity
   table?: ProcessTable
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
@@ -54,9 +54,8 @@ const SERVER_FILE = /^server-(\d+)-([^.-]+)(?:-[0-9a-z]+)?\.json$/
 const CLAIMED_FILE = /^claimed-(\d+)-([^-]+)--(server-\d+-[^.]+\.json)$/
 
 /**
- * At load, reports once what dead servers of this project owed their sessions: a monitor cut off while it
- * ran, as `lost`; an exit whose notice was still queued, as it ended. A record is claimed by an atomic
- * rename first, so two servers starting on the same data never both report it.
+ * At load, reports what dead servers of this project owed: a monitor cut off as `lost`, a queued exit notice
+ * as it ended. A record is claimed by an atomic rename first, so two starting servers never both report it.
  */
 export async function recoverLostMonitors(deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
   const path = projectStateDir(deps.directory, deps.env)
@@ -231,10 +230,7 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
 
 type Lost = Extract<MonitorStatus, { kind: "lost" }>
 
-/**
- * The watchdog should have ended the group when the server died. A leader still running is signalled only
- * when it proves it is the monitor's (recovery-proof.ts); its group cannot change hands while it has members.
- */
+/** A surviving leader's group is signalled only if it proves it is the monitor's (a live group cannot change hands). */
 async function stopSurvivor(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<Lost> {
   const proof = await proveLeader(entry, deps.facts ?? tableFacts(deps.table))
   if (proof.kind === "gone") return { kind: "lost", survivorPid: undefined }

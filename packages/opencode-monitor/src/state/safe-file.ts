@@ -18,11 +18,9 @@ import { readdir } from "node:fs/promises"
 import { join } from "node:path"
 import { STATE_FOLDER_MAX_BYTES } from "./format"
 
-/**
- * The one way into the state folder, which anything running as the user can write: no path is checked and
- * then used (docs/security.md, "The state folder"). Without /proc (macOS) a folder is not `anchored`: entries
- * are named by path, and nothing is deleted but the writer's own record and temp file (`write`, `removeOwn`).
- */
+// The one way into the state folder, which anything running as the user can write: no path is checked and then
+// used (docs/security.md). Without /proc (macOS) a folder is not `anchored`: entries are named by path, and
+// nothing is deleted but the writer's own record and temp file.
 
 export type Unsafe = { ok: false; reason: string }
 export type Refused = Unsafe & { path: string }

@@ -95,10 +95,7 @@ function report(handler: StopRequestHandler, memory: ScanMemory, line: string): 
   handler.onError?.(line)
 }
 
-/**
- * One pass, SCAN_SLICE entries a turn: takes (and removes) the requests for monitors this instance runs. Only
- * request files are removed: taken ones, and after STOP_REQUEST_STALE_MS unparsable, oversized or untaken ones.
- */
+/** One pass, SCAN_SLICE entries a turn: takes the requests for this instance; removes only taken or stale ones. */
 export async function scanStopRequests(
   projectDir: string,
   handler: StopRequestHandler,
