@@ -99,9 +99,8 @@ export class MonitorManager {
   }
 
   /**
-   * monitor_restart: stops the old monitor, waits until its processes are gone (so the port they
-   * held is free), then starts its request again. A running monitor hands its own slot over, once.
-   * Undefined when the id is unknown or belongs to another session.
+   * Stops the old monitor, waits until its processes are gone (so their port is free), then starts its request
+   * again in the slot it hands over. Undefined when the id is unknown or belongs to another session.
    */
   async restart(
     sessionID: string,
@@ -127,10 +126,7 @@ export class MonitorManager {
     return this.find(sessionID, monitorId)?.request
   }
 
-  /**
-   * Starts a request in its slot. A start cancelled meanwhile (its session deleted, a shutdown)
-   * spawns nothing or, when its process started at that very moment, stops it again; either way it throws.
-   */
+  /** A start cancelled meanwhile (session deleted, shutdown) throws, and stops what it spawned at that moment. */
   private async launch(slot: Reservation, request: StartRequest): Promise<MonitorInfo> {
     const filters = await compileFilters(request, this.config)
     if (slot.cancelledBy) throw cancelledStart(slot.cancelledBy)
@@ -213,10 +209,7 @@ export class MonitorManager {
     await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => m.stop(by))])
   }
 
-  /**
-   * For a signal handler that cannot wait: SIGTERM to every running group right now. Each
-   * monitor's watchdog sends SIGKILL after the grace period once this process is gone.
-   */
+  /** For a signal handler that cannot wait: SIGTERM to every group now; each watchdog SIGKILLs after the grace. */
   terminateAllNow(): void {
     for (const run of this.monitors.values()) run.terminateNow()
   }
@@ -260,7 +253,7 @@ export class MonitorManager {
     }
   }
 
-  /** Runs a callback of one monitor so that its failure is reported, never thrown at another. */
+  /** A callback of one monitor: its failure is reported, never thrown at another. */
   private guard(monitorId: string, run: () => void): void {
     try {
       run()

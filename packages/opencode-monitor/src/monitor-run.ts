@@ -32,14 +32,8 @@ export type MonitorInfo = {
   counters: RingCounters
 }
 
-/**
- * What one stop request did: "stopped" it (its ending is this stop), found it already "ending"
- * (it exited by itself, its deadline or an earlier stop came first), or found it "ended".
- */
-export type StopOutcome = "stopped" | "ending" | "ended"
-
-/** What one stop request did, and the monitor as it ended. */
-export type StopResult = { info: MonitorInfo; outcome: StopOutcome }
+/** What one stop did: "stopped" it, found it "ending" (an exit, deadline or earlier stop came first), or "ended". */
+export type StopResult = { info: MonitorInfo; outcome: "stopped" | "ending" | "ended" }
 
 /** What every run of a manager shares. */
 export type RunDeps = {
@@ -66,9 +60,8 @@ const DRAIN_WAIT_MS = 500
 const DRAIN_AFTER_TERMINATE_MS = 1_000
 
 /**
- * The supervision of one process: read its pipes into the pipeline, stop it at its
- * deadline or on request, drain its output after the leader exits, and end it with one status.
- * Every timer is on the injected Scheduler.
+ * The supervision of one process: read its pipes into the pipeline, stop it at its deadline or on request,
+ * drain its output after the leader exits, and end it with one status.
  */
 export class MonitorRun {
   readonly info: MonitorInfo
@@ -120,10 +113,7 @@ export class MonitorRun {
       .then(() => deps.ended(this))
   }
 
-  /**
-   * Asks for a stop and waits until the run has ended and is retained. A leader that already
-   * exited is not stopped: its exit stands.
-   */
+  /** Asks for a stop and waits until the run has ended and is retained; a leader's exit that came first stands. */
   async stop(by: StopReason): Promise<StopResult> {
     // Nothing more goes to the agent after its own stop; a person's stop is news to it.
     if (by !== "person") this.quiet = true
@@ -132,7 +122,7 @@ export class MonitorRun {
     return { info: this.info, outcome }
   }
 
-  private requestStop(by: StopReason): StopOutcome {
+  private requestStop(by: StopReason): StopResult["outcome"] {
     if (this.info.status.kind !== "running") return "ended"
     const leaderGone = this.info.ending?.reason === "exit" || !this.process.leaderExists()
     if (this.stopSignal !== undefined || leaderGone) return "ending"
@@ -150,7 +140,6 @@ export class MonitorRun {
     this.process.signalGroupNow()
   }
 
-  /** Runs the process from spawn to its end. */
   private async supervise(): Promise<void> {
     const { process: child, pipeline, info, deps } = this
     const reading = Promise.all(
@@ -170,12 +159,10 @@ export class MonitorRun {
       info.ending ??= { reason: "exit" }
       pipeline.processEnded()
       if (deadline) deps.scheduler.clearTimeout(deadline)
-      // Read both pipes to EOF so no tail line is lost; a grandchild may hold them open, so the
-      // wait is bounded and the rest of the group is then terminated (the monitor owns the group).
+      // Both pipes to EOF so no tail line is lost, but bounded: a grandchild may hold them open (the group is ours).
       const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
       sentSignal = this.stopSignal ? await this.stopSignal : null
-      // A daemon that left the session at once (`setsid … &`, start_new_session) still carries the
-      // token: searched once more, stopped, and named in the status before it says how it ended.
+      // A daemon that left the session (`setsid … &`) still carries the token: found, stopped, named in the status.
       leftBehind = await child.leftBehind(!drained)
       if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup()
       if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
@@ -206,16 +193,13 @@ export class MonitorRun {
     if (info.timeoutMs === undefined) return undefined
     return deps.scheduler.setTimeout(() => {
       if (this.stopSignal !== undefined) return
-      // As for a stop: an ending a shutdown signal decided (terminateNow) stands; the group is still escalated.
+      // As in requestStop: a shutdown's ending (terminateNow) stands; the group is still escalated.
       info.ending ??= { reason: "deadline" }
       this.stopSignal = this.process.terminateGroup()
     }, info.timeoutMs)
   }
 
-  /**
-   * The terminal batch, unless the agent (or the session's end) asked for the stop and needs no
-   * news of it; a person's stop is news to the agent, so its terminal batch goes out (routed without a wake).
-   */
+  /** The terminal batch, unless the agent or the session's end asked for the stop (a person's stop is news to it). */
   private emitEnd(): void {
     const { ending } = this.info
     try {

@@ -18,9 +18,8 @@ export const estimate = (lines: readonly MonitorLine[]): number =>
   lines.reduce((bytes, line) => bytes + line.size, ENVELOPE_OVERHEAD_BYTES)
 
 /**
- * The lines to send within `available` bytes: priority lines in order (startup, then error-looking,
- * then matching; oldest first in each), then the latest line, while they fit; in seq order.
- * Undefined when not one priority line fits.
+ * The lines to send within `available` bytes, in seq order: priority lines (startup, error-looking, then matching;
+ * oldest first in each), then the latest line, while they fit. Undefined when not one priority line fits.
  */
 export function chooseLines(
   priority: readonly MonitorLine[],

@@ -1,7 +1,6 @@
 /**
- * Bytes put into each session's context since its last real user turn, shared by the budget (what it
- * forwards) and the injector (the match wakes it sends, as sent), so neither calls the other. A
- * session's count is deleted when a person writes or the session is gone.
+ * Bytes put into each session's context since its last real user turn, charged by the budget (observations) and
+ * the injector (wakes, as sent), so neither calls the other. Deleted when a person writes or the session is gone.
  */
 export class ContextLedger extends Map<string, number> {
   spent(sessionID: string): number {
