@@ -48,9 +48,8 @@ export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {
   newId?: () => string
 }
 
-// The stderr lines an end's fields carry, from the last 50 lines it printed.
+// The stderr lines an end's fields carry (from its last 50 lines), and the exited monitors kept per session.
 const STDERR_TAIL_LINES = 5
-// Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
 
 /** Owns every monitor of the server: start, stop, list, read output, and cleanup. */
@@ -238,7 +237,6 @@ export class MonitorManager {
     this.guard(run.info.id, () => this.deps.onEnded?.(run.info, this.endFields(run)))
   }
 
-  /** How the run ended, as fields: label, cwd, exit code or signal, and the stderr tail. */
   private endFields({ info, pipeline }: MonitorRun): MonitorFields {
     const { status } = info
     const recent = (line: MonitorLine) => line.stream === "stderr" && line.seq > info.counters.lastSeq - 50

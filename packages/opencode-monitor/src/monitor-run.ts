@@ -10,22 +10,15 @@ import type { Scheduler, TimerHandle } from "./scheduler"
 import type { StartRequest } from "./start-request"
 
 /** What callers may see of a monitor: never the raw command. */
-export type MonitorInfo = {
+export type MonitorInfo = Pick<StartRequest, "sessionID" | "label" | "wakePattern" | "wakeLimit" | "timeoutMs"> & {
   id: string
-  sessionID: string
-  label: string
   /** The directory it runs in (the session's). */
   cwd: string
   pattern: string | undefined
-  /** `wake_pattern` and how many match wakes it may cause (`wake_limit`). */
-  wakePattern: string | undefined
-  wakeLimit: number
   /** `wake_on_silence_ms`; undefined: no silence wake. */
   silenceMs?: number
   startedAt: number
   endedAt: number | undefined
-  /** The deadline after start (`timeout_ms`, or a set `max_runtime_ms`); undefined: none. */
-  timeoutMs: number | undefined
   status: MonitorStatus
   /** How the run came to its end, once that is decided (before the status is known). */
   ending: Ending | undefined
@@ -54,15 +47,12 @@ export type RunDeps = {
 /** The start's match_pattern and wake_pattern, compiled. */
 export type Filters = { match: LineFilter | undefined; wake: LineFilter | undefined }
 
-// How long the pipes may stay open after the leader exited (a grandchild holding them) before
-// the rest of the group is terminated, and how long after that before they are closed.
+// How long the pipes may stay open after the leader exited (a grandchild holds them) before the group is
+// terminated, and how long after that before they are closed.
 const DRAIN_WAIT_MS = 500
 const DRAIN_AFTER_TERMINATE_MS = 1_000
 
-/**
- * The supervision of one process: read its pipes into the pipeline, stop it at its deadline or on request,
- * drain its output after the leader exits, and end it with one status.
- */
+/** One process's supervision: its pipes into the pipeline, its deadline and stops, the drain, and one final status. */
 export class MonitorRun {
   readonly info: MonitorInfo
   readonly pipeline: MonitorPipeline
@@ -98,8 +88,8 @@ export class MonitorRun {
       label: request.label,
       cwd: request.directory,
       pattern: request.matchPattern,
-      wakePattern: filters.wake ? request.wakePattern : undefined,
-      wakeLimit: filters.wake ? request.wakeLimit : 0,
+      wakePattern: request.wakePattern,
+      wakeLimit: request.wakeLimit,
       silenceMs: request.silenceMs,
       startedAt: deps.scheduler.now(),
       endedAt: undefined,

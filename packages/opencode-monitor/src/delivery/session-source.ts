@@ -38,10 +38,7 @@ const CLASSIFY_ATTEMPTS = 3
 // How long monitor_start waits for its session's lookup (a busy host must not stall a tool call; sourceOf asks again).
 const LEARN_WAIT_MS = 5_000
 
-/**
- * The classification of each session that started a monitor; only a successful lookup is kept. One that keeps
- * failing counts as primary: a monitor blind to its exit is worse than an extra wake.
- */
+/** Sessions' sources; a lookup that keeps failing means primary: blind to an exit is worse than an extra wake. */
 export class SessionSources {
   private readonly known = new Map<string, SessionSource>()
   private readonly agents = new Map<string, string | undefined>()
