@@ -173,7 +173,6 @@ export class ObservationBudget {
     return (line) => isPriority(line, stream.source.hasPattern)
   }
 
-  /** Bytes this stream may send now: its refilled bucket, within what its session has left. */
   private room(stream: Stream): number {
     return Math.min(stream.bucket.room(this.deps.scheduler.now()), this.sessionLeft(stream.sessionID))
   }
@@ -208,7 +207,6 @@ export class ObservationBudget {
     }
   }
 
-  /** What is charged: the envelope's text. */
   private cost(stream: Stream, out: OutputBatch): number {
     return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.source.label }))
   }

@@ -65,7 +65,6 @@ export class MatchWakePolicy {
     return { kind: "wake", reason: { ordinal: count, limit, seqs } }
   }
 
-  /** The monitor ended or was stopped: nothing of it is kept. */
   forgetMonitor(monitorId: string): void {
     this.monitors.delete(monitorId)
   }
