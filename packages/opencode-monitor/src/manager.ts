@@ -97,10 +97,7 @@ export class MonitorManager {
     }
   }
 
-  /**
-   * Stops the old monitor, waits until its processes are gone (so their port is free), then starts its request
-   * again in the slot it hands over. Undefined when the id is unknown or belongs to another session.
-   */
+  /** Stops the old monitor, waits until its processes are gone (so their port is free), then starts its request again. */
   async restart(
     sessionID: string,
     monitorId: string,

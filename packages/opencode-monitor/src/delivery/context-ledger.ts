@@ -1,7 +1,4 @@
-/**
- * Bytes put into each session's context since its last real user turn, charged by the budget (observations) and
- * the injector (wakes, as sent), so neither calls the other. Deleted when a person writes or the session is gone.
- */
+/** Each session's bytes since its last real user turn, charged by budget and injector (so neither calls the other). */
 export class ContextLedger extends Map<string, number> {
   spent(sessionID: string): number {
     return this.get(sessionID) ?? 0
