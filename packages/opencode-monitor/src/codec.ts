@@ -37,20 +37,18 @@ export type StopReason = "agent" | "person" | "session" | "shutdown"
 /** How a run came to its end, decided once: it exited by itself, its `timeout_ms` stopped it, or `by` did. */
 export type Ending = { reason: "exit" } | { reason: "deadline" } | { reason: "stop"; by: StopReason }
 
+const STOPPED_BY: Record<StopReason, string> = {
+  agent: "the agent stopped it (monitor_stop or monitor_restart)",
+  person: "the person at the screen stopped it",
+  session: "its session was deleted",
+  shutdown: "the plugin shut down (opencode disposed it or its server stopped)",
+}
+
 /** How a run came to its end, as a clause for tool results ("it exited by itself"). */
 export function formatEnding(ending: Ending): string {
   if (ending.reason === "exit") return "it exited by itself"
   if (ending.reason === "deadline") return "its deadline (timeout_ms) stopped it"
-  switch (ending.by) {
-    case "agent":
-      return "the agent stopped it (monitor_stop or monitor_restart)"
-    case "person":
-      return "the person at the screen stopped it"
-    case "session":
-      return "its session was deleted"
-    case "shutdown":
-      return "the plugin shut down (opencode disposed it or its server stopped)"
-  }
+  return STOPPED_BY[ending.by]
 }
 
 export const ENVELOPE_START = "[OMO MONITOR OUTPUT]"
