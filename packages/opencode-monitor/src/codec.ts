@@ -1,8 +1,5 @@
-/**
- * The one codec of the texts the plugin writes and reads back: a monitor's status (the envelope's
- * `Status:` line, tool results, toasts), how a monitor ended, and an envelope's markers. A leaf:
- * the injector's history check, restart recovery, the TUI and the live harness all read through it.
- */
+// The one codec of the texts the plugin writes and reads back (a status, an ending, the envelope's markers),
+// a leaf so that the history check, restart recovery, the TUI and the live harness all read through it.
 
 /** What a monitor could not clean up; said with its status instead of claiming a clean end. */
 export type Leftovers = {
@@ -37,26 +34,21 @@ export type StatusKind = MonitorStatus["kind"]
 /** Who asked for a stop. "person": from the TUI; its exit notice is still delivered, as an observation. */
 export type StopReason = "agent" | "person" | "session" | "shutdown"
 
-/**
- * How a run came to its end, decided once: the command exited by itself, its deadline
- * (`timeout_ms`) stopped it, or someone stopped it (`by`).
- */
+/** How a run came to its end, decided once: it exited by itself, its `timeout_ms` stopped it, or `by` did. */
 export type Ending = { reason: "exit" } | { reason: "deadline" } | { reason: "stop"; by: StopReason }
+
+const STOPPED_BY: Record<StopReason, string> = {
+  agent: "the agent stopped it (monitor_stop or monitor_restart)",
+  person: "the person at the screen stopped it",
+  session: "its session was deleted",
+  shutdown: "the plugin shut down (opencode disposed it or its server stopped)",
+}
 
 /** How a run came to its end, as a clause for tool results ("it exited by itself"). */
 export function formatEnding(ending: Ending): string {
   if (ending.reason === "exit") return "it exited by itself"
   if (ending.reason === "deadline") return "its deadline (timeout_ms) stopped it"
-  switch (ending.by) {
-    case "agent":
-      return "the agent stopped it (monitor_stop or monitor_restart)"
-    case "person":
-      return "the person at the screen stopped it"
-    case "session":
-      return "its session was deleted"
-    case "shutdown":
-      return "the plugin shut down (opencode disposed it or its server stopped)"
-  }
+  return STOPPED_BY[ending.by]
 }
 
 export const ENVELOPE_START = "[OMO MONITOR OUTPUT]"
@@ -116,9 +108,8 @@ function lostDetail({ unverified, survivorPid }: Extract<MonitorStatus, { kind: 
 export const NOTE_KEY = "opencode-monitor"
 
 /**
- * What an envelope's text says, as data: the metadata of the text part it is sent as. The session's
- * history, restart recovery and the TUI read this, never the text back. `key` is the delivery's
- * dedupe key (`monitor-output:<id>:batch-<n>`).
+ * What an envelope says, as its text part's metadata: history, recovery and the TUI read this, never the text.
+ * `key` is the delivery's dedupe key (`monitor-output:<id>:batch-<n>`).
  */
 export type EnvelopeNote = {
   key: string

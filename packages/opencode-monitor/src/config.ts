@@ -16,8 +16,7 @@ export const SILENCE_MS_MAX = 86_400_000
 export const MonitorConfigSchema = z
   .object({
     max_monitors_per_session: int(1, 16).default(3),
-    // 0 = no deadline: a dev server or a watcher lives as long as the session needs it.
-    // A set value caps every timeout_ms and is the deadline of a monitor started without one.
+    // 0: no deadline (a dev server lives as long as the session needs it); else it caps and defaults timeout_ms.
     max_runtime_ms: int(0, MAX_TIMEOUT_MS)
       .refine((v) => v === 0 || v >= 1_000, { message: "must be 0 (no deadline) or >= 1000" })
       .default(0),

@@ -10,10 +10,7 @@ export type MonitorErrorCode =
   /** The monitor is already being restarted by another call. */
   | "in_progress"
 
-/**
- * What an error or an end is about, as fields (the way execa's errors carry them): the agent reads
- * the message, the logs read these, and nothing has to be re-run to know them.
- */
+/** What an error or an end is about, as fields (like execa's): the logs read these, the agent reads the message. */
 export type MonitorFields = {
   label?: string
   cwd?: string

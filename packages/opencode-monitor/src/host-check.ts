@@ -1,5 +1,4 @@
-// The opencode releases this package is tested on (test/versions.test.ts holds the repo to them), and the
-// check that the running opencode has the API the plugin relies on. No imports: the TUI uses it.
+// The tested opencode releases, and the check that the running one has the API we use. No imports: the TUI uses it.
 
 /** Oldest first. `npm test` runs the live suite on the newest and a core subset on the oldest. */
 export const TESTED_OPENCODE = ["1.18.32", "1.18.33"] as const

@@ -48,9 +48,8 @@ export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {
   newId?: () => string
 }
 
-// The stderr lines an end's fields carry, from the last 50 lines it printed.
+// The stderr lines an end's fields carry (from its last 50 lines), and the exited monitors kept per session.
 const STDERR_TAIL_LINES = 5
-// Exited monitors kept per session for monitor_list/monitor_output.
 const EXITED_RETAINED_PER_SESSION = 10
 
 /** Owns every monitor of the server: start, stop, list, read output, and cleanup. */
@@ -98,11 +97,7 @@ export class MonitorManager {
     }
   }
 
-  /**
-   * monitor_restart: stops the old monitor, waits until its processes are gone (so the port they
-   * held is free), then starts its request again. A running monitor hands its own slot over, once.
-   * Undefined when the id is unknown or belongs to another session.
-   */
+  /** Stops the old monitor, waits until its processes are gone (so their port is free), then starts its request again. */
   async restart(
     sessionID: string,
     monitorId: string,
@@ -127,10 +122,7 @@ export class MonitorManager {
     return this.find(sessionID, monitorId)?.request
   }
 
-  /**
-   * Starts a request in its slot. A start cancelled meanwhile (its session deleted, a shutdown)
-   * spawns nothing or, when its process started at that very moment, stops it again; either way it throws.
-   */
+  /** A start cancelled meanwhile (session deleted, shutdown) throws, and stops what it spawned at that moment. */
   private async launch(slot: Reservation, request: StartRequest): Promise<MonitorInfo> {
     const filters = await compileFilters(request, this.config)
     if (slot.cancelledBy) throw cancelledStart(slot.cancelledBy)
@@ -213,10 +205,7 @@ export class MonitorManager {
     await Promise.all([this.slots.cancel(by, sessionID), ...ending.map((m) => m.stop(by))])
   }
 
-  /**
-   * For a signal handler that cannot wait: SIGTERM to every running group right now. Each
-   * monitor's watchdog sends SIGKILL after the grace period once this process is gone.
-   */
+  /** For a signal handler that cannot wait: SIGTERM to every group now; each watchdog SIGKILLs after the grace. */
   terminateAllNow(): void {
     for (const run of this.monitors.values()) run.terminateNow()
   }
@@ -245,7 +234,6 @@ export class MonitorManager {
     this.guard(run.info.id, () => this.deps.onEnded?.(run.info, this.endFields(run)))
   }
 
-  /** How the run ended, as fields: label, cwd, exit code or signal, and the stderr tail. */
   private endFields({ info, pipeline }: MonitorRun): MonitorFields {
     const { status } = info
     const recent = (line: MonitorLine) => line.stream === "stderr" && line.seq > info.counters.lastSeq - 50
@@ -260,7 +248,7 @@ export class MonitorManager {
     }
   }
 
-  /** Runs a callback of one monitor so that its failure is reported, never thrown at another. */
+  /** A callback of one monitor: its failure is reported, never thrown at another. */
   private guard(monitorId: string, run: () => void): void {
     try {
       run()

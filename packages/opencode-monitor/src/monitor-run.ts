@@ -10,33 +10,23 @@ import type { Scheduler, TimerHandle } from "./scheduler"
 import type { StartRequest } from "./start-request"
 
 /** What callers may see of a monitor: never the raw command. */
-export type MonitorInfo = {
+export type MonitorInfo = Pick<StartRequest, "sessionID" | "label" | "wakePattern" | "wakeLimit" | "timeoutMs"> & {
   id: string
-  sessionID: string
-  label: string
   /** The directory it runs in (the session's). */
   cwd: string
   pattern: string | undefined
-  /** `wake_pattern` and how many match wakes it may cause (`wake_limit`). */
-  wakePattern: string | undefined
-  wakeLimit: number
   /** `wake_on_silence_ms`; undefined: no silence wake. */
   silenceMs?: number
   startedAt: number
   endedAt: number | undefined
-  /** The deadline after start (`timeout_ms`, or a set `max_runtime_ms`); undefined: none. */
-  timeoutMs: number | undefined
   status: MonitorStatus
   /** How the run came to its end, once that is decided (before the status is known). */
   ending: Ending | undefined
   counters: RingCounters
 }
 
-/** What a stop did: "stopped" (its ending is this stop), "ending" (an exit, deadline or stop came first), "ended". */
-export type StopOutcome = "stopped" | "ending" | "ended"
-
-/** What one stop request did, and the monitor as it ended. */
-export type StopResult = { info: MonitorInfo; outcome: StopOutcome }
+/** What one stop did: "stopped" it, found it "ending" (an exit, deadline or earlier stop came first), or "ended". */
+export type StopResult = { info: MonitorInfo; outcome: "stopped" | "ending" | "ended" }
 
 export type RunDeps = {
   config: MonitorConfig
@@ -96,8 +86,8 @@ export class MonitorRun {
       label: request.label,
       cwd: request.directory,
       pattern: request.matchPattern,
-      wakePattern: filters.wake ? request.wakePattern : undefined,
-      wakeLimit: filters.wake ? request.wakeLimit : 0,
+      wakePattern: request.wakePattern,
+      wakeLimit: request.wakeLimit,
       silenceMs: request.silenceMs,
       startedAt: deps.scheduler.now(),
       endedAt: undefined,
@@ -120,7 +110,7 @@ export class MonitorRun {
     return { info: this.info, outcome }
   }
 
-  private requestStop(by: StopReason): StopOutcome {
+  private requestStop(by: StopReason): StopResult["outcome"] {
     if (this.info.status.kind !== "running") return "ended"
     const leaderGone = this.info.ending?.reason === "exit" || !this.process.leaderExists()
     if (this.stopSignal !== undefined || leaderGone) return "ending"
@@ -191,7 +181,7 @@ export class MonitorRun {
     if (info.timeoutMs === undefined) return undefined
     return deps.scheduler.setTimeout(() => {
       if (this.stopSignal !== undefined) return
-      // As for a stop: an ending a shutdown signal decided (terminateNow) stands; the group is still escalated.
+      // As in requestStop: a shutdown's ending (terminateNow) stands; the group is still escalated.
       info.ending ??= { reason: "deadline" }
       this.stopSignal = this.process.terminateGroup()
     }, info.timeoutMs)

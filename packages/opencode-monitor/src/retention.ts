@@ -6,10 +6,7 @@ type RetentionLimits = Pick<MonitorConfig, "retained_max_bytes" | "retained_max_
 
 type Entry = { id: string; bytes: number; endedAt: number }
 
-/**
- * The server-wide budget for exited monitors (kept for monitor_list/monitor_output): by count, bytes
- * and age, the oldest-ended going first. A running monitor is bounded by its own ring.
- */
+/** The server-wide budget of exited monitors (count, bytes, age), oldest-ended first; a running one has its ring. */
 export class ExitedRetention {
   // Insertion order is end order, so the first entry is always the oldest.
   private readonly entries = new Map<string, Entry>()
@@ -54,7 +51,6 @@ export class ExitedRetention {
     this.armExpiry()
   }
 
-  // One timer, for the oldest entry's age limit.
   private armExpiry(): void {
     if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
     this.timer = undefined

@@ -26,10 +26,7 @@ export type SlotDeps = {
 /** A slot held by a start under way; it resolves when the start gives it back. */
 type Held = { slot: Reservation } & ReturnType<typeof Promise.withResolvers<void>>
 
-/**
- * The monitors a session may still start (`max_monitors_per_session`), fresh ids, and the starts
- * under way. A slot is taken before a start's first await: concurrent starts cannot all pass the cap.
- */
+/** Starts under way and fresh ids; a slot taken before the first await keeps concurrent starts within the cap. */
 export class MonitorSlots {
   private readonly held = new Map<string, Held>()
   private shutDown = false

@@ -6,8 +6,7 @@ import { MonitorError } from "./errors"
 import { parseSimpleCommands, type SimpleCommand } from "./permission/bash-parser"
 import { programName, programWord } from "./process/program-word"
 
-// One `monitor_start` call, parsed once: the permission check, the manager and the envelopes read the
-// result. A new argument is added here: to the schema, to StartRequest and to parseStartRequest.
+// One `monitor_start` call, parsed once for the permission check, the manager and the envelopes.
 
 /** The most match wakes one monitor may ask for (`wake_limit`), and what it gets without asking. */
 const WAKE_LIMIT_MAX = 20
@@ -66,7 +65,7 @@ export type StartRequest = {
   command: string
   /** Its simple commands, as opencode's bash tool sees them. */
   commands: readonly SimpleCommand[]
-  /** The program word of the first simple command (what must exist on PATH). */
+  /** What must exist on PATH: the first simple command's program. */
   program: string | undefined
   /** Sanitized: the only label the monitor, its envelopes and its permission question use. */
   label: string

@@ -1,10 +1,8 @@
 import type { ToolContext, ToolResult } from "@opencode-ai/plugin"
 import type { z } from "zod"
 
-/**
- * opencode's `tool()` is the identity function; importing its value would make every install pull
- * `@opencode-ai/plugin`'s runtime tree (≈ 65 MB). No `tool.schema`: all of zod would load with it.
- */
+// opencode's `tool()` is the identity; importing its value pulls `@opencode-ai/plugin`'s runtime tree (≈ 65 MB) into
+// every install, and `tool.schema` would load all of zod.
 export function tool<Args extends z.ZodRawShape>(input: {
   description: string
   args: Args

@@ -17,11 +17,7 @@ export const isPriority = (line: MonitorLine, hasPattern: boolean): boolean =>
 export const estimate = (lines: readonly MonitorLine[]): number =>
   lines.reduce((bytes, line) => bytes + line.size, ENVELOPE_OVERHEAD_BYTES)
 
-/**
- * The lines to send within `available` bytes: priority lines in order (startup, then error-looking,
- * then matching; oldest first in each), then the latest line, while they fit; in seq order.
- * Undefined when not one priority line fits.
- */
+/** Priority lines (startup, error-looking, matching), then the latest, that fit `available`; undefined if none does. */
 export function chooseLines(
   priority: readonly MonitorLine[],
   latest: MonitorLine | undefined,

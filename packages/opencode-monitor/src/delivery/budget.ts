@@ -57,10 +57,7 @@ type Stream = {
   timer?: { handle: TimerHandle; at: number }
 }
 
-/**
- * How much of a monitor's streaming output reaches a session: a byte bucket per monitor, a total per
- * session between two real user turns. What does not fit is held and counted; wakes are never held.
- */
+/** Observations get a byte bucket per monitor and a total per session between real user turns; wakes are never held. */
 export class ObservationBudget {
   private readonly streams = new Map<string, Stream>()
   private readonly ledger: ContextLedger
@@ -149,7 +146,6 @@ export class ObservationBudget {
     return this.ledger.spent(sessionID)
   }
 
-  /** This monitor's stream into this session (made by its first batch), with the batch's route and source. */
   private stream(monitorId: string, route: Route, source: BatchSource): Stream {
     const key = `${route.sessionID}|${monitorId}`
     let stream = this.streams.get(key)
@@ -177,7 +173,6 @@ export class ObservationBudget {
     return (line) => isPriority(line, stream.source.hasPattern)
   }
 
-  /** Bytes this stream may send now: its refilled bucket, within what its session has left. */
   private room(stream: Stream): number {
     return Math.min(stream.bucket.room(this.deps.scheduler.now()), this.sessionLeft(stream.sessionID))
   }
@@ -186,10 +181,7 @@ export class ObservationBudget {
     return this.options.observation_session_bytes - this.spent(sessionID)
   }
 
-  /**
-   * The envelope's batch for `shown` (lines of `batch`, or held earlier), counting everything held
-   * since the last envelope in `dropped:`, with a note saying how to read it. Changes nothing.
-   */
+  /** The envelope's batch showing `shown`; all held since the last envelope is counted in `dropped:` and `budget`. */
   private compose(stream: Stream, batch: OutputBatch, shown: MonitorLine[], summary = false): OutputBatch {
     const { held } = stream
     const visible = new Set(shown)
@@ -215,15 +207,11 @@ export class ObservationBudget {
     }
   }
 
-  /** The size of the envelope's text, what is charged. */
   private cost(stream: Stream, out: OutputBatch): number {
     return Buffer.byteLength(formatMonitorBatch({ batch: out, label: stream.source.label }))
   }
 
-  /**
-   * Forwards a composed envelope; what it counted as held is reported, so the stream holds nothing now.
-   * An observation is charged here; a wake (`wakeRoute`) is charged by the injector, as sent.
-   */
+  /** Forwards an envelope, after which the stream holds nothing; a wake (`wakeRoute`) is charged by the injector. */
   private send(stream: Stream, out: OutputBatch, wakeRoute?: Route) {
     if (!wakeRoute) {
       const cost = this.cost(stream, out)
@@ -242,9 +230,8 @@ export class ObservationBudget {
   }
 
   /**
-   * One timer per holding stream, at the earliest of: room for the oldest held priority line (an
-   * error printed just before a silence still arrives), and the summary being due. Unlooked held lines
-   * are looked at once the bucket has room for the smallest envelope: once per refill, not per batch.
+   * One timer per holding stream: when the oldest held priority line fits (an error printed before a silence
+   * still arrives) or the summary is due; unlooked lines are looked at once per refill, not per batch.
    */
   private arm(stream: Stream): void {
     const now = this.deps.scheduler.now()

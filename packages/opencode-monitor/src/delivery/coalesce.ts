@@ -6,8 +6,8 @@ import type { Delivery } from "./session-queue"
 export type Bounds = { maxLines: number; maxBytes: number }
 
 /**
- * Keeps a monitor's waiting output within the bound: the oldest batches give way, counted in the
- * next one's `dropped:`. Never a terminal batch, nor one already attempted (it may have landed).
+ * Keeps a monitor's waiting output within the bound: the oldest batches give way, counted in the next one's
+ * `dropped:`. Never a terminal batch, nor one already attempted (it may have landed).
  */
 export function coalesceWaiting(deliveries: Delivery[], monitorId: string, bounds: Bounds): Delivery[] {
   const waiting = deliveries.filter((d) => d.batch.monitorId === monitorId && !isTerminalBatch(d.batch))

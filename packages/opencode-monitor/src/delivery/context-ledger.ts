@@ -1,8 +1,4 @@
-/**
- * Bytes put into each session's context since its last real user turn, shared by the budget (what it
- * forwards) and the injector (the match wakes it sends, as sent), so neither calls the other. A
- * session's count is deleted when a person writes or the session is gone.
- */
+/** Each session's bytes since its last real user turn, charged by budget and injector (so neither calls the other). */
 export class ContextLedger extends Map<string, number> {
   spent(sessionID: string): number {
     return this.get(sessionID) ?? 0

@@ -58,10 +58,7 @@ function shownLines(batch: OutputBatch): readonly MonitorLine[] {
   return [...bySeq.values()].sort((a, b) => a.seq - b.seq)
 }
 
-/**
- * Why a running command woke the session: `wake: line matched wake_pattern (1 of 3) at seq=5, 9`,
- * or `wake: no output for 30000 ms (last output at seq=12)`.
- */
+/** Why a running command woke the session: `wake: line matched wake_pattern (1 of 3) at seq=5, 9`, or a silence. */
 export function formatWakeLine(reason: WakeReason): string {
   if (isSilenceReason(reason)) return `wake: no output for ${reason.silentMs} ms (last output at seq=${reason.lastSeq})`
   const { ordinal, limit, seqs } = reason

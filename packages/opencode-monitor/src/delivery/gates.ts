@@ -26,10 +26,7 @@ export function latestUserIdentity(messages: readonly SessionMessage[]): Identit
   return lastUser ? { agent: lastUser.agent, model: lastUser.model } : undefined
 }
 
-/**
- * Whether output may go into the session now: idle, its latest assistant turn finished, no real user
- * message within the window. Another session being busy (a subagent, say) never closes it.
- */
+/** Output may go in when the session is idle, its turn finished and nobody just wrote; other sessions never count. */
 export function evaluateGates(input: GateInput): GateDecision {
   const lastUser = newest(input.messages, typed)
   const lastAssistant = newest(

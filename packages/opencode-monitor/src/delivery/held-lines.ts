@@ -5,16 +5,10 @@ import { lineByteLength, type MonitorLine } from "../pipeline/line"
 const PRIORITY_MAX = 20
 /** Held lines kept to be looked at for priority lines, newest first; older ones are only counted. */
 const UNLOOKED_MAX = 2_000
-/**
- * Held lines are looked at for priority lines (which decodes their text) at most this often: a
- * flood past its bucket costs one look over its newest lines a second, not a look at every line.
- */
+/** How often held lines may be looked at for priority lines (decoding them): a flood costs one look a second. */
 const LOOK_INTERVAL_MS = 1_000
 
-/**
- * What one monitor holds back from one session since its last envelope: how many lines and bytes,
- * from which seq, what they dropped, its latest line, and the lines to look at for priority lines.
- */
+/** What one monitor holds back from one session since its last envelope: counts, drops, latest and priority lines. */
 export class HeldLines {
   lines = 0
   bytes = 0
@@ -53,10 +47,7 @@ export class HeldLines {
     return this.unlooked.length > 0
   }
 
-  /**
-   * The last PRIORITY_MAX priority lines, oldest first: the unlooked ones (and `fresh`, newer still)
-   * are looked at, newest first.
-   */
+  /** The last PRIORITY_MAX priority lines, oldest first, after a look at the unlooked lines and `fresh` (newer). */
   look(isPriority: (line: MonitorLine) => boolean, now: number, fresh: readonly MonitorLine[] = []): MonitorLine[] {
     this.lookedAt = now
     const found: MonitorLine[] = []

@@ -6,10 +6,7 @@ const PAGE_GROWTH = 10
 // Past this a session's history is not read further (the identity seen by chat.message remains).
 const MAX_HISTORY_MESSAGES = 60_000
 
-/**
- * Reads a session's history back from the newest message until `enough` holds, all of it was read or
- * the bound is reached. Each page re-reads the newer ones (`?limit=N` is the newest N).
- */
+/** Reads history back until `enough` holds, all is read, or the bound; `?limit=N` is the newest N: pages overlap. */
 export async function readBack(
   api: Pick<SessionApi, "recentMessages">,
   sessionID: string,

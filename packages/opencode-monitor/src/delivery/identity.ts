@@ -2,10 +2,7 @@ import { type Identity, latestUserIdentity } from "./gates"
 import { RECENT_MESSAGES, readBack } from "./history"
 import type { SessionApi, SessionMessage } from "./session-api"
 
-/**
- * The agent and model each session's person last chose: from `chat.message`, from every history
- * read, or else by reading the history back until one is found. Per session, not per queue.
- */
+/** The agent and model each session's person last chose: from `chat.message`, history reads, or reading back. */
 export class SessionIdentities {
   private readonly known = new Map<string, Identity>()
 

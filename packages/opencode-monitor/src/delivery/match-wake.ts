@@ -22,10 +22,7 @@ export type MatchWakeDecision =
 
 const MINUTE_MS = 60_000
 
-/**
- * Asked by the injector at send time, with the session's gates open, whether a batch carrying a
- * match (or a silence) wakes the session now, waits, or goes as a plain observation.
- */
+/** Asked at send time, gates open: does a batch with a match (or silence) wake now, wait, or go as an observation? */
 export class MatchWakePolicy {
   private readonly monitors = new Map<string, { count: number; lastAt: number; sessionID: string }>()
   private readonly sessions = new Map<string, number[]>()
@@ -68,7 +65,6 @@ export class MatchWakePolicy {
     return { kind: "wake", reason: { ordinal: count, limit, seqs } }
   }
 
-  /** The monitor ended or was stopped: nothing of it is kept. */
   forgetMonitor(monitorId: string): void {
     this.monitors.delete(monitorId)
   }
@@ -88,10 +84,9 @@ export const carriesWake = (batch: OutputBatch): boolean => batch.silence !== un
 export const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
 
 /**
- * Queues a delivery that takes part in a match wake and returns the session's new queue (undefined
- * for an ordinary one). A candidate absorbs its monitor's waiting running batches, so matches
- * coalesce into the next wake in order; a terminal batch absorbs a waiting candidate. The ceiling
- * counts from the oldest wake absorbed, never from an observation that waited longer.
+ * The session's new queue with a delivery that takes part in a match wake (undefined for an ordinary one): a
+ * candidate absorbs its monitor's waiting running batches, so matches coalesce into the next wake in order; a
+ * terminal batch absorbs a waiting candidate. The ceiling counts from the oldest wake absorbed, not an observation.
  */
 export function queueMatchWake(
   queue: readonly Delivery[],
@@ -125,9 +120,8 @@ export function queueMatchWake(
 }
 
 /**
- * `newer` absorbs an older waiting batch of its monitor, under its own key. Over the bounds, lines
- * give way oldest first among those that did not match `wake_pattern`, then the latest wake lines:
- * the first match is what the agent asked for. What gives way is counted in `dropped:`.
+ * `newer` absorbs an older waiting batch of its monitor, under its own key. Over the bounds, non-matching lines give
+ * way oldest first, then the latest wake lines (the first match is what the agent asked for), counted in `dropped:`.
  */
 function absorb(newer: Delivery, older: Delivery, bounds: Bounds): void {
   const all = [...older.batch.lines, ...newer.batch.lines]

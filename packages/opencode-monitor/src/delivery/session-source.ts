@@ -14,10 +14,7 @@ export type SessionSource =
 // A parent chain longer than this is treated as ending where the walk stopped.
 const MAX_PARENT_DEPTH = 16
 
-/**
- * Automation wins over everything (an orchestrator's run is never the user's turn); then a parentID
- * makes a subagent, whose root is found by walking up. Throws when a lookup fails.
- */
+/** Automation first (its run is never the user's turn), then a parent makes a subagent; throws if a lookup fails. */
 export async function classifySession(
   api: Pick<SessionApi, "parentOf">,
   sessionID: string,
@@ -38,14 +35,10 @@ export async function classifySession(
 
 // A terminal batch of a session not yet classified waits for this many lookups, this far apart.
 const CLASSIFY_ATTEMPTS = 3
-// How long monitor_start waits for its session's lookup: a tool call never waits on a host too busy
-// to answer; the exit notice's routing asks again (sourceOf).
+// How long monitor_start waits for its session's lookup (a busy host must not stall a tool call; sourceOf asks again).
 const LEARN_WAIT_MS = 5_000
 
-/**
- * The classification of each session that started a monitor; only a successful lookup is kept. One
- * that keeps failing counts as primary: a monitor blind to its exit is worse than an extra wake.
- */
+/** Sessions' sources; a lookup that keeps failing means primary: blind to an exit is worse than an extra wake. */
 export class SessionSources {
   private readonly known = new Map<string, SessionSource>()
   private readonly agents = new Map<string, string | undefined>()
@@ -107,9 +100,8 @@ export class SessionSources {
 export type Route = { sessionID: string; wake: boolean; subagentSessionID?: string }
 
 /**
- * Where a batch goes (docs/delivery-and-waking.md, "Subagents and automation"): a primary session
- * gets its wakes; a subagent's go to its root with `subagent_wake: "parent"`; automation is never
- * woken. A person's stop from the TUI is news for the agent, not a reason to wake anyone.
+ * Where a batch goes: a primary session gets its wakes, a subagent's go to its root with `subagent_wake: "parent"`,
+ * automation is never woken. A person's stop from the TUI is news for the agent, not a reason to wake anyone.
  */
 export function routeBatch(
   source: SessionSource,

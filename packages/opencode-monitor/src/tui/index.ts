@@ -18,8 +18,7 @@ import {
 } from "./model"
 import { type MonitorView, REMOTE_NOTE, type Row, SIDEBAR_DEFAULTS, sidebarRows } from "./view"
 
-// The TUI part: it only renders (`model.ts` decides) and never throws onto the screen. No JSX: an installed
-// `.tsx` entry fails to load (CONTRIBUTING.md).
+// Only renders (`model.ts` decides), never throws onto the screen; no JSX: an installed `.tsx` entry fails to load.
 const ID = "opencode-monitor"
 
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }

@@ -145,8 +145,7 @@ export function isServerAlive(
   return mayStillRunNow(pid, start, table) ?? lastAnswer(pid, start, table)
 }
 
-// Without a cheap read (ps runs a program), the answer of the last read of that server, made in
-// the background: the TUI reads again at its next refresh. A server not read yet counts as alive.
+// Without a cheap read (ps runs a program), the last background read's answer; one not read yet counts as alive.
 const answers = new Map<string, boolean>()
 const reading = new Set<string>()
 

@@ -76,7 +76,6 @@ export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
   return [...running, ...ended]
 }
 
-/** The sidebar block for one session; empty when the session has no monitors. */
 export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOptions): Row[] {
   if (monitors.length === 0) return []
   const width = Math.max(8, options.width)
