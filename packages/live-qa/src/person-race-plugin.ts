@@ -1,8 +1,8 @@
 /**
  * TEST-ONLY plugin entry: the real opencode-monitor entry, except that `chat.message` of a person's
- * message saying `RACE <file>` first touches <file> (the monitor prints when it appears) and waits until
- * that output is stored as an observation. That is an observation whose send was on its way as the
- * person wrote, made certain rather than left to timing. Never shipped.
+ * message saying `RACE <file>` first touches <file> (the monitor prints, or exits, when it appears) and
+ * waits until the plugin stored what followed. That is a prompt of ours whose send was on its way as
+ * the person wrote, made certain rather than left to timing. Never shipped.
  */
 import { writeFileSync } from "node:fs"
 import type { Plugin, PluginInput, PluginModule } from "@opencode-ai/plugin"

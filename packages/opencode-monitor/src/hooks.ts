@@ -41,15 +41,11 @@ export function monitorHooks(parts: HookParts): Hooks {
 
     async "chat.message"(input, output) {
       // Awaited: opencode stores the message, with this creation time, only after this hook returns.
-      const { id, time } = output.message
-      time.created = await router.onChatMessage(
-        { sessionID: input.sessionID, id, created: time.created },
-        output.parts,
-        {
-          agent: output.message.agent ?? input.agent,
-          model: output.message.model ?? input.model,
-        },
-      )
+      const { time } = output.message
+      time.created = await router.onChatMessage({ sessionID: input.sessionID, created: time.created }, output.parts, {
+        agent: output.message.agent ?? input.agent,
+        model: output.message.model ?? input.model,
+      })
     },
 
     async "experimental.session.compacting"(input, output) {

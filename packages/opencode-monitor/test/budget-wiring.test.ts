@@ -26,6 +26,7 @@ function plugin(config: Partial<MonitorConfig> = {}, scheduler?: FakeScheduler) 
     { api, ...(scheduler ? { scheduler } : {}) },
   )
   instances.push(instance)
+  api.onCreated = (sessionID, key, created) => instance.router.injector.onOwnMessage(sessionID, key, created)
   const start = async (command: string, args: Record<string, unknown> = {}) => {
     const out = await instance.hooks.tool?.monitor_start?.execute({ command, ...args } as never, toolContext("ses_a"))
     return String(typeof out === "string" ? out : out?.output).match(/mon_[0-9a-f]{8}/)?.[0] ?? ""
@@ -33,7 +34,10 @@ function plugin(config: Partial<MonitorConfig> = {}, scheduler?: FakeScheduler) 
   const chat = (synthetic: boolean) =>
     instance.hooks["chat.message"]?.(
       { sessionID: "ses_a" },
-      { message: {} as UserMessage, parts: [{ type: "text", text: "hi", synthetic } as Part] },
+      {
+        message: { time: { created: scheduler?.now() ?? Date.now() } } as UserMessage,
+        parts: [{ type: "text", text: "hi", synthetic } as Part],
+      },
     )
   return { api, instance, start, chat }
 }

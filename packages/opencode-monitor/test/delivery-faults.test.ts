@@ -87,7 +87,9 @@ function pluginOnFakes() {
   const scheduler = new FakeScheduler()
   const api = new FakeSessionApi(() => scheduler.now())
   scheduler.advance(1_000_000)
-  return { scheduler, api, instance: createMonitorPlugin(defaultMonitorConfig(), { api, scheduler }) }
+  const instance = createMonitorPlugin(defaultMonitorConfig(), { api, scheduler })
+  api.onCreated = (sessionID, key, created) => instance.router.injector.onOwnMessage(sessionID, key, created)
+  return { scheduler, api, instance }
 }
 
 describe("a wake that cannot be delivered for 30 minutes", () => {
@@ -141,7 +143,7 @@ describe("identity from what the plugin sees", () => {
     const { scheduler, api, instance } = pluginOnFakes()
     const chat = (agent: string, synthetic: boolean) =>
       instance.hooks["chat.message"]?.({ sessionID: S, agent, model: PLAN.model }, {
-        message: { agent, model: PLAN.model },
+        message: { agent, model: PLAN.model, time: { created: scheduler.now() } },
         parts: [{ type: "text", text: "x", synthetic }],
       } as never)
     await chat("plan", false)

@@ -169,11 +169,11 @@ describe("MonitorOutputInjector: gates", () => {
   })
 
   test("a person's message that arrives while the gates read the session holds output back (chat.message, not the stale read)", async () => {
-    const { api, injector, send, advance } = setup()
+    const { api, injector, scheduler, send, advance } = setup()
     // opencode calls chat.message as it takes the person's prompt; the history read just taken misses it.
     api.afterHistoryRead = (sessionID) => {
       api.afterHistoryRead = undefined
-      void injector.onPersonMessage(sessionID, api.createMessage())
+      void injector.onPersonMessage(sessionID, scheduler.now())
       api.addMessage(sessionID, { role: "user", synthetic: false, text: "stop them" })
     }
     send(batch(1))
@@ -185,52 +185,54 @@ describe("MonitorOutputInjector: gates", () => {
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1", "monitor-output:mon_1:batch-2"])
   })
 
-  test("a person's message is moved after an observation stored between its creation and its storing", async () => {
-    const { api, injector, send, advance } = setup()
-    // The person's message is created before the observation goes in…
-    const person = api.createMessage()
+  test("a person's message is moved after an observation created between its creation and its storing", async () => {
+    const { api, injector, scheduler, send, advance } = setup()
+    // The person's message is created before the observation…
+    const person = scheduler.now()
     send(batch(1))
     await advance(100)
-    const observation = api.history.get(S)?.at(-1)
-    expect(observation?.created).toBeGreaterThan(person.created)
-    // …and reaches chat.message after it was stored: it is given a creation time after the observation's.
-    expect(await injector.onPersonMessage(S, person)).toBe((observation?.created ?? 0) + 1)
-    expect(api.logs.map((l) => l.message)).toContain("a person's message moved after monitor output stored as they wrote")
+    const observation = api.history.get(S)?.at(-1)?.created ?? Number.NaN
+    expect(observation).toBeGreaterThan(person)
+    // …and reaches chat.message after it: it is given a creation time after the observation's.
+    expect(await injector.onPersonMessage(S, person)).toBe(observation + 1)
+    expect(api.logs.map((l) => l.message)).toContain(
+      "a person's message moved after monitor output created as they wrote",
+    )
     // Nothing is sent twice.
     await advance(5_000)
     expect(api.sent).toHaveLength(1)
   })
 
   test("an exit notice still on its way when a person writes is waited for, and the person's message moved after it", async () => {
-    const { api, injector, send, advance } = setup()
+    const { api, injector, scheduler, send, advance } = setup()
     let land = () => {}
     api.promptGate = new Promise((resolve) => (land = resolve))
     send(batch(1, { terminal: { kind: "exited", code: 1 } }))
     await advance(100)
     expect(api.promptCalls).toHaveLength(1)
-    const person = api.createMessage()
-    const created = injector.onPersonMessage(S, person)
+    const created = injector.onPersonMessage(S, scheduler.now())
     await advance(300)
     api.promptGate = undefined
     land()
-    const wake = await (async () => {
-      await settle()
-      return api.history.get(S)?.at(-1)
-    })()
+    await settle()
+    const wake = api.history.get(S)?.at(-1)
     expect(wake?.notes[0]?.wake).toBe(true)
-    expect(await created).toBe((wake?.created ?? 0) + 1)
+    expect(await created).toBe((wake?.created ?? Number.NaN) + 1)
   })
 
-  test("a person's message created after the observation keeps its time", async () => {
-    const { api, injector, send, advance } = setup()
+  test("a person's message created after our prompt, or while a send failed, keeps its time", async () => {
+    const { api, injector, scheduler, send, advance } = setup()
     send(batch(1))
     await advance(100)
-    const person = api.createMessage()
-    expect(await injector.onPersonMessage(S, person)).toBe(person.created)
-    // Only the send just before counts: a second person's message reads nothing.
-    const reads = api.historyReads
-    expect(await injector.onPersonMessage(S, api.createMessage())).toBeGreaterThan(0)
-    expect(api.historyReads).toBe(reads)
+    const person = scheduler.now()
+    expect(await injector.onPersonMessage(S, person)).toBe(person)
+    api.failures.push({ kind: "rejected" })
+    send(batch(2))
+    // After user_message_window_ms.
+    await advance(2_500)
+    expect(api.promptCalls).toHaveLength(2)
+    // Nothing was created: no wait, no move.
+    expect(await injector.onPersonMessage(S, person)).toBe(person)
   })
 
   test("a wake past max_active_defer_ms is not held back by a person's message: the ceiling stands", async () => {
@@ -238,7 +240,7 @@ describe("MonitorOutputInjector: gates", () => {
     api.busy[S] = "busy"
     send(batch(1, { terminal: { kind: "exited", code: 1 } }))
     await advance(59_500)
-    void injector.onPersonMessage(S, api.createMessage())
+    void injector.onPersonMessage(S, 0)
     expect(api.sent).toHaveLength(0)
     await advance(1_000)
     expect(api.sources()).toEqual(["monitor-output:mon_1:batch-1"])

@@ -3,7 +3,6 @@ import { evaluateGates } from "../src/delivery/gates"
 import type { SessionMessage } from "../src/delivery/session-api"
 
 const message = (overrides: Partial<SessionMessage> & Pick<SessionMessage, "role" | "created">): SessionMessage => ({
-  id: `msg_${overrides.created}`,
   completed: undefined,
   finish: undefined,
   toolRunning: false,

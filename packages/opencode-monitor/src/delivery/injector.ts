@@ -10,7 +10,7 @@ import { evaluateGates, type Identity } from "./gates"
 import { RECENT_MESSAGES } from "./history"
 import { SessionIdentities } from "./identity"
 import { isCandidate, isSilenceReason, MatchWakePolicy, queueMatchWake } from "./match-wake"
-import { type MessageOrder, PersonLast } from "./person-last"
+import { PersonLast } from "./person-last"
 import { DeliveryError, type SessionApi, type SessionMessage } from "./session-api"
 import { type Delivery, SessionQueue } from "./session-queue"
 import type { Route } from "./session-source"
@@ -61,7 +61,7 @@ export class MonitorOutputInjector {
     this.policy = new DeliveryPolicy(options, deps.api, () => deps.scheduler.now())
     this.identities = new SessionIdentities(deps.api)
     this.matchWakes = new MatchWakePolicy(options, deps.scheduler)
-    this.personLast = new PersonLast(deps.api, deps.scheduler)
+    this.personLast = new PersonLast(deps.scheduler)
   }
 
   /** `wakeLimit`: how many match wakes the batch's monitor may cause (`wake_limit`; 0 = none). */
@@ -87,7 +87,7 @@ export class MonitorOutputInjector {
     }
     // A match wake holds one batch at most; while a session is busy, two batches' worth of output wait.
     const { batch_max_lines: maxLines, batch_max_bytes: maxBytes } = this.options
-    const withMatchWake = queueMatchWake(queue.deliveries, delivery, this.matchWakes, { maxLines, maxBytes })
+    const withMatchWake = queueMatchWake(queue.deliveries, delivery, { maxLines, maxBytes })
     if (withMatchWake) queue.deliveries = withMatchWake
     else {
       queue.deliveries.push(delivery)
@@ -141,15 +141,17 @@ export class MonitorOutputInjector {
    * A person wrote (`chat.message`, before opencode stores their message): nothing goes in for
    * user_message_window_ms. Returns the creation time that keeps their message after ours.
    */
-  async onPersonMessage(sessionID: string, message: MessageOrder): Promise<number> {
+  async onPersonMessage(sessionID: string, created: number): Promise<number> {
     this.personWroteAt.set(sessionID, this.deps.scheduler.now())
-    const { created, moved } = await this.personLast.createdFor(sessionID, message).catch((error) => {
-      this.log.warn("could not check monitor output sent as a person wrote", { sessionID, error: errorText(error) })
-      return { created: message.created, moved: undefined }
-    })
-    if (moved)
-      this.log.info("a person's message moved after monitor output stored as they wrote", logFields(moved, false))
-    return created
+    const kept = await this.personLast.createdFor(sessionID, created)
+    if (kept.moved)
+      this.log.info("a person's message moved after monitor output created as they wrote", logFields(kept.moved, false))
+    return kept.created
+  }
+
+  /** `chat.message` of a prompt of ours (`key`): when opencode created it. */
+  onOwnMessage(sessionID: string, key: string, created: number): void {
+    this.personLast.seen(sessionID, key, created)
   }
 
   private personJustWrote(sessionID: string): boolean {
@@ -254,12 +256,9 @@ export class MonitorOutputInjector {
 
   /** Sends one delivery and settles it, or schedules its retry. */
   private async dispatch(queue: SessionQueue, next: Delivery, identity: Identity, forced: boolean): Promise<void> {
-    const sending = this.policy.send(next, identity)
-    this.personLast.sending(
-      next,
-      sending.then((r) => r.outcome === "sent"),
-    )
-    const { outcome, kind } = await sending
+    const sent = this.personLast.sending(next)
+    const { outcome, kind } = await this.policy.send(next, identity)
+    sent(outcome === "sent")
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {

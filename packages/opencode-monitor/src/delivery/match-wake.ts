@@ -88,19 +88,9 @@ export const isCandidate = (d: Delivery) => d.wake && !isTerminalBatch(d.batch)
  * candidate absorbs its monitor's waiting running batches, so matches coalesce into the next wake in order; a
  * terminal batch absorbs a waiting candidate. The ceiling counts from the oldest wake absorbed, not an observation.
  */
-export function queueMatchWake(
-  queue: readonly Delivery[],
-  delivery: Delivery,
-  policy: MatchWakePolicy,
-  bounds: Bounds,
-): Delivery[] | undefined {
+export function queueMatchWake(queue: readonly Delivery[], delivery: Delivery, bounds: Bounds): Delivery[] | undefined {
   const { batch } = delivery
   const terminal = isTerminalBatch(batch)
-  const exhausted = !batch.silence && policy.exhausted(batch.monitorId, delivery.wakeLimit)
-  if (isCandidate(delivery) && exhausted) {
-    if (delivery.subagentSessionID !== undefined) return [...queue]
-    delivery.wake = false
-  }
   const waiting = queue.filter(
     (d) => d.batch.monitorId === batch.monitorId && !isTerminalBatch(d.batch) && d.attempts === 0,
   )

@@ -1,3 +1,4 @@
+import { noteOf } from "../codec"
 import type { MonitorConfig } from "../config"
 import { namedLogger } from "../log"
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
@@ -7,7 +8,6 @@ import { ContextLedger } from "./context-ledger"
 import { WAKE_GIVE_UP_MS } from "./delivery-policy"
 import type { Identity } from "./gates"
 import { MonitorOutputInjector } from "./injector"
-import type { MessageOrder } from "./person-last"
 import type { SessionApi } from "./session-api"
 import { routeBatch, type SessionSource, SessionSources } from "./session-source"
 
@@ -86,19 +86,24 @@ export class DeliveryRouter {
   /**
    * `chat.message`: a person's message resets the session's budget, holds deliveries back and gives
    * the agent and model for every wake. Injected (synthetic) prompts, ours included, do none of that.
-   * Returns the message's creation time: a person's is moved after a prompt of ours stored meanwhile.
+   * Returns the message's creation time: a person's is moved after a prompt of ours created meanwhile.
    */
   async onChatMessage(
-    message: MessageOrder & { sessionID: string },
-    parts: readonly { type: string; synthetic?: boolean }[],
+    message: { sessionID: string; created: number },
+    parts: readonly { type: string; synthetic?: boolean; metadata?: unknown }[],
     identity: Identity,
   ): Promise<number> {
+    const { sessionID, created } = message
     const real = isRealUserTurn(parts)
     // A message with no text part is the person's too.
-    if (real || !parts.some((p) => p.type === "text")) this.injector.identities.remember(message.sessionID, identity)
-    if (!real) return message.created
-    this.budget.onUserTurn(message.sessionID)
-    return this.injector.onPersonMessage(message.sessionID, message)
+    if (real || !parts.some((p) => p.type === "text")) this.injector.identities.remember(sessionID, identity)
+    if (real) {
+      this.budget.onUserTurn(sessionID)
+      return this.injector.onPersonMessage(sessionID, created)
+    }
+    const ours = parts.map((p) => noteOf(p.metadata)).find((note) => note !== undefined)
+    if (ours) this.injector.onOwnMessage(sessionID, ours.key, created)
+    return created
   }
 
   /** The agent stopped the monitor: nothing more of it is delivered, and nobody is woken. */

@@ -10,7 +10,6 @@ export type ModelRef = { providerID: string; modelID: string }
 
 /** The little of a session message that delivery decisions need. */
 export type SessionMessage = {
-  id: string
   role: "user" | "assistant"
   created: number
   /** Assistant only: undefined while the step runs. */
@@ -120,7 +119,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
   const texts = parts.filter((p): p is Extract<Part, { type: "text" }> => p.type === "text")
   if (info.role === "user") {
     return {
-      id: info.id,
       role: "user",
       created: info.time.created,
       synthetic: texts.length > 0 && texts.every((p) => p.synthetic === true),
@@ -130,7 +128,6 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
     }
   }
   return {
-    id: info.id,
     role: "assistant",
     created: info.time.created,
     completed: info.time.completed,

@@ -33,19 +33,10 @@ export class FakeSessionApi implements SessionApi {
   /** Runs once a history read has been taken: what happens in opencode while that read is on its way back. */
   afterHistoryRead: ((sessionID: string) => void) | undefined
 
-  private nextId = 0
-
   constructor(private readonly now: () => number) {}
 
-  /** A fresh id that sorts after every earlier one, as opencode's do. */
-  newMessageId(): string {
-    return `msg_${String(++this.nextId).padStart(8, "0")}`
-  }
-
-  /** A message created now and not yet stored: what `chat.message` sees of a person's message. */
-  createMessage(): { id: string; created: number } {
-    return { id: this.newMessageId(), created: this.now() }
-  }
+  /** opencode's `chat.message` for a prompt of ours: called with the note's key as the message is created. */
+  onCreated: ((sessionID: string, key: string, created: number) => void) | undefined
 
   async busySessions() {
     if (this.statusFails) throw new Error("status unavailable")
@@ -70,6 +61,7 @@ export class FakeSessionApi implements SessionApi {
     if (failure && !failure.stored) throw new DeliveryError(failure.kind, `simulated ${failure.kind}`)
     this.sent.push({ ...request, sessionID, at: this.now() })
     const note = noteOf(request.metadata)
+    if (note) this.onCreated?.(sessionID, note.key, this.now())
     this.addMessage(sessionID, {
       role: "user",
       synthetic: true,
@@ -106,7 +98,6 @@ export class FakeSessionApi implements SessionApi {
   addMessage(sessionID: string, message: Partial<SessionMessage> & Pick<SessionMessage, "role"> & { text?: string }) {
     const list = this.history.get(sessionID) ?? []
     list.push({
-      id: this.newMessageId(),
       created: this.now(),
       completed: message.role === "assistant" ? this.now() : undefined,
       finish: message.role === "assistant" ? "stop" : undefined,

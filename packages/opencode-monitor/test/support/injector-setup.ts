@@ -22,6 +22,7 @@ export function setupInjector(options: Partial<InjectorOptions> = {}, ledger?: C
     { ...defaultMonitorConfig(), max_active_defer_ms: 0, staleTurnsBefore: Number.NEGATIVE_INFINITY, ...options },
     { api, scheduler, onGiveUp: (d) => gaveUp.push(d.key), ledger: ledger ?? new ContextLedger() },
   )
+  api.onCreated = (sessionID, key, created) => injector.onOwnMessage(sessionID, key, created)
   const advance = async (ms: number) => {
     // Step in small slices so async sends settle between timer firings, as on a real loop.
     for (let t = 0; t < ms; t += 50) {

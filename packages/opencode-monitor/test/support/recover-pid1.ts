@@ -47,7 +47,6 @@ const record = {
 writeFileSync(join(dir, "server-999999999-1.json"), JSON.stringify(record), { mode: 0o600 })
 const statuses: string[] = []
 const start = {
-  id: "msg_start",
   role: "assistant" as const,
   created: 0,
   completed: 0,

@@ -5,7 +5,6 @@ import type { MonitorStateEntry } from "../../src/state/format"
 /** An assistant message whose completed monitor_start calls returned these ids: what proves a session's monitor. */
 export function startMessage(...monitorIds: string[]): SessionMessage {
   return {
-    id: "msg_start",
     role: "assistant",
     created: 0,
     completed: 0,
