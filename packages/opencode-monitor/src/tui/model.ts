@@ -14,7 +14,7 @@ const DETAIL_WIDTH = 100
 export const REFRESH_MS = 250
 
 export type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
-type DialogOption = { title: string; value: string; description?: string; category?: string }
+export type DialogOption = { title: string; value: string; description?: string; category?: string }
 
 const EMPTY: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
 
@@ -100,7 +100,8 @@ export function detailDialog(monitor: MonitorView, local: boolean, now: number) 
     ...actions.map((a) => ({ ...a, category: "Actions" })),
     ...rows.slice(1).map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
   ]
-  return { title: rows[0]?.text ?? monitor.id, options }
+  // Its rows are a read-out, not a list to search: typing does not filter them.
+  return { title: rows[0]?.text ?? monitor.id, options, skipFilter: true }
 }
 
 /** Asks the monitor's server to stop it; the toast text says what happened. */
