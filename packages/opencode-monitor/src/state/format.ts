@@ -3,6 +3,7 @@ import { homedir } from "node:os"
 import { join } from "node:path"
 import { z } from "zod"
 import type { Ending, MonitorStatus, StopReason } from "../codec"
+import type { MonitorInfo } from "../monitor-run"
 
 // A server's monitors on disk, for the TUI and a restarted server: labels only (never the command), all bounded.
 export const STATE_FORMAT = "opencode-monitor/state@2"
@@ -104,6 +105,28 @@ const ServerStateFileSchema = z.object({
 })
 
 export type ServerStateFile = z.infer<typeof ServerStateFileSchema>
+
+/** The process group leader as it started: its start time and token hash prove it is the monitor's later. */
+type Leader = { pid: number; startTime?: string; tokenHash?: string }
+
+/** A monitor as its record holds it: its label, never its command; its last lines bounded. */
+export function stateEntry(info: MonitorInfo, leader: Leader, lastLines: readonly StateLine[]): MonitorStateEntry {
+  return {
+    id: info.id,
+    sessionID: info.sessionID,
+    label: info.label,
+    startedAt: info.startedAt,
+    endedAt: info.endedAt,
+    status: info.status,
+    ending: info.ending,
+    pid: leader.pid,
+    pidStartTime: leader.startTime,
+    linesSeen: info.counters.total,
+    lastLines: boundedLines(lastLines),
+    ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
+    ...(leader.tokenHash ? { tokenHash: leader.tokenHash } : {}),
+  }
+}
 
 /** `$XDG_STATE_HOME/opencode/opencode-monitor/<hash of the directory>`: a server sees only its project's records. */
 export function projectStateDir(directory: string, env: Record<string, string | undefined> = process.env): string {
