@@ -86,7 +86,7 @@ export function listDialog(found: SessionMonitors, now: number) {
 /** One monitor's dialog: its actions (Stop only where a stop request can reach its server), then its rows. */
 export function detailDialog(monitor: MonitorView, local: boolean, now: number) {
   const rows = detailRows(monitor, now, DETAIL_WIDTH)
-  const running = monitor.statusKind === "running"
+  const running = monitor.status.kind === "running"
   if (running && !local)
     rows.push({ text: "Stop is not available: this TUI is not on the server's machine.", tone: "muted" })
   const actions: DialogOption[] = [
