@@ -45,11 +45,11 @@ export function boundedLines(lines: readonly StateLine[]): StateLine[] {
 
 const pids = optional(z.array(z.int()).transform((list) => list.slice(0, 64)))
 const signal = z.string().regex(/^[A-Z0-9]{1,16}$/)
+const plainName = (name: string) => name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16)
 /** What a run left behind and stopped, as the record names it: pids and plain short names only. */
 const leftBehind = validItems(z.object({ pid: z.int(), name: z.string() }), (raw) => raw.slice(0, 64)).transform(
   (list) => (list.length > 0 ? list.map(({ pid, name }) => ({ pid, name: plainName(name) })) : undefined),
 )
-const plainName = (name: string) => name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16)
 const leftovers = { survivors: pids, pipesHeld: flag, unsearched: pids, leftBehind: optional(leftBehind) }
 
 /** A recorded status, field by field; one this version cannot read makes its entry unreadable. */
