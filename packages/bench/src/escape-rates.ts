@@ -71,7 +71,7 @@ async function main(): Promise<void> {
         command: `${command(marker)} >/dev/null 2>&1 & sleep 1000; : ${marker}`,
       })
       // Wait until the escape happened (a fork of the leader carries the marker before it leaves).
-      const leader = manager.snapshot(0).find((s) => s.info.id === info.id)?.pid ?? 0
+      const leader = manager.snapshot().find((s) => s.id === info.id)?.pid ?? 0
       if (!(await waitFor(() => escapee(marker, leader) !== undefined, 5_000, 5))) result.notSeen++
       await manager.stop(`s${i % jobs}`, info.id, "agent")
       const left = liveProcesses(marker)

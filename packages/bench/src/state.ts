@@ -8,15 +8,24 @@ import { mkdtempSync, renameSync, rmSync, statSync, writeFileSync } from "node:f
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig } from "../../opencode-monitor/src/config.ts"
-import type { MonitorInfo, MonitorSnapshot } from "../../opencode-monitor/src/manager.ts"
+import type { MonitorInfo } from "../../opencode-monitor/src/manager.ts"
 import type { Scheduler } from "../../opencode-monitor/src/scheduler.ts"
-import { STATE_LAST_LINES, STATE_LINE_TEXT_MAX, STATE_MAX_MONITORS } from "../../opencode-monitor/src/state/format.ts"
+import {
+  STATE_LAST_LINES,
+  STATE_LINE_TEXT_MAX,
+  STATE_MAX_MONITORS,
+  type StateLine,
+  stateEntry,
+} from "../../opencode-monitor/src/state/format.ts"
 import { MonitorStateWriter } from "../../opencode-monitor/src/state/writer.ts"
 import { log, type Plan } from "./plan.ts"
 import type { Row } from "./report.ts"
 import { formatMs, median } from "./stats.ts"
 
 const FLUSHES_PER_RUN = 200
+
+/** A monitor the bench edits in place, turned into its record entry on each flush as the manager does. */
+type Snapshot = { info: MonitorInfo; pid: number; lastLines: StateLine[] }
 
 /** A clock that runs a timer only when told: each `flush()` is one writer flush, timed alone. */
 function manualScheduler() {
@@ -41,7 +50,7 @@ function manualScheduler() {
   }
 }
 
-function monitors(count: number, lineLength: number): MonitorSnapshot[] {
+function monitors(count: number, lineLength: number): Snapshot[] {
   const config = defaultMonitorConfig()
   return Array.from({ length: count }, (_, i) => {
     const info: MonitorInfo = {
@@ -77,11 +86,11 @@ function monitors(count: number, lineLength: number): MonitorSnapshot[] {
 }
 
 /** Median µs of one flush that writes (every flush sees new output), and the file's size. */
-function timeFlushes(root: string, snapshot: MonitorSnapshot[]): { us: number; bytes: number } {
+function timeFlushes(root: string, snapshot: Snapshot[]): { us: number; bytes: number } {
   const { scheduler, flush } = manualScheduler()
   const writer = new MonitorStateWriter({
     directory: join(root, "project"),
-    source: () => snapshot,
+    source: () => snapshot.map((m) => stateEntry(m.info, m, m.lastLines)),
     scheduler,
     log: { warn: () => {} },
     env: { XDG_STATE_HOME: root },

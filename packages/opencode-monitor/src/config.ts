@@ -75,15 +75,16 @@ export type ConfigResult = { ok: true; config: MonitorConfig } | { ok: false; er
 export function parseMonitorConfig(options: unknown): ConfigResult {
   const parsed = MonitorConfigSchema.safeParse(options ?? {}, { reportInput: true })
   if (parsed.success) return { ok: true, config: parsed.data }
-  return { ok: false, errors: parsed.error.issues.map(describeIssue) }
+  return { ok: false, errors: parsed.error.issues.map((issue) => describeIssue(issue)) }
 }
 
 export function defaultMonitorConfig(): MonitorConfig {
   return MonitorConfigSchema.parse({})
 }
 
-function describeIssue(issue: z.core.$ZodIssue): string {
-  const key = issue.path.join(".") || "(options)"
+/** One zod issue (parsed with `reportInput`) as a line naming the key, what it must be and what it got. */
+export function describeIssue(issue: z.core.$ZodIssue, whole = "(options)"): string {
+  const key = issue.path.join(".") || whole
   const got = `got ${JSON.stringify(issue.input)}`
   switch (issue.code) {
     case "too_small":

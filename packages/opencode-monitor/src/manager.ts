@@ -14,22 +14,9 @@ import { ExitedRetention } from "./retention"
 import { realScheduler, type Scheduler } from "./scheduler"
 import { cancelledStart, cancelReason, MonitorSlots, type Reservation, type StartCancel } from "./slots"
 import type { StartRequest } from "./start-request"
-import type { StateLine } from "./state/format"
+import { type MonitorStateEntry, STATE_LAST_LINES, stateEntry } from "./state/format"
 
 export type { MonitorInfo, StopResult } from "./monitor-run"
-
-/** A monitor as the state record sees it: its info, group leader and last retained lines. */
-export type MonitorSnapshot = {
-  info: MonitorInfo
-  /** The process group leader. */
-  pid: number
-  /** The leader's start time, read as it started (the proof of its identity later). */
-  pidStartTime?: string
-  /** sha256 of the token in its environment, for restart recovery's proof (state/recovery-proof.ts). */
-  tokenHash?: string
-  /** The last retained lines, oldest first. */
-  lastLines: readonly StateLine[]
-}
 
 export type ManagerDeps = Pick<RunDeps, "matchWakeLeft"> & {
   env?: NodeJS.ProcessEnv
@@ -210,17 +197,16 @@ export class MonitorManager {
     for (const run of this.monitors.values()) run.terminateNow()
   }
 
-  /** Every monitor with its group leader's pid and its last retained lines (for the state record). */
-  snapshot(lastLines: number): MonitorSnapshot[] {
-    return [...this.monitors.values()].map(({ info, process, pipeline }) => ({
-      info,
-      pid: process.pid,
-      pidStartTime: process.startTime,
-      tokenHash: process.tokenHash,
-      lastLines: pipeline.ring
-        .latest(lastLines)
-        .map((line) => ({ stream: line.stream, seq: line.seq, text: lineText(line) })),
-    }))
+  /** Every monitor as the state record holds it (state/format.ts), with its last retained lines. */
+  snapshot(): MonitorStateEntry[] {
+    return [...this.monitors.values()].map(({ info, process, pipeline }) => {
+      const lines = pipeline.ring.latest(STATE_LAST_LINES)
+      return stateEntry(
+        info,
+        process,
+        lines.map((line) => ({ stream: line.stream, seq: line.seq, text: lineText(line) })),
+      )
+    })
   }
 
   private find(sessionID: string, monitorId: string): MonitorRun | undefined {

@@ -10,7 +10,7 @@ import { type ProcessIdentity, type ProcessTable, processTable } from "./process
 import { resolveShell } from "./process/shell"
 import { stopGroupsOnShutdownSignal } from "./process/shutdown"
 import { realScheduler, type Scheduler } from "./scheduler"
-import { projectStateDir, STATE_LAST_LINES } from "./state/format"
+import { projectStateDir } from "./state/format"
 import { recoverLostMonitors } from "./state/recovery"
 import { watchStopRequests } from "./state/stop-requests"
 import { MonitorStateWriter } from "./state/writer"
@@ -121,7 +121,7 @@ function keepStateRecord(config: MonitorConfig, deps: Wiring): MonitorStateWrite
   const server = deps.server ?? { pid: process.pid, pidStartTime: table.cheap?.read([process.pid])[0]?.start }
   const writer = new MonitorStateWriter({
     directory: deps.directory,
-    source: () => manager.snapshot(STATE_LAST_LINES),
+    source: () => manager.snapshot(),
     scheduler,
     log,
     env: deps.env,

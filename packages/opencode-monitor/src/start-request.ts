@@ -1,6 +1,6 @@
 import type { ToolContext } from "@opencode-ai/plugin"
 import { z } from "zod"
-import { int, MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
+import { describeIssue, int, MAX_TIMEOUT_MS, type MonitorConfig, SILENCE_MS_MAX, SILENCE_MS_MIN } from "./config"
 import { sanitizeLabel } from "./delivery/envelope"
 import { MonitorError } from "./errors"
 import { parseSimpleCommands, type SimpleCommand } from "./permission/bash-parser"
@@ -86,8 +86,8 @@ export async function parseStartRequest(
   config: MonitorConfig,
 ): Promise<StartRequest> {
   const schema = z.object(startArgs(config, "sh"))
-  const parsed = schema.safeParse(args)
-  if (!parsed.success) throw new MonitorError("invalid_argument", describeIssue(schema, parsed.error, args, config))
+  const parsed = schema.safeParse(args, { reportInput: true })
+  if (!parsed.success) throw new MonitorError("invalid_argument", argumentProblem(schema, parsed.error, config))
   const { data } = parsed
   const command = data.command.trim()
   if (command === "") throw new MonitorError("invalid_argument", "command is empty; pass the shell command to run.")
@@ -116,18 +116,12 @@ export async function parseStartRequest(
 }
 
 /** The first issue; a numeric argument's with its bounds, read from the schema itself. */
-function describeIssue(
-  schema: z.ZodObject<ReturnType<typeof startArgs>>,
-  error: z.ZodError,
-  args: Partial<Record<string, unknown>>,
-  config: MonitorConfig,
-): string {
-  const issue = error.issues[0]
-  const key = String(issue?.path[0] ?? "arguments")
-  const got = JSON.stringify(args[key])
+function argumentProblem(schema: z.ZodObject<ReturnType<typeof startArgs>>, error: z.ZodError, config: MonitorConfig) {
+  const issue = error.issues[0] as z.core.$ZodIssue
+  const key = String(issue.path[0])
   const shape = schema.shape[key as keyof StartArgs]
   const field = shape instanceof z.ZodOptional ? shape.unwrap() : shape
-  if (!(field instanceof z.ZodNumber)) return `${key}: ${issue?.message ?? "invalid"} (got ${got}).`
+  if (!(field instanceof z.ZodNumber)) return `${describeIssue(issue, "arguments")}.`
   const why = key !== "timeout_ms" ? "" : config.max_runtime_ms > 0 ? " (max_runtime_ms)" : " (7 days)"
-  return `${key} must be an integer from ${field.minValue} to ${field.maxValue}${why}; got ${got}.`
+  return `${key} must be an integer from ${field.minValue} to ${field.maxValue}${why}; got ${JSON.stringify(issue.input)}.`
 }

@@ -283,7 +283,7 @@ describe("end of process", () => {
     const { m, collector } = manager()
     for (const command of ["exit 0", `sleep 30; : ${uniqueMarker("disarm")}`]) {
       const info = await start(m, command)
-      const leader = m.snapshot(0).find((s) => s.info.id === info.id)?.pid as number
+      const leader = m.snapshot().find((s) => s.id === info.id)?.pid as number
       expect(leader).toBeGreaterThan(0)
       // The watchdog runs `sh -c <script> opencode-monitor-watchdog <leader pid> …`.
       const watchdog = `opencode-monitor-watchdog ${leader} `

@@ -16,7 +16,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { MonitorStatus } from "../src/codec"
 import { defaultMonitorConfig } from "../src/config"
-import type { MonitorInfo, MonitorSnapshot } from "../src/manager"
+import type { MonitorInfo } from "../src/manager"
 import { createMonitorPlugin } from "../src/plugin"
 import { processStartTime } from "../src/process/process-table"
 import {
@@ -25,6 +25,8 @@ import {
   STATE_LAST_LINES,
   STATE_LINE_TEXT_MAX,
   STATE_MAX_MONITORS,
+  type StateLine,
+  stateEntry,
 } from "../src/state/format"
 import {
   MonitorStateWriter,
@@ -70,19 +72,24 @@ function info(id: string, overrides: Partial<MonitorInfo> = {}): MonitorInfo {
   }
 }
 
+/** A monitor as the test edits it in place; `entries` turns it into its record entry as the manager does. */
+type Snapshot = { info: MonitorInfo; pid: number; pidStartTime?: string; lastLines: StateLine[] }
+const entries = (monitors: Snapshot[]) =>
+  monitors.map((m) => stateEntry(m.info, { pid: m.pid, startTime: m.pidStartTime ?? `start-of-${m.pid}` }, m.lastLines))
+
 /** A writer over a fake clock and a list of monitors the test edits in place. */
 function setup() {
   const root = mkdtempSync(join(tmpdir(), "omo-state-"))
   roots.push(root)
   const env = { XDG_STATE_HOME: root }
   const scheduler = new FakeScheduler()
-  const monitors: MonitorSnapshot[] = []
+  const monitors: Snapshot[] = []
   const logs: string[] = []
   let writes = 0
   const writer = new MonitorStateWriter({
     directory: "/work/project",
     // Each leader as it started, as the manager's snapshot tells it.
-    source: () => monitors.map((m) => ({ pidStartTime: `start-of-${m.pid}`, ...m })),
+    source: () => entries(monitors),
     scheduler,
     log: { warn: (message) => logs.push(message) },
     env,
@@ -180,7 +187,7 @@ describe("MonitorStateWriter", () => {
     const first = setup()
     const second = new MonitorStateWriter({
       directory: "/work/project",
-      source: () => [{ info: info("mon_other"), pid: 101, pidStartTime: "start-of-101", lastLines: [] }],
+      source: () => entries([{ info: info("mon_other"), pid: 101, lastLines: [] }]),
       scheduler: first.scheduler,
       log: { warn: () => {} },
       env: first.env,
@@ -213,7 +220,7 @@ describe("MonitorStateWriter", () => {
       seq++
       monitor.counters.total = seq
       monitor.counters.lastSeq = seq
-      ;(monitors[0] as { lastLines: MonitorSnapshot["lastLines"] }).lastLines = [line(seq, `line ${seq}`)]
+      ;(monitors[0] as { lastLines: StateLine[] }).lastLines = [line(seq, `line ${seq}`)]
       if (changedAt < 0) changedAt = scheduler.now()
       writer.changed()
       scheduler.advance(10)
@@ -238,7 +245,7 @@ describe("MonitorStateWriter", () => {
     writer.changed()
     scheduler.advance(0)
     monitor.counters.total = 3
-    ;(monitors[0] as { lastLines: MonitorSnapshot["lastLines"] }).lastLines = [line(1, "a"), line(2, "b"), line(3, "c")]
+    ;(monitors[0] as { lastLines: StateLine[] }).lastLines = [line(1, "a"), line(2, "b"), line(3, "c")]
     scheduler.advance(STATE_POLL_MS)
     expect(read()?.monitors[0]?.linesSeen).toBe(3)
     expect(read()?.monitors[0]?.lastLines.map((l) => l.text)).toEqual(["a", "b", "c"])
@@ -269,7 +276,7 @@ describe("MonitorStateWriter", () => {
     const queued = new Set<string>()
     const writer = new MonitorStateWriter({
       directory: "/work/project",
-      source: () => monitors,
+      source: () => entries(monitors),
       scheduler,
       log: { warn: () => {} },
       env,
@@ -359,7 +366,7 @@ describe("MonitorStateWriter", () => {
     writeFileSync(blocker, "")
     const writer = new MonitorStateWriter({
       directory: "/p",
-      source: () => [{ info: monitor, pid: 1, lastLines: [] }],
+      source: () => entries([{ info: monitor, pid: 1, lastLines: [] }]),
       scheduler,
       log: { warn: (message) => logs.push(message) },
       env: { XDG_STATE_HOME: blocker },

@@ -56,7 +56,7 @@ describe.each(BACK_ENDS)("a process that survives the stop, verified through %s"
       directory: process.cwd(),
       command: `sleep 1000; : ${marker}`,
     })
-    const leader = m.snapshot(0).find((s) => s.info.id === info.id)?.pid as number
+    const leader = m.snapshot().find((s) => s.id === info.id)?.pid as number
     expect(await waitFor(() => childOf(leader) !== undefined, 5_000)).toBe(true)
     const sleeper = childOf(leader) as number
     freeze(sleeper)

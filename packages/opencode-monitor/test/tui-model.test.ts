@@ -19,9 +19,8 @@ function monitor(overrides: Partial<MonitorView> = {}): MonitorView {
     label: "build",
     startedAt: 1_000,
     endedAt: undefined,
-    statusKind: "running",
-    status: "running",
-    stoppedBy: undefined,
+    status: { kind: "running" },
+    ending: undefined,
     linesSeen: 3,
     lastLines: [],
     serverPid: 1,
@@ -67,7 +66,7 @@ describe("what the TUI shows (tui/model.ts)", () => {
         .map((o) => o.value)
     expect(actions(monitor(), true)).toEqual(["stop", "refresh", "back"])
     expect(actions(monitor({ serverPid: undefined }), true)).toEqual(["refresh", "back"])
-    expect(actions(monitor({ statusKind: "exited", status: "exited (code=0)" }), true)).toEqual(["refresh", "back"])
+    expect(actions(monitor({ status: { kind: "exited", code: 0 } }), true)).toEqual(["refresh", "back"])
     const remote = detailDialog(monitor(), false, 2_000)
     expect(remote.options.map((o) => o.value)).not.toContain("stop")
     expect(remote.options.some((o) => o.title.startsWith("Stop is not available"))).toBe(true)

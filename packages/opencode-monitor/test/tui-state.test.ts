@@ -50,7 +50,7 @@ describe("reading the local state files", () => {
     writeServerFile(dir, 11, [entry("mon_a")])
     const snap = await readLocalState(dir, alive([11]))
     expect(snap.liveServers).toEqual([11])
-    expect(snap.monitors.map((m) => [m.id, m.statusKind, m.serverPid])).toEqual([["mon_a", "running", 11]])
+    expect(snap.monitors.map((m) => [m.id, m.status.kind, m.serverPid])).toEqual([["mon_a", "running", 11]])
   })
 
   test("corrupt, partial, foreign and old-format files give a short note, never an exception", async () => {
@@ -116,7 +116,7 @@ describe("reading the local state files", () => {
         throw new Error("boom")
       },
     })
-    expect(snap.monitors.map((m) => [m.id, m.statusKind])).toEqual([["mon_a", "lost"]])
+    expect(snap.monitors.map((m) => [m.id, m.status.kind])).toEqual([["mon_a", "lost"]])
   })
 
   test("a dead server's running monitor is shown lost, never running, and cannot be stopped", async () => {
@@ -124,7 +124,7 @@ describe("reading the local state files", () => {
     writeServerFile(dir, 11, [entry("mon_a"), entry("mon_b", { status: { kind: "exited", code: 0 }, endedAt: 2_000 })])
     const snap = await readLocalState(dir, alive([]))
     expect(snap.liveServers).toEqual([])
-    expect(snap.monitors.map((m) => [m.id, m.statusKind, m.serverPid])).toEqual([
+    expect(snap.monitors.map((m) => [m.id, m.status.kind, m.serverPid])).toEqual([
       ["mon_a", "lost", undefined],
       ["mon_b", "exited", undefined],
     ])
@@ -229,11 +229,9 @@ describe("a state folder flooded with records", () => {
 })
 
 describe("remembering ended monitors the state file dropped", () => {
-  const view = (id: string, statusKind: MonitorView["statusKind"]): MonitorView => ({
+  const view = (id: string, kind: "exited" | "running"): MonitorView => ({
     ...entry(id),
-    statusKind,
-    status: statusKind,
-    stoppedBy: undefined,
+    status: kind === "exited" ? { kind, code: 0 } : { kind },
     serverPid: 1,
   })
 
@@ -305,8 +303,7 @@ describe("the remote fallback: what the session's messages show", () => {
       label: "qa-build",
       startedAt: 900,
       endedAt: 3_000,
-      statusKind: "exited",
-      status: "exited (code=3)",
+      status: { kind: "exited", code: 3 },
       linesSeen: 20,
       serverPid: undefined,
     })
@@ -324,27 +321,26 @@ describe("the remote fallback: what the session's messages show", () => {
       [started, quoted, { type: "text" }, { type: "reasoning", text: "x" }],
       10_000,
     )
-    expect(views.map((v) => [v.id, v.statusKind])).toEqual([["mon_1a2b3c4d", "running"]])
+    expect(views.map((v) => [v.id, v.status.kind])).toEqual([["mon_1a2b3c4d", "running"]])
   })
 
   test("a stop by the person and a timeout are named", () => {
     const byPerson: MonitorStatus = { kind: "stopped", signal: "SIGTERM", byPerson: true }
     const stopped = monitorsFromMessages("s", [envelope(1, [], byPerson, 5)], 9)
-    expect([stopped[0]?.statusKind, stopped[0]?.status]).toEqual(["stopped", "stopped (by the person at the screen)"])
+    expect(stopped[0]?.status).toEqual(byPerson)
     const timedOut = monitorsFromMessages(
       "s",
       [envelope(1, [], { kind: "timed_out", afterMs: 5, signal: "SIGTERM" }, 5)],
       9,
     )
-    expect(timedOut[0]?.statusKind).toBe("timed_out")
+    expect(timedOut[0]?.status.kind).toBe("timed_out")
   })
 
   test("a lost monitor is shown lost, not failed", () => {
     const plain = monitorsFromMessages("s", [envelope(1, [], { kind: "lost", survivorPid: undefined }, 5)], 9)
-    expect(plain[0]?.statusKind).toBe("lost")
+    expect(plain[0]?.status.kind).toBe("lost")
     const survivor = monitorsFromMessages("s", [envelope(1, [], { kind: "lost", survivorPid: 4242 }, 5)], 9)
-    expect(survivor[0]?.statusKind).toBe("lost")
-    expect(survivor[0]?.status).toContain("its process 4242 is still running")
+    expect(survivor[0]?.status).toEqual({ kind: "lost", survivorPid: 4242 })
     expect(survivor[0]?.endedAt).toBe(5)
   })
 

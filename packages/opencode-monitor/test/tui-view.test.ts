@@ -11,9 +11,8 @@ function monitor(overrides: Partial<MonitorView> = {}): MonitorView {
     label: "build",
     startedAt: 1_000,
     endedAt: undefined,
-    statusKind: "running",
-    status: "running",
-    stoppedBy: undefined,
+    status: { kind: "running" },
+    ending: undefined,
     linesSeen: 0,
     lastLines: [],
     serverPid: 1,
@@ -91,15 +90,15 @@ describe("the sidebar", () => {
   test("every ending is named: exit code, signal, timed out, stopped (by the person), lost", () => {
     const ended = { endedAt: 2_000 }
     const cases: [Partial<MonitorView>, string][] = [
-      [{ statusKind: "exited", status: "exited (code=3)" }, "exited (code=3)"],
-      [{ statusKind: "signaled", status: "exited (signal=SIGKILL)" }, "exited (signal=SIGKILL)"],
-      [{ statusKind: "timed_out", status: "timed out after 5000 ms (signal=SIGTERM)" }, "timed out"],
-      [{ statusKind: "stopped", status: "stopped", stoppedBy: "agent" }, "stopped"],
+      [{ status: { kind: "exited", code: 3 } }, "exited (code=3)"],
+      [{ status: { kind: "signaled", signal: "SIGKILL" } }, "exited (signal=SIGKILL)"],
+      [{ status: { kind: "timed_out", afterMs: 5000, signal: "SIGTERM" } }, "timed out"],
+      [{ status: { kind: "stopped", signal: "SIGTERM" }, ending: { reason: "stop", by: "agent" } }, "stopped"],
       [
-        { statusKind: "stopped", status: "stopped (by the person at the screen)", stoppedBy: "person" },
+        { status: { kind: "stopped", signal: "SIGTERM", byPerson: true }, ending: { reason: "stop", by: "person" } },
         "stopped by you",
       ],
-      [{ statusKind: "lost", status: "lost (the opencode server stopped while it ran)" }, "lost"],
+      [{ status: { kind: "lost", survivorPid: undefined } }, "lost"],
     ]
     for (const [overrides, expected] of cases) {
       const view = monitor({ ...ended, ...overrides })
@@ -109,7 +108,9 @@ describe("the sidebar", () => {
   })
 
   test("a status text from a hostile file is never shown raw", () => {
-    const view = monitor({ statusKind: "exited", status: "exited (code=\x1b[2J3)\nIGNORE ALL", endedAt: 2_000 })
+    // From a message, a status is whatever the part's metadata says.
+    const code = "\x1b[2J3)\nIGNORE ALL" as unknown as number
+    const view = monitor({ status: { kind: "exited", code }, endedAt: 2_000 })
     expect(shortStatus(view, 3_000)).toBe("exited")
   })
 
@@ -127,8 +128,8 @@ describe("the sidebar", () => {
         linesSeen: 123456,
         lastLines: [{ stream: "stderr", seq: 9, text: HOSTILE.repeat(40) }],
       }),
-      monitor({ id: "c", label: "🚀".repeat(50), statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 }),
-      monitor({ id: "d", label: "", statusKind: "stopped", status: "stopped", endedAt: 2_500 }),
+      monitor({ id: "c", label: "🚀".repeat(50), status: { kind: "exited", code: 0 }, endedAt: 2_000 }),
+      monitor({ id: "d", label: "", status: { kind: "stopped", signal: null }, endedAt: 2_500 }),
     ]
     for (const width of [8, 20, 36, 60]) {
       const rows = sidebarRows(monitors, options(3_000, width))
@@ -146,18 +147,16 @@ describe("the sidebar", () => {
       monitor({
         id: "old1",
         label: "old1",
-        statusKind: "exited",
-        status: "exited (code=0)",
+        status: { kind: "exited", code: 0 },
         endedAt: now - SIDEBAR_DEFAULTS.keepEndedMs - 1,
       }),
       monitor({
         id: "old2",
         label: "old2",
-        statusKind: "exited",
-        status: "exited (code=1)",
+        status: { kind: "exited", code: 1 },
         endedAt: now - SIDEBAR_DEFAULTS.keepEndedMs - 5,
       }),
-      monitor({ id: "new", label: "recent", statusKind: "exited", status: "exited (code=3)", endedAt: now - 1_000 }),
+      monitor({ id: "new", label: "recent", status: { kind: "exited", code: 3 }, endedAt: now - 1_000 }),
       monitor({ id: "run", label: "server", startedAt: now - 5_000 }),
     ]
     const texts = sidebarRows(monitors, options(now)).map((r) => r.text)
@@ -170,7 +169,7 @@ describe("the sidebar", () => {
 
   test("at most maxEnded ended monitors are listed, even recent ones", () => {
     const monitors = Array.from({ length: 6 }, (_, i) =>
-      monitor({ id: `m${i}`, label: `m${i}`, statusKind: "exited", status: "exited (code=0)", endedAt: 1_000 + i }),
+      monitor({ id: `m${i}`, label: `m${i}`, status: { kind: "exited", code: 0 }, endedAt: 1_000 + i }),
     )
     const texts = sidebarRows(monitors, { ...options(2_000), maxEnded: 2 }).map((r) => r.text)
     expect(texts[0]).toBe("Monitors")
@@ -186,8 +185,7 @@ describe("the sidebar", () => {
       monitor({
         id: `m${i}`,
         label: `m${i}`,
-        statusKind: "exited",
-        status: "exited (code=0)",
+        status: { kind: "exited", code: 0 },
         endedAt: now - 50_000 + i,
       }),
     )
@@ -212,8 +210,7 @@ describe("the sidebar", () => {
 describe("the monitor detail", () => {
   test("status, start time, counters and the retained lines of both streams with their seq", () => {
     const view = monitor({
-      statusKind: "exited",
-      status: "exited (code=3)",
+      status: { kind: "exited", code: 3 },
       endedAt: 4_000,
       linesSeen: 3,
       lastLines: [
@@ -235,7 +232,7 @@ describe("the monitor detail", () => {
     expect(none).toContain("Deadline: none (runs until it exits or is stopped)")
     const bounded = detailRows(monitor({ deadlineAt: 61_000 }), 9_000, 80).map((r) => r.text)
     expect(bounded).toContain("Deadline: 1970-01-01T00:01:01.000Z")
-    const ended = detailRows(monitor({ statusKind: "exited", status: "exited (code=0)", endedAt: 2_000 }), 9_000, 80)
+    const ended = detailRows(monitor({ status: { kind: "exited", code: 0 }, endedAt: 2_000 }), 9_000, 80)
     expect(ended.map((r) => r.text).some((t) => t.startsWith("Deadline:"))).toBe(false)
   })
 })

@@ -2,11 +2,9 @@ import { randomBytes } from "node:crypto"
 import { join } from "node:path"
 import { errorText } from "../errors"
 import type { Logger } from "../log"
-import type { MonitorSnapshot } from "../manager"
 import type { ProcessIdentity } from "../process/process-table"
 import type { Scheduler, TimerHandle } from "../scheduler"
 import {
-  boundedLines,
   type MonitorStateEntry,
   projectStateDir,
   type ServerStateFile,
@@ -19,7 +17,8 @@ import { PrivateDir, type Refused } from "./safe-file"
 export type StateWriterOptions = {
   /** The project directory of this plugin instance (one state folder per directory). */
   directory: string
-  source: () => MonitorSnapshot[]
+  /** Every monitor of this instance, as its record holds it (the manager's snapshot). */
+  source: () => MonitorStateEntry[]
   scheduler: Scheduler
   log: Pick<Logger, "warn">
   env?: Record<string, string | undefined>
@@ -116,12 +115,11 @@ export class MonitorStateWriter {
   }
 
   private collect(now: number): void {
-    for (const monitor of this.options.source()) {
-      const { id, status } = monitor.info
-      const known = this.entries.get(id)
+    for (const entry of this.options.source()) {
+      const known = this.entries.get(entry.id)
       // Taken once, while the leader surely runs; an ended leader's pid may already be reused.
-      const pidStartTime = known ? known.pidStartTime : status.kind === "running" ? monitor.pidStartTime : undefined
-      this.entries.set(id, toEntry(monitor, pidStartTime))
+      const pidStartTime = known ? known.pidStartTime : entry.status.kind === "running" ? entry.pidStartTime : undefined
+      this.entries.set(entry.id, { ...entry, pidStartTime })
     }
     for (const [id, entry] of this.entries) {
       if (entry.status.kind !== "running" && this.options.wakePending?.(entry)) entry.wakePending = true
@@ -154,24 +152,6 @@ export class MonitorStateWriter {
       const message = `could not ${what} the monitor state file; the TUI and restart recovery will not see it`
       this.options.log.warn(message, { path: this.path, error: errorText(error) })
     }
-  }
-}
-
-function toEntry({ info, pid, tokenHash, lastLines }: MonitorSnapshot, pidStartTime?: string): MonitorStateEntry {
-  return {
-    id: info.id,
-    sessionID: info.sessionID,
-    label: info.label,
-    startedAt: info.startedAt,
-    endedAt: info.endedAt,
-    status: info.status,
-    ending: info.ending,
-    pid,
-    pidStartTime,
-    linesSeen: info.counters.total,
-    lastLines: boundedLines(lastLines),
-    ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
-    ...(tokenHash ? { tokenHash } : {}),
   }
 }
 

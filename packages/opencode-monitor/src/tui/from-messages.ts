@@ -1,4 +1,4 @@
-import { formatStatus, noteOf } from "../codec"
+import { noteOf } from "../codec"
 import { STATE_LAST_LINES, type StateLine } from "../state/format"
 import type { MonitorView } from "./view"
 
@@ -28,8 +28,8 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
       label,
       startedAt: at,
       endedAt: undefined,
-      statusKind: "running",
-      status: "running",
+      status: { kind: "running" },
+      ending: undefined,
       linesSeen: 0,
       lastLines: [],
       serverPid: undefined,
@@ -55,9 +55,8 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
     }
     view.linesSeen = Math.max(view.linesSeen, ...lines.map((l) => l.seq))
     view.lastLines = [...view.lastLines, ...lines].slice(-STATE_LAST_LINES)
-    view.status = formatStatus(note.status)
-    view.statusKind = note.status.kind
-    if (view.statusKind !== "running") view.endedAt ??= part.at ?? now
+    view.status = note.status
+    if (note.status.kind !== "running") view.endedAt ??= part.at ?? now
   }
   return [...byId.values()]
 }

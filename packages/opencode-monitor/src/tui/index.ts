@@ -6,6 +6,7 @@ import type { MessagePart } from "./from-messages"
 import { type LocalSnapshot, safely } from "./local-state"
 import {
   colorOf,
+  type DialogOption,
   detailDialog,
   listDialog,
   monitorsOfSession,
@@ -113,37 +114,30 @@ function showList(screen: Screen): void {
     return
   }
   const dialog = listDialog(screen.forSession(sessionID), Date.now())
-  api.ui.dialog.replace(() =>
-    createComponent(api.ui.DialogSelect<string>, {
-      title: dialog.title,
-      options: dialog.options,
-      onSelect: (option) => {
-        if (dialog.monitors.some((m) => m.id === option.value)) showDetail(screen, sessionID, option.value)
-      },
-    }),
-  )
+  select(api, dialog, (value) => {
+    if (dialog.monitors.some((m) => m.id === value)) showDetail(screen, sessionID, value)
+  })
 }
 
 function showDetail(screen: Screen, sessionID: string, monitorId: string): void {
-  const { api } = screen
   const { monitors, local } = screen.forSession(sessionID)
   const monitor = monitors.find((m) => m.id === monitorId)
   if (!monitor) {
     showList(screen)
     return
   }
-  const dialog = detailDialog(monitor, local, Date.now())
+  select(screen.api, detailDialog(monitor, local, Date.now()), (value) => {
+    if (value === "stop") confirmStop(screen, sessionID, monitor)
+    else if (value === "refresh") showDetail(screen, sessionID, monitorId)
+    else if (value === "back") showList(screen)
+  })
+}
+
+type Dialog = { title: string; options: DialogOption[]; skipFilter?: boolean }
+
+function select(api: TuiPluginApi, { title, options, skipFilter }: Dialog, onSelect: (value: string) => void): void {
   api.ui.dialog.replace(() =>
-    createComponent(api.ui.DialogSelect<string>, {
-      title: dialog.title,
-      skipFilter: true,
-      options: dialog.options,
-      onSelect: (option) => {
-        if (option.value === "stop") confirmStop(screen, sessionID, monitor)
-        else if (option.value === "refresh") showDetail(screen, sessionID, monitorId)
-        else if (option.value === "back") showList(screen)
-      },
-    }),
+    createComponent(api.ui.DialogSelect<string>, { title, options, skipFilter, onSelect: (o) => onSelect(o.value) }),
   )
 }
 

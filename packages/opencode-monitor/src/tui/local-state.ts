@@ -1,4 +1,3 @@
-import { formatStatus } from "../codec"
 import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
 import {
   type ParseResult,
@@ -85,14 +84,12 @@ function addRecord(
   const alive = safely(() => isAlive(server.pid, server.pidStartTime), false)
   if (alive) snapshot.liveServers.push(server.pid)
   for (const monitor of monitors) {
-    const { status, ending, pid: _pid, pidStartTime: _start, wakePending: _owed, tokenHash: _proof, ...rest } = monitor
+    const { pid: _pid, pidStartTime: _start, wakePending: _owed, tokenHash: _proof, ...rest } = monitor
     // Its server is gone and no live server took the record over: say so, never "running".
-    const lost = !alive && status.kind === "running"
+    const lost = !alive && monitor.status.kind === "running"
     const view: MonitorView = {
       ...rest,
-      statusKind: lost ? "lost" : status.kind,
-      status: lost ? "lost (its opencode server ended)" : formatStatus(status),
-      stoppedBy: ending?.reason === "stop" ? ending.by : undefined,
+      ...(lost ? { status: { kind: "lost", survivorPid: undefined } } : {}),
       serverPid: alive ? server.pid : undefined,
     }
     const seen = newest.get(view.id)
@@ -121,7 +118,7 @@ export function withRemembered(
 ): MonitorView[] {
   const present = new Set(current.map((m) => m.id))
   for (const monitor of current) {
-    if (monitor.statusKind === "running") continue
+    if (monitor.status.kind === "running") continue
     memory.delete(monitor.id) // re-inserted last: the newest stay when the map is trimmed
     memory.set(monitor.id, monitor)
   }

@@ -14,7 +14,7 @@ const DETAIL_WIDTH = 100
 export const REFRESH_MS = 250
 
 export type SessionMonitors = { monitors: MonitorView[]; local: boolean; notes: string[] }
-type DialogOption = { title: string; value: string; description?: string; category?: string }
+export type DialogOption = { title: string; value: string; description?: string; category?: string }
 
 const EMPTY: LocalSnapshot = { monitors: [], notes: [], liveServers: [] }
 
@@ -86,7 +86,7 @@ export function listDialog(found: SessionMonitors, now: number) {
 /** One monitor's dialog: its actions (Stop only where a stop request can reach its server), then its rows. */
 export function detailDialog(monitor: MonitorView, local: boolean, now: number) {
   const rows = detailRows(monitor, now, DETAIL_WIDTH)
-  const running = monitor.statusKind === "running"
+  const running = monitor.status.kind === "running"
   if (running && !local)
     rows.push({ text: "Stop is not available: this TUI is not on the server's machine.", tone: "muted" })
   const actions: DialogOption[] = [
@@ -100,7 +100,8 @@ export function detailDialog(monitor: MonitorView, local: boolean, now: number) 
     ...actions.map((a) => ({ ...a, category: "Actions" })),
     ...rows.slice(1).map((row, index) => ({ title: row.text, value: `row:${index}`, category: "Monitor" })),
   ]
-  return { title: rows[0]?.text ?? monitor.id, options }
+  // Its rows are a read-out, not a list to search: typing does not filter them.
+  return { title: rows[0]?.text ?? monitor.id, options, skipFilter: true }
 }
 
 /** Asks the monitor's server to stop it; the toast text says what happened. */

@@ -1,16 +1,9 @@
-import type { StatusKind } from "../codec"
+import { formatStatus, type StatusKind } from "../codec"
 import type { MonitorStateEntry } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
-/** One monitor as the TUI shows it, from a state record or from the session's messages. */
-export type MonitorView = Pick<
-  MonitorStateEntry,
-  "id" | "sessionID" | "label" | "startedAt" | "endedAt" | "linesSeen" | "lastLines" | "deadlineAt"
-> & {
-  statusKind: StatusKind
-  /** The status as the envelope writes it (formatStatus). */
-  status: string
-  stoppedBy?: string
+/** One monitor as the TUI shows it, from a state record or from the session's messages: never its process. */
+export type MonitorView = Omit<MonitorStateEntry, "pid" | "pidStartTime" | "wakePending" | "tokenHash"> & {
   /** The live server a stop request goes to; undefined when none can take one. */
   serverPid: number | undefined
 }
@@ -38,20 +31,22 @@ const linesOf = (monitor: MonitorView) => `${monitor.linesSeen} ${monitor.linesS
 
 /** The short status: `running 12s`, `exited (code=3)`, `timed out`, `stopped`, `lost`. */
 export function shortStatus(monitor: MonitorView, now: number): string {
-  switch (monitor.statusKind) {
+  const { status } = monitor
+  switch (status.kind) {
     case "running":
       return `running ${formatElapsed(now - monitor.startedAt)}`
     case "exited":
     case "signaled": {
-      const text = screenLine(monitor.status)
-      return /^exited \((code|signal)=[\w-]{1,16}\)$/.test(text) ? text : monitor.statusKind
+      // From a message, a status is whatever the part's metadata holds: only a plain exit is shown as written.
+      const text = screenLine(formatStatus(status))
+      return /^exited \((code|signal)=[\w-]{1,16}\)$/.test(text) ? text : status.kind
     }
     case "timed_out":
       return "timed out"
     case "stopped":
-      return monitor.stoppedBy === "person" ? "stopped by you" : "stopped"
+      return status.byPerson ? "stopped by you" : "stopped"
     default:
-      return monitor.statusKind
+      return status.kind
   }
 }
 
@@ -62,16 +57,16 @@ const TONES: Partial<Record<StatusKind, Tone>> = {
   lost: "warning",
 }
 
-function toneOf(monitor: MonitorView): Tone {
-  if (monitor.statusKind === "exited") return /code=0\)/.test(monitor.status) ? "success" : "error"
-  return TONES[monitor.statusKind] ?? "error"
+function toneOf({ status }: MonitorView): Tone {
+  if (status.kind === "exited") return status.code === 0 ? "success" : "error"
+  return TONES[status.kind] ?? "error"
 }
 
 /** Running first (oldest first), then ended ones, newest first. */
 export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
-  const running = monitors.filter((m) => m.statusKind === "running").sort((a, b) => a.startedAt - b.startedAt)
+  const running = monitors.filter((m) => m.status.kind === "running").sort((a, b) => a.startedAt - b.startedAt)
   const ended = monitors
-    .filter((m) => m.statusKind !== "running")
+    .filter((m) => m.status.kind !== "running")
     .sort((a, b) => (b.endedAt ?? b.startedAt) - (a.endedAt ?? a.startedAt))
   return [...running, ...ended]
 }
@@ -80,9 +75,9 @@ export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOp
   if (monitors.length === 0) return []
   const width = Math.max(8, options.width)
   const all = ordered(monitors)
-  const running = all.filter((m) => m.statusKind === "running")
+  const running = all.filter((m) => m.status.kind === "running")
   const recent = all
-    .filter((m) => m.statusKind !== "running" && options.now - (m.endedAt ?? m.startedAt) <= options.keepEndedMs)
+    .filter((m) => m.status.kind !== "running" && options.now - (m.endedAt ?? m.startedAt) <= options.keepEndedMs)
     .slice(0, options.maxEnded)
   const folded = all.length - running.length - recent.length
   const title = `Monitors${running.length > 0 ? ` (${running.length} running)` : ""}`
@@ -113,13 +108,13 @@ export function detailRows(monitor: MonitorView, now: number, width: number): Ro
   const rows: Row[] = []
   const line = (text: string, tone: Tone) => rows.push({ text: truncateToWidth(text, width), tone })
   line(`${labelOf(monitor)} (${screenLine(monitor.id)})`, "title")
-  line(`Status: ${screenLine(monitor.status) || monitor.statusKind}`, toneOf(monitor))
-  if (monitor.stoppedBy) line(`Stopped by: ${screenLine(monitor.stoppedBy)}`, "muted")
+  line(`Status: ${screenLine(formatStatus(monitor.status)) || monitor.status.kind}`, toneOf(monitor))
+  if (monitor.ending?.reason === "stop") line(`Stopped by: ${screenLine(monitor.ending.by)}`, "muted")
   const run = formatElapsed((monitor.endedAt ?? now) - monitor.startedAt)
   line(`Started: ${new Date(monitor.startedAt).toISOString()} (${run} run)`, "muted")
   const none = "none (runs until it exits or is stopped)"
   const deadline = monitor.deadlineAt === undefined ? none : new Date(monitor.deadlineAt).toISOString()
-  if (monitor.statusKind === "running") line(`Deadline: ${deadline}`, "muted")
+  if (monitor.status.kind === "running") line(`Deadline: ${deadline}`, "muted")
   line(`Lines seen: ${monitor.linesSeen}`, "text")
   if (monitor.lastLines.length === 0) line("No output retained.", "muted")
   else {
