@@ -19,3 +19,11 @@ export const realScheduler: Scheduler = {
     clearTimeout(handle.id as ReturnType<typeof setTimeout>)
   },
 }
+
+/** What `promise` settles to, or `fallback` if it has not within `ms` on the scheduler's clock. */
+export function within<T, F>(scheduler: Scheduler, ms: number, promise: Promise<T>, fallback: F): Promise<T | F> {
+  return new Promise((resolve, reject) => {
+    const timer = scheduler.setTimeout(() => resolve(fallback), ms)
+    promise.then(resolve, reject).finally(() => scheduler.clearTimeout(timer))
+  })
+}

@@ -1,4 +1,4 @@
-import type { Scheduler } from "../scheduler"
+import { type Scheduler, within } from "../scheduler"
 import type { Delivery } from "./session-queue"
 
 // How long a person's message waits to learn when a prompt of ours on its way was created.
@@ -40,12 +40,7 @@ export class PersonLast {
   async createdFor(sessionID: string, created: number): Promise<{ created: number; moved?: Delivery }> {
     const sent = this.last.get(sessionID)
     if (!sent) return { created }
-    let timer: ReturnType<Scheduler["setTimeout"]> | undefined
-    const timeout = new Promise<undefined>((resolve) => {
-      timer = this.scheduler.setTimeout(() => resolve(undefined), WAIT_MS)
-    })
-    const ours = await Promise.race([sent.created, timeout])
-    if (timer) this.scheduler.clearTimeout(timer)
+    const ours = await within(this.scheduler, WAIT_MS, sent.created, undefined)
     // Any later person's message is created after this one.
     if (this.last.get(sessionID) === sent) this.last.delete(sessionID)
     if (ours === undefined || ours < created) return { created }

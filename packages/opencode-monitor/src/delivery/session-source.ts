@@ -1,7 +1,7 @@
 import { isTerminalBatch, type OutputBatch } from "../pipeline/batcher"
 import { errorText } from "../errors"
 import { namedLogger } from "../log"
-import type { Scheduler, TimerHandle } from "../scheduler"
+import { type Scheduler, within } from "../scheduler"
 import { carriesWake } from "./match-wake"
 import type { SessionApi } from "./session-api"
 
@@ -53,13 +53,12 @@ export class SessionSources {
   async learn(sessionID: string, agent: string | undefined): Promise<void> {
     if (!this.agents.has(sessionID)) this.agents.set(sessionID, agent)
     if (this.known.has(sessionID)) return
-    const { scheduler } = this.retry
-    let timer: TimerHandle | undefined
-    const waited = new Promise<void>((resolve) => {
-      timer = scheduler.setTimeout(resolve, LEARN_WAIT_MS)
-    })
-    await Promise.race([this.classify(sessionID).catch(() => undefined), waited])
-    if (timer) scheduler.clearTimeout(timer)
+    await within(
+      this.retry.scheduler,
+      LEARN_WAIT_MS,
+      this.classify(sessionID).catch(() => undefined),
+      undefined,
+    )
   }
 
   cached(sessionID: string): SessionSource | undefined {
