@@ -114,6 +114,8 @@ export interface DifferentialOptions {
    * step): a test that compares only the verdicts has no use for them.
    */
   deleteSessions?: boolean
+  /** The agent each step's prompt runs as ("build" by default): its permission rules are the ones both tools meet. */
+  agent?: string
 }
 
 /**
@@ -124,12 +126,12 @@ export interface DifferentialOptions {
 export async function runDifferential(
   qa: LiveProject,
   commands: string[],
-  { timeoutMs = 120_000, deleteSessions = false }: DifferentialOptions = {},
+  { timeoutMs = 120_000, deleteSessions = false, agent }: DifferentialOptions = {},
 ): Promise<DiffRow[]> {
   if (new Set(commands).size !== commands.length) throw new Error("runDifferential: the commands must be distinct")
   const rows: DiffRow[] = []
   for (let i = 0; i < commands.length; i += COMMANDS_PER_STEP) {
-    const step = await runStep(qa, commands.slice(i, i + COMMANDS_PER_STEP), timeoutMs)
+    const step = await runStep(qa, commands.slice(i, i + COMMANDS_PER_STEP), timeoutMs, agent)
     rows.push(...step)
     const sessionID = step[0]?.sessionID
     if (deleteSessions && sessionID) {
@@ -140,10 +142,10 @@ export async function runDifferential(
   return rows
 }
 
-async function runStep(qa: LiveProject, commands: string[], timeoutMs: number): Promise<DiffRow[]> {
+async function runStep(qa: LiveProject, commands: string[], timeoutMs: number, agent?: string): Promise<DiffRow[]> {
   const sessionID = await qa.newSession({ title: "differential" })
   const finished = finishedCalls(qa, sessionID)
-  await qa.prompt(sessionID, diffPrompt(commands))
+  await qa.prompt(sessionID, diffPrompt(commands), { agent })
   const calls = 2 * commands.length
   // The bus says when every call finished; the session is read once, then.
   await waitFor(

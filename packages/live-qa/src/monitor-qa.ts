@@ -295,6 +295,10 @@ async function monitorQAOn<Report extends ProjectStopReport>(
   const { client } = server
 
   const messages = (sessionID: string) => getMessages(client, sessionID)
+  // Each server line is looked at once: tests poll pluginLog() every 20-100 ms, and a busy
+  // server logs tens of thousands of lines (a full rescan of 30 000 costs ~2 ms).
+  const pluginLines: string[] = []
+  let scanned = logsFrom
   return {
     model,
     server,
@@ -330,10 +334,11 @@ async function monitorQAOn<Report extends ProjectStopReport>(
       return out
     },
     pluginLog() {
-      return server.logs
-        .slice(logsFrom)
-        .map((l) => l.text)
-        .filter((line) => /monitorId=mon_|opencode-monitor is disabled/.test(line))
+      for (; scanned < server.logs.length; scanned++) {
+        const text = server.logs[scanned]?.text ?? ""
+        if (/monitorId=mon_|opencode-monitor is disabled/.test(text)) pluginLines.push(text)
+      }
+      return [...pluginLines]
     },
     openProject: openProject ?? (() => Promise.reject(new Error("open projects on the server's first MonitorQA"))),
     stop: () => stop(timeline),

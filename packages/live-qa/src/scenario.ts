@@ -189,12 +189,12 @@ export function waitForExitNoticesDelivered(
   monitorIds: readonly string[],
   timeoutMs = 30_000,
 ): Promise<true> {
-  const settled = (id: string) =>
-    qa
-      .pluginLog()
-      .some((line) => DELIVERED.test(line) && line.includes(`monitorId=${id} `) && line.includes("shouldReply=true"))
+  const settled = () => {
+    const delivered = qa.pluginLog().filter((line) => DELIVERED.test(line) && line.includes("shouldReply=true"))
+    return monitorIds.every((id) => delivered.some((line) => line.includes(`monitorId=${id} `)))
+  }
   return waitFor(
-    () => (monitorIds.every(settled) ? true : undefined),
+    () => (settled() ? true : undefined),
     timeoutMs,
     100,
     `exit notices of ${monitorIds.join(", ")} delivered`,

@@ -4,8 +4,13 @@
  */
 import { afterAll, afterEach, beforeAll, expect } from "bun:test"
 import { type LiveProject, type ProjectOptions, type ProjectServer, startProjectServer } from "./monitor-qa.ts"
+import type { StopReport } from "./opencode-server.ts"
 
-export function serverPerFile(): { project(options?: ProjectOptions): Promise<LiveProject> } {
+export function serverPerFile(): {
+  project(options?: ProjectOptions): Promise<LiveProject>
+  /** Stops the server now: how its process group ended (for the file's last test, after it killed the server). */
+  stop(): Promise<StopReport>
+} {
   let server: ProjectServer | undefined
   const opened: LiveProject[] = []
   beforeAll(async () => {
@@ -24,6 +29,10 @@ export function serverPerFile(): { project(options?: ProjectOptions): Promise<Li
       const project = await server.project(options)
       opened.push(project)
       return project
+    },
+    stop() {
+      if (!server) throw new Error("the file's server did not start (see the beforeAll error)")
+      return server.stop()
     },
   }
 }

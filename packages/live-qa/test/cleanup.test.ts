@@ -1,28 +1,22 @@
-// test-runner: about 65 s (scripts/test.ts starts the longest first)
+// test-runner: about 35 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 8: no monitored process outlives what owns it. (a) Deleting the session stops its
  * monitors; (b) POST /instance/dispose stops everything; (c) a SIGTERM to the opencode server
  * alone (not its group: opencode runs no dispose on signals) still leaves nothing behind,
  * because the plugin stops its own groups. Each case runs a plain command and one that ignores
- * SIGTERM, so the SIGKILL after kill_grace_ms is exercised too. Every case runs twice: with the
- * process table the server picks (/proc here) and forced to its `ps` back end (src/ps-plugin.ts),
- * the path of a system without /proc.
+ * SIGTERM, so the SIGKILL after kill_grace_ms is exercised too. Every case runs with the process
+ * table the server picks (/proc here) and forced to its `ps` back end (src/ps-plugin.ts), the path
+ * of a system without /proc: (a) and (b) once each, (c) with a project of each on the one server.
  */
-import { afterEach, describe, expect, test } from "bun:test"
-import { type LiveProject, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
+import { describe, expect, test } from "bun:test"
+import { type LiveProject, PROCESS_TABLES } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
-// One server for the (a) and (b) cases, each process table a project of it; (c) SIGTERMs its server, so it starts its own.
+// One server for every case, each process table a project of it; (c), the last, SIGTERMs it.
 const shared = serverPerFile()
-
-let qa: LiveProject | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
 
 const KILL_GRACE_MS = 500
 const BOUND_MS = KILL_GRACE_MS + 2000
@@ -129,45 +123,69 @@ describe.each(PROCESS_TABLES)("with the process table through %s", (_table, plug
       expect((await live.stop()).leftovers).toEqual([])
     })
   }, 90_000)
-
-  test("cleanup (c): SIGTERM to the server process alone leaves no monitored process behind", async () => {
-    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-    qa = live
-    const { tag, sessionID, groups } = await startTwoMonitors(live, "sigterm")
-    const watchdogs = () =>
-      psAll().filter(
-        (e) =>
-          !e.stat.startsWith("Z") &&
-          e.command.includes("opencode-monitor-watchdog") &&
-          [...groups].some((g) => e.command.includes(` ${g} `)),
-      )
-    expect(watchdogs()).toHaveLength(2)
-    // The back end in effect shows in the watchdog's script: it reads /proc, or it runs ps.
-    for (const watchdog of watchdogs()) expect(watchdog.command).toContain(pluginSpec ? "ps -o lstart=" : "/proc/")
-
-    // The event stream would break with the server; close it first.
-    await live.timeline.stop()
-    // Only the leader: its group (and so the monitors' own groups) gets no signal from us.
-    const killedAt = Date.now()
-    process.kill(live.server.pid, "SIGTERM")
-    await explained(live, { session: sessionID }, async () => {
-      await waitFor(
-        () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
-        5000,
-        25,
-        "the server to die",
-      )
-      const took = await goneWithin(tag, groups, killedAt, BOUND_MS, "the monitors to stop after SIGTERM to the server")
-      console.log(`[cleanup] SIGTERM to the server → no monitored process left in ${took} ms`)
-      expect(took).toBeLessThanOrEqual(BOUND_MS)
-      // The watchdogs finish too (each sleeps the grace, sends SIGKILL, exits).
-      await waitFor(() => watchdogs().length === 0, BOUND_MS, 25, "the watchdogs to exit")
-      const report = await live.stop()
-      // The plugin did not change how the server reacts to SIGTERM: it died of it.
-      expect(report.signalCode).toBe("SIGTERM")
-      expect(report.disposeOk).toBe(false)
-      expect(report.leftovers).toEqual([])
-      expect(liveProcesses(tag, groups)).toEqual([])
-    })
-  }, 60_000)
 })
+
+/** A process table's project on the file's server, running two monitors (see startTwoMonitors). */
+type Run = { table: string; pluginSpec: string | undefined; live: LiveProject } & Awaited<
+  ReturnType<typeof startTwoMonitors>
+>
+
+/** The story of every run's session when `body` fails. */
+function explainedAll(runs: Run[], body: () => Promise<void>): Promise<void> {
+  const [run, ...rest] = runs
+  return run ? explained(run.live, { [run.table]: run.sessionID }, () => explainedAll(rest, body)) : body()
+}
+
+// The file's last test: it SIGTERMs the file's server, a project of each process table on it.
+test("cleanup (c): SIGTERM to the server process alone leaves no monitored process behind, with either process table", async () => {
+  const runs: Run[] = []
+  for (const [table, pluginSpec] of PROCESS_TABLES) {
+    const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+    runs.push({ table, pluginSpec, live, ...(await startTwoMonitors(live, `sigterm-${table.replace("/", "")}`)) })
+  }
+  const watchdogs = (groups: Set<number>) =>
+    psAll().filter(
+      (e) =>
+        !e.stat.startsWith("Z") &&
+        e.command.includes("opencode-monitor-watchdog") &&
+        [...groups].some((g) => e.command.includes(` ${g} `)),
+    )
+  for (const { pluginSpec, groups } of runs) {
+    expect(watchdogs(groups)).toHaveLength(2)
+    // The back end in effect shows in the watchdog's script: it reads /proc, or it runs ps.
+    for (const watchdog of watchdogs(groups))
+      expect(watchdog.command).toContain(pluginSpec ? "ps -o lstart=" : "/proc/")
+  }
+
+  // The event streams would break with the server; close them first.
+  for (const { live } of runs) await live.timeline.stop()
+  const serverPid = runs[0]?.live.server.pid as number
+  // Only the leader: its group (and so the monitors' own groups) gets no signal from us.
+  const killedAt = Date.now()
+  process.kill(serverPid, "SIGTERM")
+  await explainedAll(runs, async () => {
+    await waitFor(
+      () => !psAll().some((e) => e.pid === serverPid && !e.stat.startsWith("Z")),
+      5000,
+      25,
+      "the server to die",
+    )
+    // Side by side: each table's time is its own, from the signal.
+    await Promise.all(
+      runs.map(async ({ table, tag, groups }) => {
+        const took = await goneWithin(tag, groups, killedAt, BOUND_MS, `the ${table} monitors to stop after SIGTERM`)
+        console.log(`[cleanup] ${table}: SIGTERM to the server → no monitored process left in ${took} ms`)
+        expect(took).toBeLessThanOrEqual(BOUND_MS)
+      }),
+    )
+    // The watchdogs finish too (each sleeps the grace, sends SIGKILL, exits).
+    for (const { groups } of runs)
+      await waitFor(() => watchdogs(groups).length === 0, BOUND_MS, 25, "the watchdogs to exit")
+    const report = await shared.stop()
+    // The plugin did not change how the server reacts to SIGTERM: it died of it.
+    expect(report.signalCode).toBe("SIGTERM")
+    expect(report.disposeOk).toBe(false)
+    expect(report.leftovers).toEqual([])
+    for (const { tag, groups } of runs) expect(liveProcesses(tag, groups)).toEqual([])
+  })
+}, 90_000)

@@ -1,29 +1,22 @@
-// test-runner: about 60 s (scripts/test.ts starts the longest first)
+// test-runner: about 35 s (scripts/test.ts starts the longest first)
 /**
  * Escapees: a daemon that double-forks out of the monitor's process group and session is stopped
  * with the monitor in a real opencode serve, (a) when the session is deleted and (b) when the
  * server is SIGKILLed (only the plugin's watchdog is left to act). Each case starts a monitor
  * whose command daemonizes a `sleep` through a classic double fork (the middle process exits at
- * once) and keeps running itself. Each case runs twice: with the process table the server picks
- * (/proc here) and forced to its `ps` back end (src/ps-plugin.ts), the path of a system without
- * /proc. About 30 s idle, up to ~80 s under load.
+ * once) and keeps running itself. Each case runs with the process table the server picks (/proc
+ * here) and forced to its `ps` back end (src/ps-plugin.ts), the path of a system without /proc:
+ * (a) once each, (b) with a project of each on the one server. About 30 s idle, up to ~80 s under load.
  */
-import { afterEach, describe, expect, test } from "bun:test"
-import { type LiveProject, PROCESS_TABLES, startMonitorQA } from "../src/monitor-qa.ts"
+import { describe, expect, test } from "bun:test"
+import { type LiveProject, PROCESS_TABLES } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
 import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
-// One server for the (a) cases, each process table a project of it; (b) SIGKILLs its server, so it starts its own.
+// One server for every case, each process table a project of it; (b), the last, SIGKILLs it.
 const shared = serverPerFile()
-
-let qa: LiveProject | undefined
-// Stopping a server can take a while on a loaded machine.
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-}, 30_000)
 
 const KILL_GRACE_MS = 500
 const BOUND_MS = KILL_GRACE_MS + 3000
@@ -66,28 +59,46 @@ describe.each(PROCESS_TABLES)("with the process table through %s", (_table, plug
       expect(ended.join("\n")).not.toContain("still running after SIGKILL")
     })
   }, 90_000)
-
-  test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog)", async () => {
-    const live = await startMonitorQA({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
-    qa = live
-    const { tag, sessionID, groups } = await startDaemonizingMonitor(live, "sigkill")
-    await live.timeline.stop()
-    const killedAt = Date.now()
-    process.kill(live.server.pid, "SIGKILL")
-    await explained(live, { session: sessionID }, async () => {
-      await waitFor(
-        () => !psAll().some((e) => e.pid === live.server.pid && !e.stat.startsWith("Z")),
-        5000,
-        25,
-        "the server to die",
-      )
-      await waitFor(
-        () => liveProcesses(tag, groups).length === 0,
-        BOUND_MS,
-        25,
-        "monitor and daemon to stop after the server's SIGKILL",
-      )
-      console.log(`[escape] SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`)
-    })
-  }, 90_000)
 })
+
+/** A process table's project on the file's server, running the daemonizing monitor. */
+type Run = { table: string; live: LiveProject } & Awaited<ReturnType<typeof startDaemonizingMonitor>>
+
+/** The story of every run's session when `body` fails. */
+function explainedAll(runs: Run[], body: () => Promise<void>): Promise<void> {
+  const [run, ...rest] = runs
+  return run ? explained(run.live, { [run.table]: run.sessionID }, () => explainedAll(rest, body)) : body()
+}
+
+// The file's last test: it SIGKILLs the file's server, a project of each process table on it.
+test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog), with either process table", async () => {
+  const runs: Run[] = []
+  for (const [table, pluginSpec] of PROCESS_TABLES) {
+    const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
+    runs.push({ table, live, ...(await startDaemonizingMonitor(live, `sigkill-${table.replace("/", "")}`)) })
+  }
+  for (const { live } of runs) await live.timeline.stop()
+  const serverPid = runs[0]?.live.server.pid as number
+  const killedAt = Date.now()
+  process.kill(serverPid, "SIGKILL")
+  await explainedAll(runs, async () => {
+    await waitFor(
+      () => !psAll().some((e) => e.pid === serverPid && !e.stat.startsWith("Z")),
+      5000,
+      25,
+      "the server to die",
+    )
+    // Side by side: each table's watchdog acts on its own.
+    await Promise.all(
+      runs.map(async ({ table, tag, groups }) => {
+        await waitFor(
+          () => liveProcesses(tag, groups).length === 0,
+          BOUND_MS,
+          25,
+          `the ${table} monitor and daemon to stop after the server's SIGKILL`,
+        )
+        console.log(`[escape] ${table}: SIGKILL of the server → daemon and monitor gone in ${Date.now() - killedAt} ms`)
+      }),
+    )
+  })
+}, 90_000)

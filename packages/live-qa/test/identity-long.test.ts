@@ -3,11 +3,11 @@
  * A wake keeps the identity: a `plan` session on mock/m2, then 120+ observations (beyond twice the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on
  * mock/m2: the identity of the person's message is kept however far back it is. Each line is printed
- * once the one before it was delivered, so each is its own observation on any machine, as fast as
- * the session takes them.
+ * once the one before it was delivered (the command reads a line of a FIFO the test writes), so each
+ * is its own observation on any machine, as fast as the session takes them.
  */
 import { afterEach, expect, test } from "bun:test"
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs"
+import { closeSync, constants, mkdtempSync, openSync, rmSync, writeSync } from "node:fs"
 import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
@@ -54,9 +54,12 @@ test("identity: after 120 observations the wake still runs as plan on the person
   })
   qa = live
   const sessionID = await live.newSession()
-  // Line i+1 comes once the test saw line i delivered and opened its gate.
-  const gate = mkdtempSync(join(tmpdir(), "omo-identity-"))
-  const command = `for i in $(seq 1 ${LINES}); do echo obs-$i; while [ ! -e ${gate}/$i ]; do sleep 0.02; done; done; exit 4`
+  // Line i+1 comes once the test saw line i delivered and wrote a line to the gate: the command
+  // blocks on it instead of polling (50 `sleep` processes a second).
+  const dir = mkdtempSync(join(tmpdir(), "omo-identity-"))
+  const gate = join(dir, "gate")
+  if (Bun.spawnSync({ cmd: ["mkfifo", gate] }).exitCode !== 0) throw new Error(`mkfifo ${gate} failed`)
+  const command = `exec 3<>${gate}; for i in $(seq 1 ${LINES}); do echo obs-$i; read -r _ <&3; done; exit 4`
   await live.prompt(
     sessionID,
     planPrompt("Plan while it runs.", [["monitor_start", { command, label: "long" }]], "Planning while it runs."),
@@ -64,10 +67,13 @@ test("identity: after 120 observations the wake still runs as plan on the person
   )
   for (let line = 1; line <= LINES; line++) {
     await waitFor(() => deliveriesLogged(live).size >= line, 60_000, 20, `observation ${line} delivered`)
-    writeFileSync(join(gate, String(line)), "")
+    // Non-blocking: with the command gone (no reader), this throws instead of waiting forever.
+    const fd = openSync(gate, constants.O_WRONLY | constants.O_NONBLOCK)
+    writeSync(fd, "\n")
+    closeSync(fd)
   }
   const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the exit notice", 60_000)
-  rmSync(gate, { recursive: true, force: true })
+  rmSync(dir, { recursive: true, force: true })
   const reply = await waitForReply(
     live,
     sessionID,

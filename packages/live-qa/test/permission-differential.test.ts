@@ -1,4 +1,4 @@
-// test-runner: about 55 s (scripts/test.ts starts the longest first)
+// test-runner: about 45 s (scripts/test.ts starts the longest first)
 /**
  * Permission parity: for every command string of the corpus, under three rule sets, the scripted
  * model gives the same string to opencode's `bash` tool and to `monitor_start` in one step; the
@@ -8,8 +8,10 @@
  * There monitor_start must be at least as strict and ask the same kinds; two more rule sets, on
  * those rows only, show it stricter: everything asked, it asks each hidden command as an extra
  * `bash` pattern; hidden programs denied, it refuses what the bash tool lets through. Prints the
- * tables (the proof). One server, one project per rule set, the first three in parallel; up to 16
- * commands share one step (each call's outcome is read by its callID); about a minute on 2 busy cores.
+ * tables (the proof). One server and one project, whose opencode.json gives each rule set an agent
+ * of its own (its `permission`), and each step runs as that agent: the rules both tools meet. The
+ * first three rule sets run in parallel; up to 16 commands share one step (each call's outcome is
+ * read by its callID); about a minute on 2 busy cores.
  */
 import { afterAll, expect, test } from "bun:test"
 import { mkdirSync, writeFileSync } from "node:fs"
@@ -25,7 +27,7 @@ import {
   runDifferential,
   strictness,
 } from "../src/differential.ts"
-import { type MonitorQA, sharedServers } from "../src/monitor-qa.ts"
+import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 
 /** `hidden`: the simple commands hidden inside, which monitor_start asks as extra `bash` patterns. */
 type Case = { command: string; hidden?: string[] }
@@ -106,11 +108,23 @@ const RULE_SETS: Record<string, Record<string, string>> = {
   "deny by default": { "*": "deny", "echo *": "allow", "ls *": "allow", "cat *": "allow", true: "allow" },
 }
 
+/** The stricter rows' own rule sets: everything asked, and the hidden programs denied. */
+const EVERYTHING_ASKED = { "*": "ask" }
+const HIDDEN_DENIED = { "*": "allow", "rm *": "deny", "echo *": "deny" }
+
 const STRICTER = CORPUS.filter((c) => c.hidden !== undefined)
 const hiddenIn = (row: DiffRow) => CORPUS.find((c) => c.command === row.command)?.hidden
 
-const shared = sharedServers()
-afterAll(() => shared.stopAll())
+/** Each rule set of the file is an agent of the project: `rules-1`, `rules-2`, … */
+const ALL_RULE_SETS = [...Object.values(RULE_SETS), EVERYTHING_ASKED, HIDDEN_DENIED]
+const agentOf = (rules: Record<string, string>) => `rules-${ALL_RULE_SETS.indexOf(rules) + 1}`
+
+let project: Promise<{ qa: MonitorQA; stopReplying: () => void }> | undefined
+afterAll(async () => {
+  const started = await project?.catch(() => undefined)
+  started?.stopReplying()
+  await started?.qa.stop().catch(() => undefined)
+})
 
 /** Same verdict and same questions; for `stricter` rows, monitor_start at least as strict. */
 function judge(row: DiffRow, stricter: boolean): string {
@@ -122,14 +136,26 @@ function judge(row: DiffRow, stricter: boolean): string {
   return strictness(row.monitor) >= strictness(row.bash) && covers ? "stricter" : "NO"
 }
 
-/** A project of its own for each rule set, its rules in the project's opencode.json, all on one server. */
-function ruleSetProject(rules: Record<string, string>): Promise<MonitorQA> {
-  const options = {
-    permission: {},
-    script: differentialAgent(),
-    pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
-  }
-  return shared.project("rule sets", options, { permission: { bash: rules } })
+/**
+ * The file's project, started by its first use: an agent per rule set in its opencode.json, every
+ * permission request answered "once" (never "always", so no rule set's answer outlives its call).
+ */
+function ruleSetsProject(): Promise<{ qa: MonitorQA; stopReplying: () => void }> {
+  project ??= (async () => {
+    const agents = Object.fromEntries(
+      ALL_RULE_SETS.map((rules) => [agentOf(rules), { mode: "primary", permission: { bash: rules } }]),
+    )
+    const qa = await startMonitorQA({
+      permission: {},
+      script: differentialAgent(),
+      pluginOptions: { max_monitors_per_session: COMMANDS_PER_STEP },
+      projectConfig: { agent: agents },
+    })
+    mkdirSync(join(qa.server.directory, "sub"), { recursive: true })
+    writeFileSync(join(qa.server.directory, "..", "outside.txt"), "outside\n")
+    return { qa, stopReplying: autoReplyOnce(qa) }
+  })()
+  return project
 }
 
 async function runRuleSet(
@@ -137,22 +163,9 @@ async function runRuleSet(
   rules: Record<string, string>,
   cases: Case[] = CORPUS,
 ): Promise<{ name: string; rows: DiffRow[] }> {
-  const qa = await ruleSetProject(rules)
-  mkdirSync(join(qa.server.directory, "sub"), { recursive: true })
-  writeFileSync(join(qa.server.directory, "..", "outside.txt"), "outside\n")
-  const stopReplying = autoReplyOnce(qa)
-  try {
-    return {
-      name,
-      rows: await runDifferential(
-        qa,
-        cases.map((c) => c.command),
-        { deleteSessions: true },
-      ),
-    }
-  } finally {
-    stopReplying()
-  }
+  const { qa } = await ruleSetsProject()
+  const commands = cases.map((c) => c.command)
+  return { name, rows: await runDifferential(qa, commands, { deleteSessions: true, agent: agentOf(rules) }) }
 }
 
 test("monitor_start gets the bash tool's verdict for every command under every rule set", async () => {
@@ -187,7 +200,7 @@ async function stricterFailures(name: string, rules: Record<string, string>, str
 test("stricter rows, everything asked: monitor_start asks what the bash tool asks, plus each hidden command", async () => {
   const patterns = (o: DiffRow["bash"], kind: string) =>
     o.asks.filter((a) => a.permission === kind).flatMap((a) => a.patterns)
-  const failures = await stricterFailures("everything asked", { "*": "ask" }, (row) => {
+  const failures = await stricterFailures("everything asked", EVERYTHING_ASKED, (row) => {
     const hidden = hiddenIn(row) ?? []
     const kinds = [...new Set([...row.bash.asks, ...row.monitor.asks].map((a) => a.permission))]
     return (
@@ -206,7 +219,7 @@ test("stricter rows, everything asked: monitor_start asks what the bash tool ask
 test("stricter rows, hidden programs denied: monitor_start refuses what the bash tool lets through", async () => {
   const failures = await stricterFailures(
     "hidden programs denied",
-    { "*": "allow", "rm *": "deny", "echo *": "deny" },
+    HIDDEN_DENIED,
     (row) => row.bash.verdict === "ran" && row.bash.asks.length === 0 && row.monitor.verdict === "denied",
   )
   expect(failures).toEqual([])
