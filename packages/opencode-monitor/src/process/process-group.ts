@@ -153,7 +153,7 @@ export class MonitoredProcess {
   }
 
   /** After the leader exited, what still runs (found by token, open pipes, session, group, tracking), named. */
-  async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
+  async leftBehind(pipesOpen: boolean): Promise<NonNullable<Leftovers["leftBehind"]>> {
     const { tracker, setup } = this
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
     const holders = pipesOpen && setup.outputs.length > 0 ? await setup.table.findHolders(setup.outputs) : []
