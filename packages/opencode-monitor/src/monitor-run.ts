@@ -141,7 +141,7 @@ export class MonitorRun {
     let exit: ProcessExit = { code: null, signal: null }
     let sentSignal: NodeJS.Signals | null = null
     let pipesHeld = false
-    let leftBehind: { pid: number; name: string }[] = []
+    let leftBehind: NonNullable<Leftovers["leftBehind"]> = []
     try {
       exit = await child.exited
       info.ending ??= { reason: "exit" }

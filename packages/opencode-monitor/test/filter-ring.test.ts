@@ -61,7 +61,6 @@ describe("MonitorRingBuffer", () => {
   test("is bounded and counts what it pushes out", async () => {
     const ring = new MonitorRingBuffer(3)
     for (let seq = 1; seq <= 5; seq++) ring.push(line(seq, seq !== 2))
-    expect(ring.length).toBe(3)
     expect(ring.query({ limit: 10 }).map((l) => l.seq)).toEqual([3, 4, 5])
     expect(ring.counters).toEqual({
       total: 5,

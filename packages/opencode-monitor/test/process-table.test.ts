@@ -8,7 +8,6 @@ import {
   createProcessTable,
   type EnvironmentSearch,
   mayStillRun,
-  processStartTime,
   readProcess,
   searchedTogether,
 } from "../src/process/process-table"
@@ -51,7 +50,7 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
   }
 
   test("this process is itself, with its own start time; another start time is another process", async () => {
-    const start = (await processStartTime(process.pid, table)) as string
+    const start = (await readProcess(process.pid, table))?.start as string
     expect(start.length).toBeGreaterThan(0)
     expect(await mayStillRun(process.pid, start, table)).toBe(true)
     expect(await mayStillRun(process.pid, `${start}1`, table)).toBe(false)
@@ -77,10 +76,10 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     expect(await waitFor(() => process.uptime() > 1.1, 5_000, 50)).toBe(true)
     const child = detached("sleep", ["30"])
     const pid = child.pid as number
-    const start = (await processStartTime(pid, table)) as string
-    expect(start).not.toBe((await processStartTime(process.pid, table)) as string)
+    const start = (await readProcess(pid, table))?.start as string
+    expect(start).not.toBe((await readProcess(process.pid, table))?.start as string)
     expect(await mayStillRun(pid, start, table)).toBe(true)
-    expect(await mayStillRun(pid, await processStartTime(process.pid, table), table)).toBe(false)
+    expect(await mayStillRun(pid, (await readProcess(process.pid, table))?.start, table)).toBe(false)
   })
 
   test("the start time survives a command name with spaces and parentheses", async () => {

@@ -22,7 +22,7 @@ import { formatMonitorBatch } from "../src/delivery/envelope"
 import type { OutputBatch } from "../src/pipeline/batcher"
 import { createMonitorPlugin } from "../src/plugin"
 import { hashToken, liveGroupMembers, TOKEN_VARIABLE, waitUntil } from "../src/process/process-group"
-import { isLive, processStartTime, readProcess } from "../src/process/process-table"
+import { isLive, readProcess } from "../src/process/process-table"
 import {
   type MonitorStateEntry,
   projectStateDir,
@@ -522,7 +522,7 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
       (await table.environmentValue(pid, TOKEN_VARIABLE)) === token &&
       (await liveGroupMembers(pid, table)).length >= members
     expect(await waitUntil(running, 5_000)).toBe(true)
-    const startTime = (await processStartTime(pid, table)) as string
+    const startTime = (await readProcess(pid, table))?.start as string
     return { pid, startTime, ...(token ? { tokenHash: hashToken(token) } : {}) }
   }
   const alive = async (pid: number) => isLive(await readProcess(pid, table))
@@ -592,10 +592,10 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
         entry("mon_other", { pid: other.pid, pidStartTime: other.startTime, tokenHash: hashToken("not-it") }),
         entry("mon_member", {
           pid: member.pid,
-          pidStartTime: await processStartTime(member.pid, table),
+          pidStartTime: (await readProcess(member.pid, table))?.start,
           tokenHash: member.tokenHash,
         }),
-        entry("mon_self", { pid: process.pid, pidStartTime: await processStartTime(process.pid, table) }),
+        entry("mon_self", { pid: process.pid, pidStartTime: (await readProcess(process.pid, table))?.start }),
       ]),
     )
     const { facts: _fake, ...withRealChecks } = deps()

@@ -18,7 +18,7 @@ import type { MonitorStatus } from "../src/codec"
 import { defaultMonitorConfig } from "../src/config"
 import type { MonitorInfo } from "../src/manager"
 import { createMonitorPlugin } from "../src/plugin"
-import { processStartTime } from "../src/process/process-table"
+import { readProcess } from "../src/process/process-table"
 import {
   parseStateFile,
   projectStateDir,
@@ -408,7 +408,7 @@ describe("the plugin keeps the record of its real monitors", () => {
     }, 5_000)
     expect(entry.id).toBe(started.id)
     expect(entry.label).toBe("writer-live")
-    expect(entry.pidStartTime).toBe((await processStartTime(entry.pid)) as string)
+    expect(entry.pidStartTime).toBe((await readProcess(entry.pid))?.start as string)
     expect(entry.lastLines.map((l) => [l.stream, l.text]).sort()).toEqual([
       ["stderr", "two"],
       ["stdout", "one"],

@@ -6,7 +6,7 @@ import { join } from "node:path"
 import { type MonitorStatus, NOTE_KEY } from "../src/codec"
 import { formatMonitorBatch } from "../src/delivery/envelope"
 import { NO_DROPS } from "../src/pipeline/batcher"
-import { processStartTime } from "../src/process/process-table"
+import { readProcess } from "../src/process/process-table"
 import { type MonitorStateEntry, STATE_FILE_MAX_BYTES, STATE_FORMAT, serverStateFileName } from "../src/state/format"
 import { type MessagePart, monitorsFromMessages } from "../src/tui/from-messages"
 import { readLocalState, withRemembered } from "../src/tui/local-state"
@@ -149,7 +149,7 @@ describe("reading the local state files", () => {
         waitFor(() => isServerAlive(pid, start, table) === alive, ms)
       expect(await becomes(process.pid, "not-its-start-time", false, 3_000)).toBe(true)
       expect(await becomes(2 ** 22 + 7, undefined, false, 3_000)).toBe(true)
-      const start = await processStartTime(process.pid, table)
+      const start = (await readProcess(process.pid, table))?.start
       expect(await becomes(process.pid, start, false, 500)).toBe(false)
       expect(await becomes(process.pid, undefined, false, 500)).toBe(false)
       if (table.cheap) expect(isServerAlive(2 ** 22 + 9, undefined, table)).toBe(false)

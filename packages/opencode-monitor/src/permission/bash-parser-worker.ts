@@ -21,10 +21,6 @@ const PACKED_GRAMMAR = ["../grammar/", "../../grammar/"].map((dir) =>
 const WORD_TYPES = new Set(["command_name", "word", "string", "raw_string", "concatenation"])
 const REDIRECT_TYPES = new Set(["file_redirect", "heredoc_redirect", "herestring_redirect"])
 
-function grammarPath(): string {
-  return PACKED_GRAMMAR.find((path) => existsSync(path)) ?? require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
-}
-
 /** web-tree-sitter's wasm from node_modules; bundled (packed), it finds the copy beside its chunk itself. */
 function parserRuntime(): { locateFile: () => string } | undefined {
   try {
@@ -38,7 +34,8 @@ function parserRuntime(): { locateFile: () => string } | undefined {
 async function loadParser(): Promise<Parser> {
   const { Language, Parser } = await import("web-tree-sitter")
   await Parser.init(parserRuntime())
-  const bash = await Language.load(grammarPath())
+  const grammar = PACKED_GRAMMAR.find(existsSync) ?? require.resolve("tree-sitter-bash/tree-sitter-bash.wasm")
+  const bash = await Language.load(grammar)
   const instance = new Parser()
   instance.setLanguage(bash)
   return instance

@@ -25,14 +25,14 @@ const PATH_COMMANDS = new Set([...DIRECTORY_COMMANDS, "rm", "cp", "mv", "mkdir",
 const SHELLS = new Set(["sh", "bash", "zsh", "dash", "ksh"])
 const FIND_EXEC = new Set(["-exec", "-execdir", "-ok", "-okdir"])
 // Programs that run the rest of their words: value-taking options, plain words before the command (`timeout 5 cmd`).
-const RUNNERS: Record<string, { valueOptions: string[]; before: number }> = {
-  xargs: { valueOptions: ["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"], before: 0 },
-  sudo: { valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"], before: 0 },
-  doas: { valueOptions: ["-u", "-C"], before: 0 },
-  nice: { valueOptions: ["-n"], before: 0 },
-  ionice: { valueOptions: ["-c", "-n", "-p"], before: 0 },
-  setsid: { valueOptions: [], before: 0 },
-  stdbuf: { valueOptions: ["-i", "-o", "-e"], before: 0 },
+const RUNNERS: Record<string, { valueOptions: string[]; before?: number }> = {
+  xargs: { valueOptions: ["-a", "-d", "-E", "-e", "-I", "-i", "-L", "-l", "-n", "-P", "-s"] },
+  sudo: { valueOptions: ["-u", "-g", "-h", "-p", "-C", "-D", "-r", "-t", "-U"] },
+  doas: { valueOptions: ["-u", "-C"] },
+  nice: { valueOptions: ["-n"] },
+  ionice: { valueOptions: ["-c", "-n", "-p"] },
+  setsid: { valueOptions: [] },
+  stdbuf: { valueOptions: ["-i", "-o", "-e"] },
   timeout: { valueOptions: ["-s", "-k"], before: 1 },
 }
 // How deep `sh -c "eval 'xargs …'"`-style nesting is followed.
@@ -88,7 +88,7 @@ export function hiddenCommand(words: readonly string[]): string | undefined {
     let i = 1
     while (i < plain.length && (plain[i] ?? "").startsWith("-"))
       i += runner.valueOptions.includes(plain[i] ?? "") ? 2 : 1
-    i += runner.before
+    i += runner.before ?? 0
     return i < words.length ? words.slice(i).join(" ") : undefined
   }
   if (name === "find") {

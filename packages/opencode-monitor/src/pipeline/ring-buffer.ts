@@ -110,10 +110,6 @@ export class MonitorRingBuffer {
     return total + this.size * LINE_OVERHEAD_BYTES
   }
 
-  get length(): number {
-    return this.size
-  }
-
   /** Oldest-first lines that pass the query, at most `limit` (the oldest ones after `sinceSequence`). */
   query(query: RingQuery): MonitorLine[] {
     const wanted = query.stream ?? "all"

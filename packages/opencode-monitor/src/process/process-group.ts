@@ -146,14 +146,14 @@ export class MonitoredProcess {
 
   /** Cheap and synchronous: the group answers a signal, or a tracked escapee runs (zombies read as alive here). */
   groupAlive(): boolean {
-    if (signalPid(-this.pid, 0) !== "gone") return true
+    if (signalGroup(this.pid, 0) !== "gone") return true
     // With ps the last tick's view (≤ 200 ms old) decides: a stale "alive" only leads to terminateGroup's check.
     this.tracker.refresh()
     return this.tracker.live().length > 0
   }
 
   /** After the leader exited, what still runs (found by token, open pipes, session, group, tracking), named. */
-  async leftBehind(pipesOpen: boolean): Promise<{ pid: number; name: string }[]> {
+  async leftBehind(pipesOpen: boolean): Promise<NonNullable<Leftovers["leftBehind"]>> {
     const { tracker, setup } = this
     // Pipes at EOF have no writer left, so only open ones are worth the search of every descriptor.
     const holders = pipesOpen && setup.outputs.length > 0 ? await setup.table.findHolders(setup.outputs) : []
@@ -211,8 +211,8 @@ export function hashToken(token: string): string {
 
 type SignalResult = "sent" | "gone" | "denied"
 
-/** Signals a whole process group; "gone" when it no longer exists, "denied" on EPERM. */
-export function signalGroup(pgid: number, signal: NodeJS.Signals): SignalResult {
+/** Signals a whole process group (0: only whether it exists); "gone" when it no longer exists, "denied" on EPERM. */
+export function signalGroup(pgid: number, signal: NodeJS.Signals | 0): SignalResult {
   return signalPid(-pgid, signal)
 }
 
@@ -228,7 +228,7 @@ function signalPid(pid: number, signal: NodeJS.Signals | 0): SignalResult {
 
 /** Live processes of the group and its tracked escapees: O(tracked); a scan only if the group answers with none. */
 async function liveMembers(pgid: number, tracker: DescendantTracker): Promise<number[]> {
-  const group = signalPid(-pgid, 0)
+  const group = signalGroup(pgid, 0)
   await tracker.update()
   const live = tracker.live().map((entry) => entry.pid)
   if (live.length > 0 || group === "gone") return live

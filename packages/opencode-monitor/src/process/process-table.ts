@@ -107,11 +107,6 @@ export async function readProcess(pid: number, table: ProcessTable = processTabl
   return (await table.read([pid]))[0]
 }
 
-/** The start time that proves `pid`'s identity later; undefined when it does not run. */
-export async function processStartTime(pid: number, table: ProcessTable = processTable): Promise<string | undefined> {
-  return (await readProcess(pid, table))?.start
-}
-
 /** False once `pid` + `start` is gone, a zombie or a reused pid; without a start, any live pid may be it. */
 export async function mayStillRun(
   pid: number,
@@ -134,7 +129,7 @@ export const runsAs = (entry: ProcessEntry | undefined, start: string | undefine
 /** A process as a state record names it: its pid and the start time that proves it later. */
 export type ProcessIdentity = { pid: number; pidStartTime: string | undefined }
 
-/** This server process, read once as the plugin loads. */
+/** This server process, read once as the plugin loads; its start time proves its identity later. */
 export async function serverIdentity(table: ProcessTable = processTable): Promise<ProcessIdentity> {
-  return { pid: process.pid, pidStartTime: await processStartTime(process.pid, table) }
+  return { pid: process.pid, pidStartTime: (await readProcess(process.pid, table))?.start }
 }

@@ -25,9 +25,8 @@ const CUT_ROW_CHARS = 128 * 1024 - 1
  * The back end without /proc (macOS): options Linux procps and macOS ps both accept, `lstart` in LC_ALL=C and UTC,
  * `lsof` for a pipe's holders (docs/macos-and-proc.md).
  */
-export function createPsTable(options: PsTableOptions = {}): ProcessTable {
-  const environmentFlag = environmentListingFlag(options.platform ?? process.platform)
-  const lsof = options.lsof === undefined ? "lsof" : options.lsof
+export function createPsTable({ platform = process.platform, lsof = "lsof" }: PsTableOptions = {}): ProcessTable {
+  const environmentFlag = environmentListingFlag(platform)
   return {
     kind: "ps",
     async read(pids) {
