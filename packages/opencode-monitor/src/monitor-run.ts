@@ -6,7 +6,7 @@ import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline
 import type { RingCounters } from "./pipeline/ring-buffer"
 import type { MonitoredProcess, ProcessExit } from "./process/process-group"
 import { type ReadShare, readPipe } from "./process/read-pipe"
-import type { Scheduler, TimerHandle } from "./scheduler"
+import { type Scheduler, type TimerHandle, within } from "./scheduler"
 import type { StartRequest } from "./start-request"
 
 /** What callers may see of a monitor: never the raw command. */
@@ -135,7 +135,9 @@ export class MonitorRun {
         await readPipe(child[stream], (chunk) => pipeline.push(stream, chunk), deps.readShare)
         pipeline.endStream(stream)
       }),
-    ).catch((error) => this.failed(error))
+    )
+      .catch((error) => this.failed(error))
+      .then(() => true)
     const deadline = this.armDeadline()
 
     let exit: ProcessExit = { code: null, signal: null }
@@ -148,12 +150,12 @@ export class MonitorRun {
       pipeline.processEnded()
       if (deadline) deps.scheduler.clearTimeout(deadline)
       // Both pipes to EOF, so no tail line is lost; bounded, as a grandchild may hold them (the group is then ended).
-      const drained = await this.settlesWithin(reading, DRAIN_WAIT_MS)
+      const drained = await within(deps.scheduler, DRAIN_WAIT_MS, reading, false)
       sentSignal = this.stopSignal ? await this.stopSignal : null
       // A daemon that left the session at once (`setsid … &`) still carries the token: found, stopped, named.
       leftBehind = await child.leftBehind(!drained)
       if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup()
-      if (!drained && !(await this.settlesWithin(reading, DRAIN_AFTER_TERMINATE_MS))) {
+      if (!drained && !(await within(deps.scheduler, DRAIN_AFTER_TERMINATE_MS, reading, false))) {
         pipesHeld = true
         child.stdout.destroy()
         child.stderr.destroy()
@@ -200,17 +202,6 @@ export class MonitorRun {
 
   private failed(error: unknown): void {
     this.deps.onError(this.info.id, error)
-  }
-
-  /** True when `promise` settles within `ms` on the injected clock. */
-  private settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-    return new Promise((resolve) => {
-      const timer = this.deps.scheduler.setTimeout(() => resolve(false), ms)
-      promise.then(() => {
-        this.deps.scheduler.clearTimeout(timer)
-        resolve(true)
-      })
-    })
   }
 }
 
