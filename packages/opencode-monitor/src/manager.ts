@@ -104,9 +104,9 @@ export class MonitorManager {
     }
   }
 
-  /** The request a monitor of this session was started with (memory only), for a restart. */
-  requestOf(sessionID: string, monitorId: string): StartRequest | undefined {
-    return this.find(sessionID, monitorId)?.request
+  /** A monitor of this session and the request it was started with (memory only), for a restart. */
+  startedWith(sessionID: string, monitorId: string): { info: MonitorInfo; request: StartRequest } | undefined {
+    return this.find(sessionID, monitorId)
   }
 
   /** A start cancelled meanwhile (session deleted, shutdown) throws, and stops what it spawned at that moment. */
@@ -199,14 +199,13 @@ export class MonitorManager {
 
   /** Every monitor as the state record holds it (state/format.ts), with its last retained lines. */
   snapshot(): MonitorStateEntry[] {
-    return [...this.monitors.values()].map(({ info, process, pipeline }) => {
-      const lines = pipeline.ring.latest(STATE_LAST_LINES)
-      return stateEntry(
+    return [...this.monitors.values()].map(({ info, process, pipeline }) =>
+      stateEntry(
         info,
         process,
-        lines.map((line) => ({ stream: line.stream, seq: line.seq, text: lineText(line) })),
-      )
-    })
+        pipeline.ring.latest(STATE_LAST_LINES).map((line) => ({ ...line, text: lineText(line) })),
+      ),
+    )
   }
 
   private find(sessionID: string, monitorId: string): MonitorRun | undefined {

@@ -21,7 +21,7 @@ export type ParseAnswer = { commands: SimpleCommand[] } | { tooLarge: true } | {
  * texts (nesting repeats text per level: `$(…)` 8 000 deep is ~100 MB); `timeMs`, then the worker is ended.
  */
 export type ParseLimits = { commandBytes: number; answerChars: number; timeMs: number }
-export const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars: 1024 * 1024, timeMs: 5_000 }
+const PARSE_LIMITS: ParseLimits = { commandBytes: 128 * 1024, answerChars: 1024 * 1024, timeMs: 5_000 }
 
 // The worker (bash-parser-worker.ts says why): the source in a checkout; packed, beside dist/index.js (or a chunk's).
 const WORKER_FILES = ["./bash-parser-worker.ts", "./bash-parser-worker.js", "../bash-parser-worker.js"]

@@ -54,7 +54,11 @@ export function attempt<T>(read: () => T): T | undefined {
 }
 
 function readAll(pids: readonly number[]): ProcessEntry[] {
-  return pids.flatMap((pid) => readStat(pid) ?? [])
+  return pids.flatMap((pid) => {
+    if (!Number.isInteger(pid) || pid <= 0) return []
+    const stat = attempt(() => readFileSync(`/proc/${pid}/stat`, "latin1"))
+    return (stat !== undefined && parseStat(pid, stat)) || []
+  })
 }
 
 /** /proc/<pid>/stat; the command name (field 2) may hold spaces and parentheses: fields restart after the last ")". */
@@ -65,12 +69,6 @@ function parseStat(pid: number, stat: string): ProcessEntry | undefined {
   if (!state || !start) return undefined
   const sid = Number(fields[3])
   return { pid, state, ppid: Number(fields[1]), pgrp: Number(fields[2]), sid, sessionLeader: sid === pid, start }
-}
-
-function readStat(pid: number): ProcessEntry | undefined {
-  if (!Number.isInteger(pid) || pid <= 0) return undefined
-  const stat = attempt(() => readFileSync(`/proc/${pid}/stat`, "latin1"))
-  return stat === undefined ? undefined : parseStat(pid, stat)
 }
 
 /** Direct children of a process (every thread's), from /proc/<pid>/task/<tid>/children. */

@@ -37,7 +37,7 @@ const StateLineSchema = z.object({ stream: z.enum(["stdout", "stderr"]), seq: z.
 export type StateLine = z.infer<typeof StateLineSchema>
 
 /** The last STATE_LAST_LINES lines, each cut to STATE_LINE_TEXT_MAX characters: what a record holds. */
-export function boundedLines(lines: readonly StateLine[]): StateLine[] {
+function boundedLines(lines: readonly StateLine[]): StateLine[] {
   return lines
     .slice(-STATE_LAST_LINES)
     .map(({ stream, seq, text }) => ({ stream, seq, text: text.slice(0, STATE_LINE_TEXT_MAX) }))

@@ -22,7 +22,7 @@ import { STATE_FOLDER_MAX_BYTES } from "./format"
 // used (docs/security.md). Without /proc (macOS) a folder is not `anchored`: entries are named by path, and
 // nothing is deleted but the writer's own record and temp file.
 
-export type Unsafe = { ok: false; reason: string }
+type Unsafe = { ok: false; reason: string }
 export type Refused = Unsafe & { path: string }
 export type SafeText = { ok: true; text: string; mtimeMs: number; ino: number }
 /** `tooLarge`: a regular file of the user's, only over the bound (its own writer's file may be removed). */

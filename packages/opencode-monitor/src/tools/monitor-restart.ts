@@ -17,14 +17,13 @@ export function monitorRestart(deps: ToolDeps) {
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },
     async execute(args, ctx) {
-      const request = deps.manager.requestOf(ctx.sessionID, args.monitor_id)
-      const old = deps.manager.get(ctx.sessionID, args.monitor_id)
-      if (!request || !old) throw notFound(args.monitor_id)
+      const old = deps.manager.startedWith(ctx.sessionID, args.monitor_id)
+      if (!old) throw notFound(args.monitor_id)
       // Judged again exactly as monitor_start judges it: a refusal throws and leaves the old monitor running.
-      await authorizeCommand(request, ctx, deps.config)
+      await authorizeCommand(old.request, ctx, deps.config)
       await deps.router.sources.learn(ctx.sessionID, ctx.agent)
       // A running monitor's end is a stop the agent asked for; an ended one's exit notice still goes.
-      if (old.status.kind === "running") deps.router.forgetMonitor(args.monitor_id)
+      if (old.info.status.kind === "running") deps.router.forgetMonitor(args.monitor_id)
       const restarted = await deps.manager.restart(ctx.sessionID, args.monitor_id)
       if (!restarted) throw notFound(args.monitor_id)
       const { started } = restarted
