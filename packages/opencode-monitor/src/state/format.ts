@@ -20,6 +20,7 @@ export const STATE_FOLDER_MAX_BYTES = 64 * 1024
 /** At most this many server records are read per pass (the rest are counted); real use has a handful. */
 export const STATE_RECORDS_MAX = 32
 
+export const integer = z.number().refine(Number.isInteger)
 // A field a record may lack or spoil reads as absent: `optional` may be left out, `orUndefined` is always there.
 const optional = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined)
 const orUndefined = <T extends z.ZodType>(schema: T) => z.union([schema, z.undefined()]).catch(undefined)
@@ -33,7 +34,7 @@ const validItems = <T extends z.ZodType>(item: T, cut: (raw: unknown[]) => unkno
     }),
   )
 
-const StateLineSchema = z.object({ stream: z.enum(["stdout", "stderr"]), seq: z.int(), text: z.string() })
+const StateLineSchema = z.object({ stream: z.enum(["stdout", "stderr"]), seq: integer, text: z.string() })
 export type StateLine = z.infer<typeof StateLineSchema>
 
 /** The last STATE_LAST_LINES lines, each cut to STATE_LINE_TEXT_MAX characters: what a record holds. */
@@ -43,11 +44,11 @@ function boundedLines(lines: readonly StateLine[]): StateLine[] {
     .map(({ stream, seq, text }) => ({ stream, seq, text: text.slice(0, STATE_LINE_TEXT_MAX) }))
 }
 
-const pids = optional(z.array(z.int()).transform((list) => list.slice(0, 64)))
+const pids = optional(z.array(integer).transform((list) => list.slice(0, 64)))
 const signal = z.string().regex(/^[A-Z0-9]{1,16}$/)
 const plainName = (name: string) => name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16)
 /** What a run left behind and stopped, as the record names it: pids and plain short names only. */
-const leftBehind = validItems(z.object({ pid: z.int(), name: z.string() }), (raw) => raw.slice(0, 64)).transform(
+const leftBehind = validItems(z.object({ pid: integer, name: z.string() }), (raw) => raw.slice(0, 64)).transform(
   (list) => (list.length > 0 ? list.map(({ pid, name }) => ({ pid, name: plainName(name) })) : undefined),
 )
 const leftovers = { survivors: pids, pipesHeld: flag, unsearched: pids, leftBehind: optional(leftBehind) }
@@ -55,11 +56,11 @@ const leftovers = { survivors: pids, pipesHeld: flag, unsearched: pids, leftBehi
 /** A recorded status, field by field; one this version cannot read makes its entry unreadable. */
 const StatusSchema: z.ZodType<MonitorStatus> = z.discriminatedUnion("kind", [
   z.object({ kind: z.literal("running") }),
-  z.object({ kind: z.literal("exited"), code: z.int(), ...leftovers }),
+  z.object({ kind: z.literal("exited"), code: integer, ...leftovers }),
   z.object({ kind: z.literal("signaled"), signal: signal.catch("unknown"), ...leftovers }),
-  z.object({ kind: z.literal("timed_out"), afterMs: z.int(), signal: signal.nullable().catch(null), ...leftovers }),
+  z.object({ kind: z.literal("timed_out"), afterMs: integer, signal: signal.nullable().catch(null), ...leftovers }),
   z.object({ kind: z.literal("stopped"), signal: signal.nullable().catch(null), byPerson: flag, ...leftovers }),
-  z.object({ kind: z.literal("lost"), survivorPid: orUndefined(z.int()), ...leftovers }),
+  z.object({ kind: z.literal("lost"), survivorPid: orUndefined(integer), ...leftovers }),
 ])
 
 const EndingSchema: z.ZodType<Ending> = z.union([
@@ -74,21 +75,21 @@ const MonitorStateEntrySchema = z.object({
   id: z.string(),
   sessionID: z.string(),
   label: z.string(),
-  startedAt: z.int(),
-  endedAt: orUndefined(z.int()),
+  startedAt: integer,
+  endedAt: orUndefined(integer),
   /** The status itself, not its text: a restarted server delivers exactly this. */
   status: StatusSchema,
   /** How it came to its end, once decided (who stopped it, for a stop). */
   ending: orUndefined(EndingSchema),
   /** The process group leader, and its start time (process-table.ts) to prove identity. */
-  pid: z.int(),
+  pid: integer,
   pidStartTime: orUndefined(z.string()),
-  linesSeen: z.int(),
+  linesSeen: integer,
   lastLines: validItems(StateLineSchema, (raw) => raw.slice(-STATE_LAST_LINES))
     .catch([])
     .transform(boundedLines),
   /** When its deadline stops it; absent: no deadline. */
-  deadlineAt: optional(z.int()),
+  deadlineAt: optional(integer),
   /** It ended, but its exit notice had not reached the session: a restarted server delivers it. */
   wakePending: flag,
   /** sha256 of the token in the monitor's environment: recovery signals only a leader that carries it. */
@@ -99,7 +100,7 @@ export type MonitorStateEntry = z.infer<typeof MonitorStateEntrySchema>
 
 const ServerStateFileSchema = z.object({
   format: z.literal(STATE_FORMAT),
-  server: z.object({ pid: z.int(), pidStartTime: orUndefined(z.string()), directory: z.string(), updatedAt: z.int() }),
+  server: z.object({ pid: integer, pidStartTime: orUndefined(z.string()), directory: z.string(), updatedAt: integer }),
   monitors: validItems(MonitorStateEntrySchema, (raw) => raw.slice(0, STATE_MAX_MONITORS)),
 })
 

@@ -4,6 +4,7 @@ import { z } from "zod"
 import { errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
+import { integer } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /** A person's stop from the TUI: a small file here, addressed to the server that runs the monitor (docs/tui.md). */
@@ -19,10 +20,10 @@ const StopRequestSchema = z
   .object({
     format: z.literal(STOP_REQUEST_FORMAT),
     /** The server whose state file lists the monitor. */
-    serverPid: z.int(),
+    serverPid: integer,
     sessionID: z.string(),
     monitorId: z.string(),
-    requestedAt: z.int(),
+    requestedAt: integer,
   })
   .transform(({ format: _, ...request }) => request)
 
