@@ -16,18 +16,16 @@ export const stopRequestDir = (projectDir: string): string => join(projectDir, S
 /** `stop-<server pid>-<12 hex>.json` or its temp file: other names, and other servers' requests, stay unread. */
 const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
-const StopRequestSchema = z
-  .object({
-    format: z.literal(STOP_REQUEST_FORMAT),
-    /** The server whose state file lists the monitor. */
-    serverPid: integer,
-    sessionID: z.string(),
-    monitorId: z.string(),
-    requestedAt: integer,
-  })
-  .transform(({ format: _, ...request }) => request)
+const StopRequestSchema = z.object({
+  format: z.literal(STOP_REQUEST_FORMAT),
+  /** The server whose state file lists the monitor. */
+  serverPid: integer,
+  sessionID: z.string(),
+  monitorId: z.string(),
+  requestedAt: integer,
+})
 
-export type StopRequest = z.output<typeof StopRequestSchema>
+export type StopRequest = Omit<z.infer<typeof StopRequestSchema>, "format">
 
 /** A request is taken only this close to its `requestedAt`; one nobody took is removed after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
@@ -62,7 +60,10 @@ export function writeStopRequest(
 
 export function parseStopRequest(text: string): StopRequest | undefined {
   try {
-    return StopRequestSchema.safeParse(JSON.parse(text)).data
+    const parsed = StopRequestSchema.safeParse(JSON.parse(text))
+    if (!parsed.success) return undefined
+    const { format: _, ...request } = parsed.data
+    return request
   } catch {
     return undefined
   }
