@@ -1,9 +1,9 @@
 import { createHash } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import { z } from "zod"
-import type { Ending, MonitorStatus, StopReason } from "../codec"
+import type { Ending, Leftovers, MonitorStatus, StopReason } from "../codec"
 import type { MonitorInfo } from "../monitor-run"
+import type { ProcessIdentity } from "../process/process-table"
 
 // A server's monitors on disk, for the TUI and a restarted server: labels only (never the command), all bounded.
 export const STATE_FORMAT = "opencode-monitor/state@2"
@@ -20,22 +20,30 @@ export const STATE_FOLDER_MAX_BYTES = 64 * 1024
 /** At most this many server records are read per pass (the rest are counted); real use has a handful. */
 export const STATE_RECORDS_MAX = 32
 
-export const integer = z.number().refine(Number.isInteger)
-// A field a record may lack or spoil reads as absent: `optional` may be left out, `orUndefined` is always there.
-const optional = <T extends z.ZodType>(schema: T) => schema.optional().catch(undefined)
-const orUndefined = <T extends z.ZodType>(schema: T) => z.union([schema, z.undefined()]).catch(undefined)
-const flag = optional(z.literal(true))
-/** A record is data a process could have written, not trusted: the valid items of a list, after `cut` bounded it. */
-const validItems = <T extends z.ZodType>(item: T, cut: (raw: unknown[]) => unknown[]) =>
-  z.array(z.unknown()).transform((raw) =>
-    cut(raw).flatMap((value) => {
-      const parsed = item.safeParse(value)
-      return parsed.success ? [parsed.data as z.output<T>] : []
-    }),
-  )
+export type StateLine = { stream: "stdout" | "stderr"; seq: number; text: string }
 
-const StateLineSchema = z.object({ stream: z.enum(["stdout", "stderr"]), seq: integer, text: z.string() })
-export type StateLine = z.infer<typeof StateLineSchema>
+export type MonitorStateEntry = {
+  id: string
+  sessionID: string
+  label: string
+  startedAt: number
+  endedAt: number | undefined
+  /** The status itself, not its text: a restarted server delivers exactly this. */
+  status: MonitorStatus
+  /** How it came to its end, once decided (who stopped it, for a stop). */
+  ending: Ending | undefined
+  /** The process group leader, and its start time (process-table.ts) to prove identity. */
+  pid: number
+  pidStartTime: string | undefined
+  linesSeen: number
+  lastLines: StateLine[]
+  /** When its deadline stops it; absent: no deadline. */
+  deadlineAt?: number
+  /** It ended, but its exit notice had not reached the session: a restarted server delivers it. */
+  wakePending?: boolean
+  /** sha256 of the token in the monitor's environment: recovery signals only a leader that carries it. */
+  tokenHash?: string
+}
 
 /** The last STATE_LAST_LINES lines, each cut to STATE_LINE_TEXT_MAX characters: what a record holds. */
 function boundedLines(lines: readonly StateLine[]): StateLine[] {
@@ -44,67 +52,15 @@ function boundedLines(lines: readonly StateLine[]): StateLine[] {
     .map(({ stream, seq, text }) => ({ stream, seq, text: text.slice(0, STATE_LINE_TEXT_MAX) }))
 }
 
-const pids = optional(z.array(integer).transform((list) => list.slice(0, 64)))
-const signal = z.string().regex(/^[A-Z0-9]{1,16}$/)
-const plainName = (name: string) => name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16)
-/** What a run left behind and stopped, as the record names it: pids and plain short names only. */
-const leftBehind = validItems(z.object({ pid: integer, name: z.string() }), (raw) => raw.slice(0, 64)).transform(
-  (list) => (list.length > 0 ? list.map(({ pid, name }) => ({ pid, name: plainName(name) })) : undefined),
-)
-const leftovers = { survivors: pids, pipesHeld: flag, unsearched: pids, leftBehind: optional(leftBehind) }
+function isStateLine(line: unknown): line is StateLine {
+  return isObject(line) && isInt(line.seq) && typeof line.text === "string" && /^std(out|err)$/.test(`${line.stream}`)
+}
 
-/** A recorded status, field by field; one this version cannot read makes its entry unreadable. */
-const StatusSchema: z.ZodType<MonitorStatus> = z.discriminatedUnion("kind", [
-  z.object({ kind: z.literal("running") }),
-  z.object({ kind: z.literal("exited"), code: integer, ...leftovers }),
-  z.object({ kind: z.literal("signaled"), signal: signal.catch("unknown"), ...leftovers }),
-  z.object({ kind: z.literal("timed_out"), afterMs: integer, signal: signal.nullable().catch(null), ...leftovers }),
-  z.object({ kind: z.literal("stopped"), signal: signal.nullable().catch(null), byPerson: flag, ...leftovers }),
-  z.object({ kind: z.literal("lost"), survivorPid: orUndefined(integer), ...leftovers }),
-])
-
-const EndingSchema: z.ZodType<Ending> = z.union([
-  z.object({ reason: z.enum(["exit", "deadline"]) }),
-  z.object({
-    reason: z.literal("stop"),
-    by: z.enum(["agent", "person", "session", "shutdown"] satisfies StopReason[]),
-  }),
-])
-
-const MonitorStateEntrySchema = z.object({
-  id: z.string(),
-  sessionID: z.string(),
-  label: z.string(),
-  startedAt: integer,
-  endedAt: orUndefined(integer),
-  /** The status itself, not its text: a restarted server delivers exactly this. */
-  status: StatusSchema,
-  /** How it came to its end, once decided (who stopped it, for a stop). */
-  ending: orUndefined(EndingSchema),
-  /** The process group leader, and its start time (process-table.ts) to prove identity. */
-  pid: integer,
-  pidStartTime: orUndefined(z.string()),
-  linesSeen: integer,
-  lastLines: validItems(StateLineSchema, (raw) => raw.slice(-STATE_LAST_LINES))
-    .catch([])
-    .transform(boundedLines),
-  /** When its deadline stops it; absent: no deadline. */
-  deadlineAt: optional(integer),
-  /** It ended, but its exit notice had not reached the session: a restarted server delivers it. */
-  wakePending: flag,
-  /** sha256 of the token in the monitor's environment: recovery signals only a leader that carries it. */
-  tokenHash: optional(z.string().regex(/^[0-9a-f]{64}$/)),
-})
-
-export type MonitorStateEntry = z.infer<typeof MonitorStateEntrySchema>
-
-const ServerStateFileSchema = z.object({
-  format: z.literal(STATE_FORMAT),
-  server: z.object({ pid: integer, pidStartTime: orUndefined(z.string()), directory: z.string(), updatedAt: integer }),
-  monitors: validItems(MonitorStateEntrySchema, (raw) => raw.slice(0, STATE_MAX_MONITORS)),
-})
-
-export type ServerStateFile = z.infer<typeof ServerStateFileSchema>
+export type ServerStateFile = {
+  format: typeof STATE_FORMAT
+  server: ProcessIdentity & { directory: string; updatedAt: number }
+  monitors: MonitorStateEntry[]
+}
 
 /** The process group leader as it started: its start time and token hash prove it is the monitor's later. */
 type Leader = { pid: number; startTime?: string; tokenHash?: string }
@@ -149,10 +105,106 @@ export function parseStateFile(text: string): ParseResult {
   } catch (error) {
     return { ok: false, error: `not JSON (${error instanceof Error ? error.message : String(error)})` }
   }
-  const format = (raw as { format?: unknown } | null)?.format
-  if (format !== STATE_FORMAT) return { ok: false, error: `unknown format ${JSON.stringify(format)}` }
-  const parsed = ServerStateFileSchema.safeParse(raw)
-  if (parsed.success) return { ok: true, file: parsed.data }
-  const issue = parsed.error.issues[0]
-  return { ok: false, error: `bad ${issue?.path.join(".") || "record"} (${issue?.message})` }
+  if (!isObject(raw)) return { ok: false, error: "not an object" }
+  if (raw.format !== STATE_FORMAT) return { ok: false, error: `unknown format ${JSON.stringify(raw.format)}` }
+  const server = raw.server
+  if (!isObject(server) || !isInt(server.pid) || typeof server.directory !== "string" || !isInt(server.updatedAt)) {
+    return { ok: false, error: "bad server section" }
+  }
+  if (!Array.isArray(raw.monitors)) return { ok: false, error: "monitors is not a list" }
+  const monitors = raw.monitors
+    .slice(0, STATE_MAX_MONITORS)
+    .map(parseEntry)
+    .filter((entry) => entry !== undefined)
+  const { pid, directory, updatedAt } = server
+  const header = { pid, pidStartTime: asString(server.pidStartTime), directory, updatedAt }
+  return { ok: true, file: { format: STATE_FORMAT, server: header, monitors } }
+}
+
+function parseEntry(entry: unknown): MonitorStateEntry | undefined {
+  if (!isObject(entry)) return undefined
+  const { id, sessionID, label, startedAt, endedAt, pid, pidStartTime, linesSeen } = entry
+  if (typeof id !== "string" || typeof sessionID !== "string" || typeof label !== "string") return undefined
+  if (!isInt(startedAt) || !isInt(pid) || !isInt(linesSeen)) return undefined
+  const status = readStatus(entry.status)
+  if (!status) return undefined
+  const recorded = Array.isArray(entry.lastLines) ? entry.lastLines.slice(-STATE_LAST_LINES) : []
+  return {
+    id,
+    sessionID,
+    label,
+    startedAt,
+    endedAt: isInt(endedAt) ? endedAt : undefined,
+    status,
+    ending: readEnding(entry.ending),
+    pid,
+    pidStartTime: asString(pidStartTime),
+    linesSeen,
+    lastLines: boundedLines(recorded.filter(isStateLine)),
+    deadlineAt: isInt(entry.deadlineAt) ? entry.deadlineAt : undefined,
+    wakePending: entry.wakePending === true || undefined,
+    tokenHash:
+      typeof entry.tokenHash === "string" && /^[0-9a-f]{64}$/.test(entry.tokenHash) ? entry.tokenHash : undefined,
+  }
+}
+
+/** A recorded status, field by field: a record is data a process could have written, not trusted. */
+function readStatus(raw: unknown): MonitorStatus | undefined {
+  if (!isObject(raw)) return undefined
+  const pids = (value: unknown) => (Array.isArray(value) && value.every(isInt) ? value.slice(0, 64) : undefined)
+  const leftovers: Leftovers = {
+    survivors: pids(raw.survivors),
+    pipesHeld: raw.pipesHeld === true || undefined,
+    unsearched: pids(raw.unsearched),
+    leftBehind: leftBehindOf(raw.leftBehind),
+  }
+  const signal = (value: unknown) => (typeof value === "string" && /^[A-Z0-9]{1,16}$/.test(value) ? value : null)
+  switch (raw.kind) {
+    case "running":
+      return { kind: "running" }
+    case "exited":
+      return isInt(raw.code) ? { kind: "exited", code: raw.code, ...leftovers } : undefined
+    case "signaled":
+      return { kind: "signaled", signal: signal(raw.signal) ?? "unknown", ...leftovers }
+    case "timed_out":
+      return isInt(raw.afterMs)
+        ? { kind: "timed_out", afterMs: raw.afterMs, signal: signal(raw.signal), ...leftovers }
+        : undefined
+    case "stopped":
+      return { kind: "stopped", signal: signal(raw.signal), byPerson: raw.byPerson === true || undefined, ...leftovers }
+    case "lost":
+      return { kind: "lost", survivorPid: isInt(raw.survivorPid) ? raw.survivorPid : undefined, ...leftovers }
+    default:
+      return undefined
+  }
+}
+
+/** What a run left behind and stopped, as the record names it: pids and plain short names only. */
+function leftBehindOf(raw: unknown): Leftovers["leftBehind"] {
+  if (!Array.isArray(raw)) return undefined
+  const leftBehind = raw
+    .slice(0, 64)
+    .filter((p): p is { pid: number; name: string } => isObject(p) && isInt(p.pid) && typeof p.name === "string")
+    .map((p) => ({ pid: p.pid, name: p.name.replace(/[^A-Za-z0-9._+-]/g, "?").slice(0, 16) }))
+  return leftBehind.length > 0 ? leftBehind : undefined
+}
+
+const STOP_REASONS = new Set<string>(["agent", "person", "session", "shutdown"] satisfies StopReason[])
+
+function readEnding(raw: unknown): Ending | undefined {
+  if (!isObject(raw)) return undefined
+  if (raw.reason === "exit" || raw.reason === "deadline") return { reason: raw.reason }
+  if (raw.reason === "stop" && typeof raw.by === "string" && STOP_REASONS.has(raw.by))
+    return { reason: "stop", by: raw.by as StopReason }
+  return undefined
+}
+
+export function isObject(value: unknown): value is Record<string, unknown> {
+  return typeof value === "object" && value !== null && !Array.isArray(value)
+}
+
+const asString = (value: unknown) => (typeof value === "string" ? value : undefined)
+
+export function isInt(value: unknown): value is number {
+  return typeof value === "number" && Number.isInteger(value)
 }

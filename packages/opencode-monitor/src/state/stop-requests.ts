@@ -1,10 +1,9 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
-import { z } from "zod"
 import { errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
-import { integer } from "./format"
+import { isInt, isObject } from "./format"
 import { listFolder, PrivateDir, type Refused, SkipTally, yieldToLoop } from "./safe-file"
 
 /** A person's stop from the TUI: a small file here, addressed to the server that runs the monitor (docs/tui.md). */
@@ -16,16 +15,13 @@ export const stopRequestDir = (projectDir: string): string => join(projectDir, S
 /** `stop-<server pid>-<12 hex>.json` or its temp file: other names, and other servers' requests, stay unread. */
 const REQUEST_NAME = /^stop-(\d{1,10})-[0-9a-f]{12}\.json(\.[0-9a-f]{8}\.tmp)?$/
 
-const StopRequestSchema = z.object({
-  format: z.literal(STOP_REQUEST_FORMAT),
+export type StopRequest = {
   /** The server whose state file lists the monitor. */
-  serverPid: integer,
-  sessionID: z.string(),
-  monitorId: z.string(),
-  requestedAt: integer,
-})
-
-export type StopRequest = Omit<z.infer<typeof StopRequestSchema>, "format">
+  serverPid: number
+  sessionID: string
+  monitorId: string
+  requestedAt: number
+}
 
 /** A request is taken only this close to its `requestedAt`; one nobody took is removed after this long. */
 export const STOP_REQUEST_STALE_MS = 60_000
@@ -59,14 +55,16 @@ export function writeStopRequest(
 }
 
 export function parseStopRequest(text: string): StopRequest | undefined {
+  let r: unknown
   try {
-    const parsed = StopRequestSchema.safeParse(JSON.parse(text))
-    if (!parsed.success) return undefined
-    const { format: _, ...request } = parsed.data
-    return request
+    r = JSON.parse(text)
   } catch {
     return undefined
   }
+  if (!isObject(r) || r.format !== STOP_REQUEST_FORMAT || !isInt(r.serverPid) || !isInt(r.requestedAt)) return undefined
+  if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
+  const { serverPid, sessionID, monitorId, requestedAt } = r
+  return { serverPid, sessionID, monitorId, requestedAt }
 }
 
 export type StopRequestHandler = {
