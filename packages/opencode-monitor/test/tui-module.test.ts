@@ -1,5 +1,6 @@
 import { describe, expect, test } from "bun:test"
 import { readdirSync, readFileSync } from "node:fs"
+import { builtinModules } from "node:module"
 import { join } from "node:path"
 
 const TUI_DIR = join(import.meta.dir, "../src/tui")
@@ -43,6 +44,18 @@ describe("the TUI part", () => {
         expect(ok ? specifier : `process/${name} imports ${specifier}`).toBe(specifier)
       }
     }
+  })
+
+  test("everything it loads, src/state/ included, imports only node's builtins and what the opencode TUI provides", async () => {
+    // Loaded as source from an install by name, where the package's devDependencies (zod…) are absent:
+    // a state module that parsed with zod left the sidebar empty there.
+    const built = await Bun.build({ entrypoints: [join(TUI_DIR, "index.ts")], target: "bun", packages: "external" })
+    const text = (await built.outputs[0]?.text()) ?? ""
+    const imported = [...new Set([...text.matchAll(/from\s*"([^"]+)"/g)].map((m) => m[1] ?? ""))]
+    expect(imported).toContain("solid-js")
+    const provided = [/^@opentui\//, /^solid-js$/, /^@opencode-ai\/plugin\/tui$/, /^node:/]
+    const builtin = (name: string) => builtinModules.includes(name)
+    expect(imported.filter((name) => !builtin(name) && !provided.some((p) => p.test(name)))).toEqual([])
   })
 
   test("src/host-check.ts, shared with the TUI part, imports nothing", () => {
