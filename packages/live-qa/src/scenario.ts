@@ -235,3 +235,29 @@ export function replyPermission(qa: LiveProject, id: unknown, reply: "once" | "a
     body: JSON.stringify({ reply }),
   })
 }
+
+/** The story of every run's session when `body` fails (`table` names each run's session). */
+export function explainedAll(
+  runs: readonly { table: string; live: LiveProject; sessionID: string }[],
+  body: () => Promise<void>,
+): Promise<void> {
+  const [run, ...rest] = runs
+  return run ? explained(run.live, { [run.table]: run.sessionID }, () => explainedAll(rest, body)) : body()
+}
+
+/**
+ * Sends `signal` to the projects' server process alone (its group, so the monitors' own groups, gets
+ * none from us), once their event streams are closed; `died` waits until it is gone. Returns when it went.
+ */
+export async function signalServer(
+  lives: readonly LiveProject[],
+  signal: NodeJS.Signals,
+): Promise<{ at: number; died: () => Promise<unknown> }> {
+  // The event streams would break with the server; close them first.
+  for (const live of lives) await live.timeline.stop()
+  const pid = lives[0]?.server.pid as number
+  const at = Date.now()
+  process.kill(pid, signal)
+  const gone = () => !psAll().some((e) => e.pid === pid && !e.stat.startsWith("Z"))
+  return { at, died: () => waitFor(gone, 5000, 25, "the server to die") }
+}

@@ -11,7 +11,7 @@
 import { describe, expect, test } from "bun:test"
 import { type LiveProject, PROCESS_TABLES } from "../src/monitor-qa.ts"
 import { psAll } from "../src/process-group.ts"
-import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { explained, explainedAll, liveProcesses, planPrompt, signalServer, waitForProcess } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
@@ -130,12 +130,6 @@ type Run = { table: string; pluginSpec: string | undefined; live: LiveProject } 
   ReturnType<typeof startTwoMonitors>
 >
 
-/** The story of every run's session when `body` fails. */
-function explainedAll(runs: Run[], body: () => Promise<void>): Promise<void> {
-  const [run, ...rest] = runs
-  return run ? explained(run.live, { [run.table]: run.sessionID }, () => explainedAll(rest, body)) : body()
-}
-
 // The file's last test: it SIGTERMs the file's server, a project of each process table on it.
 test("cleanup (c): SIGTERM to the server process alone leaves no monitored process behind, with either process table", async () => {
   const runs: Run[] = []
@@ -157,19 +151,13 @@ test("cleanup (c): SIGTERM to the server process alone leaves no monitored proce
       expect(watchdog.command).toContain(pluginSpec ? "ps -o lstart=" : "/proc/")
   }
 
-  // The event streams would break with the server; close them first.
-  for (const { live } of runs) await live.timeline.stop()
-  const serverPid = runs[0]?.live.server.pid as number
-  // Only the leader: its group (and so the monitors' own groups) gets no signal from us.
-  const killedAt = Date.now()
-  process.kill(serverPid, "SIGTERM")
+  const killed = await signalServer(
+    runs.map((r) => r.live),
+    "SIGTERM",
+  )
+  const killedAt = killed.at
   await explainedAll(runs, async () => {
-    await waitFor(
-      () => !psAll().some((e) => e.pid === serverPid && !e.stat.startsWith("Z")),
-      5000,
-      25,
-      "the server to die",
-    )
+    await killed.died()
     // Side by side: each table's time is its own, from the signal.
     await Promise.all(
       runs.map(async ({ table, tag, groups }) => {

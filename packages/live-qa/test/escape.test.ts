@@ -10,8 +10,7 @@
  */
 import { describe, expect, test } from "bun:test"
 import { type LiveProject, PROCESS_TABLES } from "../src/monitor-qa.ts"
-import { psAll } from "../src/process-group.ts"
-import { explained, liveProcesses, planPrompt, waitForProcess } from "../src/scenario.ts"
+import { explained, explainedAll, liveProcesses, planPrompt, signalServer, waitForProcess } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { waitFor, waitForIdle } from "../src/timeline.ts"
 
@@ -64,12 +63,6 @@ describe.each(PROCESS_TABLES)("with the process table through %s", (_table, plug
 /** A process table's project on the file's server, running the daemonizing monitor. */
 type Run = { table: string; live: LiveProject } & Awaited<ReturnType<typeof startDaemonizingMonitor>>
 
-/** The story of every run's session when `body` fails. */
-function explainedAll(runs: Run[], body: () => Promise<void>): Promise<void> {
-  const [run, ...rest] = runs
-  return run ? explained(run.live, { [run.table]: run.sessionID }, () => explainedAll(rest, body)) : body()
-}
-
 // The file's last test: it SIGKILLs the file's server, a project of each process table on it.
 test("escape (b): a SIGKILL of the server still stops the double-forked daemon (watchdog), with either process table", async () => {
   const runs: Run[] = []
@@ -77,17 +70,13 @@ test("escape (b): a SIGKILL of the server still stops the double-forked daemon (
     const live = await shared.project({ pluginSpec, pluginOptions: { kill_grace_ms: KILL_GRACE_MS } })
     runs.push({ table, live, ...(await startDaemonizingMonitor(live, `sigkill-${table.replace("/", "")}`)) })
   }
-  for (const { live } of runs) await live.timeline.stop()
-  const serverPid = runs[0]?.live.server.pid as number
-  const killedAt = Date.now()
-  process.kill(serverPid, "SIGKILL")
+  const killed = await signalServer(
+    runs.map((r) => r.live),
+    "SIGKILL",
+  )
+  const killedAt = killed.at
   await explainedAll(runs, async () => {
-    await waitFor(
-      () => !psAll().some((e) => e.pid === serverPid && !e.stat.startsWith("Z")),
-      5000,
-      25,
-      "the server to die",
-    )
+    await killed.died()
     // Side by side: each table's watchdog acts on its own.
     await Promise.all(
       runs.map(async ({ table, tag, groups }) => {
