@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 30 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 3: a person's message arrives just before the monitor exits, and the model is slow to
  * answer it. The person's turn runs first and completes; only then does the exit notice land and
@@ -6,10 +6,9 @@
  * And a prompt of ours stored between a person's message being created and stored (its send was on
  * its way as they wrote) comes before their message: their turn answers them.
  */
-import { afterEach, expect, test } from "bun:test"
+import { expect, test } from "bun:test"
 import { join, resolve } from "node:path"
 import { exitReport, monitorAgent, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import { type MonitorQA, startMonitorQA } from "../src/monitor-qa.ts"
 import {
   after,
   deliveriesLogged,
@@ -22,15 +21,13 @@ import {
   waitForExitNoticesDelivered,
   waitForReply,
 } from "../src/scenario.ts"
+import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
 
 const RACE_PLUGIN = resolve(import.meta.dir, "../src/person-race-plugin.ts")
 
-let qa: MonitorQA | undefined
-afterEach(async () => {
-  await qa?.stop().catch(() => undefined)
-  qa = undefined
-})
+// The tests are projects of one server: each its own opencode.json and scripted model.
+const shared = serverPerFile()
 
 const PROMPT = planPrompt(
   "Watch this job.",
@@ -40,8 +37,7 @@ const PROMPT = planPrompt(
 
 test("user first: a person's turn that is running when the monitor exits completes before the wake", async () => {
   // Only the answer to the person is slow (3 s): their turn is still running when the monitor exits.
-  const live = await startMonitorQA({ script: monitorAgent({ userSaysDelayMs: 3000 }) })
-  qa = live
+  const live = await shared.project({ script: monitorAgent({ userSaysDelayMs: 3000 }) })
   const sessionID = await live.newSession()
   await live.prompt(sessionID, PROMPT)
   const said = await waitForReply(live, sessionID, "", (t) => t === "Watching it.", "the agent to finish its turn")
@@ -122,8 +118,7 @@ test.each(RACES)(
   "user first: $what stored as a person writes comes before their message, and their turn answers them",
   async ({ ending, report }) => {
     // The plugin entry that has our prompt stored between the person's message being created and stored.
-    const live = await startMonitorQA({ script: monitorAgent(), pluginSpec: RACE_PLUGIN })
-    qa = live
+    const live = await shared.project({ script: monitorAgent(), pluginSpec: RACE_PLUGIN })
     const sessionID = await live.newSession()
     const go = join(live.server.directory, "go")
     const command = `while [ ! -e '${go}' ]; do sleep 0.05; done; echo first line; ${ending}`
