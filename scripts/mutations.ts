@@ -111,7 +111,7 @@ export const MUTATIONS: Mutation[] = [
     find: "if (lastUser && input.now - lastUser.created < input.user_message_window_ms) {", replace: "if (false) {" },
   { id: "gates-person-wrote-during-read", what: "a person's message chat.message saw after the gates' read does not hold the send",
     file: "delivery/injector.ts", fn: "step", tests: GATES,
-    find: "if (!forced && this.personJustWrote(queue.sessionID)) {", replace: "if (false) {" },
+    find: "if (!forced && this.personLast.justWrote(queue.sessionID, this.options.user_message_window_ms)) {", replace: "if (false) {" },
   { id: "ceiling-forces-at-once", what: "a wake is forced into a busy session at once, not after max_active_defer_ms",
     file: "delivery/injector.ts", fn: "shouldForceActiveDispatch", tests: GATES,
     find: ">= maxActiveDeferMs", replace: ">= 0" },

@@ -46,8 +46,6 @@ export class MonitorOutputInjector {
   private readonly sent = new Set<string>()
   private readonly policy: DeliveryPolicy
   readonly identities: SessionIdentities
-  /** When a person last wrote in each session, as chat.message saw it. */
-  private readonly personWroteAt = new Map<string, number>()
   private disposed = false
   private readonly matchWakes: MatchWakePolicy
   private readonly personLast: PersonLast
@@ -142,7 +140,6 @@ export class MonitorOutputInjector {
    * user_message_window_ms. Returns the creation time that keeps their message after ours.
    */
   async onPersonMessage(sessionID: string, created: number): Promise<number> {
-    this.personWroteAt.set(sessionID, this.deps.scheduler.now())
     const kept = await this.personLast.createdFor(sessionID, created)
     if (kept.moved)
       this.log.info("a person's message moved after monitor output created as they wrote", logFields(kept.moved, false))
@@ -152,11 +149,6 @@ export class MonitorOutputInjector {
   /** `chat.message` of a prompt of ours (`key`): when opencode created it. */
   onOwnMessage(sessionID: string, key: string, created: number): void {
     this.personLast.seen(sessionID, key, created)
-  }
-
-  private personJustWrote(sessionID: string): boolean {
-    const at = this.personWroteAt.get(sessionID)
-    return at !== undefined && this.deps.scheduler.now() - at < this.options.user_message_window_ms
   }
 
   /** A `session.idle` of this session: re-check its own queue (never another session's). */
@@ -175,7 +167,6 @@ export class MonitorOutputInjector {
 
   forgetSession(sessionID: string): void {
     this.matchWakes.forgetSession(sessionID)
-    this.personWroteAt.delete(sessionID)
     this.personLast.forget(sessionID)
     this.forgetSent((key) => key.startsWith(`${sessionID}|`))
     this.identities.forget(sessionID)
@@ -247,7 +238,7 @@ export class MonitorOutputInjector {
     }
     if (!this.stillQueued(queue, next)) return
     // A person's message the history read missed: an observation sent now would be what that turn answers.
-    if (!forced && this.personJustWrote(queue.sessionID)) {
+    if (!forced && this.personLast.justWrote(queue.sessionID, this.options.user_message_window_ms)) {
       this.defer(queue, "user message within user_message_window_ms")
       return queue.schedule(this.options.pending_retry_ms)
     }

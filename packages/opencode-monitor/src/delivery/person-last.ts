@@ -15,6 +15,8 @@ type Sent = { delivery: Delivery; created: Promise<number | undefined>; seen: (c
  */
 export class PersonLast {
   private readonly last = new Map<string, Sent>()
+  /** When a person last wrote in each session, as chat.message saw it. */
+  private readonly wroteAt = new Map<string, number>()
 
   constructor(private readonly scheduler: Scheduler) {}
 
@@ -34,10 +36,21 @@ export class PersonLast {
 
   forget(sessionID: string): void {
     this.last.delete(sessionID)
+    this.wroteAt.delete(sessionID)
   }
 
-  /** The creation time that keeps a person's message after ours: its own, or just after the prompt `moved`. */
+  /** A person wrote within `windowMs`: a message the history read may still miss. */
+  justWrote(sessionID: string, windowMs: number): boolean {
+    const at = this.wroteAt.get(sessionID)
+    return at !== undefined && this.scheduler.now() - at < windowMs
+  }
+
+  /**
+   * A person wrote: the creation time that keeps their message after ours, its own or just after the
+   * prompt `moved`.
+   */
   async createdFor(sessionID: string, created: number): Promise<{ created: number; moved?: Delivery }> {
+    this.wroteAt.set(sessionID, this.scheduler.now())
     const sent = this.last.get(sessionID)
     if (!sent) return { created }
     const ours = await within(this.scheduler, WAIT_MS, sent.created, undefined)
