@@ -4,7 +4,7 @@ import type { OutputBatch } from "./pipeline/batcher"
 import type { LineFilter } from "./pipeline/filter"
 import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
-import type { MonitoredProcess, ProcessExit } from "./process/process-group"
+import { type MonitoredProcess, type ProcessExit, signalGroup } from "./process/process-group"
 import { type ReadShare, readPipe } from "./process/read-pipe"
 import { type Scheduler, type TimerHandle, within } from "./scheduler"
 import type { StartRequest } from "./start-request"
@@ -117,7 +117,7 @@ export class MonitorRun {
     // A shutdown signal may have decided the ending already (terminateNow): it stands, the stop still escalates.
     const decided = this.info.ending === undefined
     this.info.ending ??= { reason: "stop", by }
-    this.stopSignal = this.process.terminateGroup()
+    this.stopSignal = this.terminate()
     return decided ? "stopped" : "ending"
   }
 
@@ -154,7 +154,7 @@ export class MonitorRun {
       sentSignal = this.stopSignal ? await this.stopSignal : null
       // A daemon that left the session at once (`setsid … &`) still carries the token: found, stopped, named.
       leftBehind = await child.leftBehind(!drained)
-      if (leftBehind.length > 0 || child.groupAlive()) await child.terminateGroup()
+      if (leftBehind.length > 0 || child.groupAlive()) await this.terminate()
       if (!drained && !(await within(deps.scheduler, DRAIN_AFTER_TERMINATE_MS, reading, false))) {
         pipesHeld = true
         child.stdout.destroy()
@@ -162,7 +162,7 @@ export class MonitorRun {
       }
     } catch (error) {
       this.failed(error)
-      if (child.groupAlive()) await child.terminateGroup().catch(() => null)
+      if (child.groupAlive()) await this.terminate()
     } finally {
       if (deadline) deps.scheduler.clearTimeout(deadline)
       child.release()
@@ -185,8 +185,17 @@ export class MonitorRun {
       if (this.stopSignal !== undefined) return
       // As in requestStop: a shutdown's ending (terminateNow) stands; the group is still escalated.
       info.ending ??= { reason: "deadline" }
-      this.stopSignal = this.process.terminateGroup()
+      this.stopSignal = this.terminate()
     }, info.timeoutMs)
+  }
+
+  /** The group's stop; when the process table cannot be read, SIGKILL: a stop never waits on an unsignalled process. */
+  private terminate(): Promise<NodeJS.Signals | null> {
+    return this.process.terminateGroup().catch((error) => {
+      this.failed(error)
+      signalGroup(this.process.pid, "SIGKILL")
+      return "SIGKILL" as const
+    })
   }
 
   /** The terminal batch, unless the agent or the session's end asked for the stop (a person's stop is news). */

@@ -167,6 +167,40 @@ describe("MonitorManager under concurrency", () => {
     }
   })
 
+  test("a stop whose process-table read fails still ends the group, and the failure is reported, not left unhandled", async () => {
+    const rejections: unknown[] = []
+    const onRejection = (reason: unknown) => rejections.push(reason)
+    process.on("unhandledRejection", onRejection)
+    try {
+      const marker = uniqueMarker("table_fails")
+      let failing = false
+      const failed = () => Promise.reject(new Error("ps: cannot fork"))
+      // Reads work while the monitor starts; from the stop on, every whole-table read fails.
+      const table: ProcessTable = {
+        ...processTable,
+        scan: () => (failing ? failed() : processTable.scan()),
+        findByEnvironment: (entry) => (failing ? failed() : processTable.findByEnvironment(entry)),
+      }
+      const errors: unknown[] = []
+      const { m } = manager({ processTable: table, onError: (_id, error) => errors.push(error) })
+      const info = await start(m, `sleep 30; : ${marker}`)
+      expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
+      failing = true
+      const result = await Promise.race([
+        m.stop("ses_r", info.id, "agent"),
+        new Promise<undefined>((resolve) => setTimeout(resolve, 10_000)),
+      ])
+      expect(result?.outcome).toBe("stopped")
+      expect(info.status.kind).toBe("stopped")
+      expect(liveProcesses(marker)).toEqual([])
+      expect(String(errors[0])).toContain("ps: cannot fork")
+      await new Promise((resolve) => setImmediate(resolve))
+      expect(rejections).toEqual([])
+    } finally {
+      process.off("unhandledRejection", onRejection)
+    }
+  }, 20_000)
+
   test("a callback that throws affects neither its own monitor's end nor another monitor", async () => {
     const rejections: unknown[] = []
     const onRejection = (reason: unknown) => rejections.push(reason)
