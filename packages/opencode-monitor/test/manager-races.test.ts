@@ -186,10 +186,11 @@ describe("MonitorManager under concurrency", () => {
       const info = await start(m, `sleep 30; : ${marker}`)
       expect(await waitFor(() => liveProcesses(marker).length > 0, 5_000)).toBe(true)
       failing = true
-      const result = await Promise.race([
-        m.stop("ses_r", info.id, "agent"),
-        new Promise<undefined>((resolve) => setTimeout(resolve, 10_000)),
-      ])
+      let result: StopResult | undefined
+      void m.stop("ses_r", info.id, "agent").then((stopped) => {
+        result = stopped
+      })
+      expect(await waitFor(() => result !== undefined, 10_000)).toBe(true)
       expect(result?.outcome).toBe("stopped")
       expect(info.status.kind).toBe("stopped")
       expect(liveProcesses(marker)).toEqual([])

@@ -145,12 +145,11 @@ function lineIntake(
   }
 }
 
-// In a read taken one character a byte: anything but printable ASCII and tab, searched once a read (a
-// byte class is searched fast); then, only in lines with such a byte, what decoding or sanitizing may change:
-// a control byte, DEL, or the lead byte of a character sanitizing removes or breaks on (U+0080–U+009F,
-// U+061C, U+180E, U+2000–U+206F, U+FEFF, U+FFF9–U+FFFB, tags).
-const NOT_PRINTABLE = /[\x00-\x08\x0b-\x1f\x7f-\xff]/g
-const TOUCHED = /[\x00-\x08\x0b-\x1f\x7f\xc2\xd8\xe1\xe2\xef\xf3]/
+// Bytes that decoding or sanitizing may change: a control byte, DEL, or the lead byte of a character sanitizing
+// removes or breaks on (U+0080–U+009F, U+061C, U+180E, U+2000–U+206F, U+FEFF, U+FFF9–U+FFFB, tags).
+const TOUCHED = new Uint8Array(256)
+for (const byte of [0x7f, 0xc2, 0xd8, 0xe1, 0xe2, 0xef, 0xf3]) TOUCHED[byte] = 1
+for (let byte = 0; byte < 0x20; byte++) if (byte !== 9 && byte !== 10) TOUCHED[byte] = 1
 
 /** The read being split, looked at once: when it came, and whether its whole lines are all plain (`isPlainSpan`). */
 class ReadFacts {
@@ -161,17 +160,11 @@ class ReadFacts {
   at = 0
   private from = 0
   private plain = false
-  /** The read, one character a byte: made when a line is first searched for NOT_PRINTABLE. */
-  private latin1 = ""
-  /** Where the first NOT_PRINTABLE byte at or after the last line asked about is (Infinity: none). */
-  private notPrintable = -1
 
   start(block: Uint8Array, at: number): void {
     this.block = block
     this.bytes = Buffer.isBuffer(block) ? block : Buffer.from(block.buffer, block.byteOffset, block.length)
     this.count++
-    this.latin1 = ""
-    this.notPrintable = -1
     this.at = at
     const first = block.indexOf(10)
     this.from = first + 1
@@ -180,16 +173,13 @@ class ReadFacts {
 
   /**
    * Whether `line` is a range of this read with no TOUCHED byte: its text is then its bytes, so a word
-   * is in its text exactly when the word's bytes are in its range. Lines are asked about in order.
+   * is in its text exactly when the word's bytes are in its range.
    */
   asIs(line: MonitorLine): boolean {
-    if (line.block !== this.block) return false
-    if (this.notPrintable < line.start) {
-      if (this.latin1 === "") this.latin1 = this.bytes.toString("latin1")
-      NOT_PRINTABLE.lastIndex = line.start
-      this.notPrintable = NOT_PRINTABLE.test(this.latin1) ? NOT_PRINTABLE.lastIndex - 1 : Number.POSITIVE_INFINITY
-    }
-    return this.notPrintable >= line.end || !TOUCHED.test(this.latin1.slice(line.start, line.end))
+    const { block, start, end } = line
+    if (block !== this.block) return false
+    for (let at = start; at < end; at++) if (TOUCHED[block[at] as number] === 1) return false
+    return true
   }
 
   /** The line's envelope bytes: `plainRowBytes` for a plain line, else measured on its text. */
