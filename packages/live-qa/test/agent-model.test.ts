@@ -1,3 +1,4 @@
+// test-runner: about 32 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 4: a session on the `plan` agent with a model that is not the default. Every envelope
  * the plugin injects carries that agent and model, so neither the observations nor the wake

@@ -1,4 +1,4 @@
-// test-runner: about 40 s (scripts/test.ts starts the longest first)
+// test-runner: about 54 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 2: the monitor exits while the agent is inside a long tool call (bash `sleep 8`).
  * Nothing reaches the busy session while that turn runs, except the terminal notice once

@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 47 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 5: a monitor started in a child (subagent) session, created here directly with a
  * parentID after the parent finished its own turn (the `task` tool's path is in

@@ -1,3 +1,4 @@
+// test-runner: about 32 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 7: one session starts two monitors that exit close together. Every envelope is
  * delivered exactly once and in order per monitor, both exit notices arrive, and the agent

@@ -1,4 +1,4 @@
-// test-runner: about 30 s (scripts/test.ts starts the longest first)
+// test-runner: about 45 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 3: a person's message arrives just before the monitor exits, and the model is slow to
  * answer it. The person's turn runs first and completes; only then does the exit notice land and

@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 45 s (scripts/test.ts starts the longest first)
 /**
  * Match wake, subagent: a wake_pattern match in a monitor a subagent (child session) started.
  * The child is never woken by it: it gets the line as an observation either way. With
