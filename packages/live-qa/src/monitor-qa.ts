@@ -86,7 +86,7 @@ export interface LiveProject {
   pluginLog(): string[]
   /**
    * Another project dir on the same server, with its own `opencode.json` (e.g. `permission`, `shell`)
-   * and its own scripted model (the same script): a new project costs the server about a quarter of a
+   * and its own scripted model (the same script): a new project costs the server about a third of a
    * new server's CPU. The plugin options are the server's. The stop() of any project of a server
    * stops the server and all its projects. Its plugin log is the lines logged since it opened.
    */
@@ -160,7 +160,7 @@ export async function startMonitorQA(options: MonitorQAOptions = {}): Promise<Mo
 
 /**
  * Servers shared by key: the first `project(key, …)` starts one with `options`, its project holding
- * `projectConfig`; later calls with the key open another project on it (a quarter of a server's CPU).
+ * `projectConfig`; later calls with the key open another project on it (a third of a server's CPU).
  */
 export function sharedServers() {
   const byKey = new Map<string, Promise<MonitorQA>>()
@@ -198,7 +198,7 @@ const PROJECT_SETTLE_MS = 10_000
 
 /**
  * One server for the tests of a file, each test a project of it: a new project costs the server
- * about a quarter of a new server's CPU. The server's own config lists no plugin; each project's
+ * about a third of a new server's CPU. The server's own config lists no plugin; each project's
  * opencode.json lists opencode-monitor with that test's options, so every project runs its own
  * plugin instance with its own options. A project's stop() disposes that project only and reports the
  * server's child processes still alive after it, so tests of one server run one after another.

@@ -1,4 +1,4 @@
-// test-runner: about 130 s (scripts/test.ts starts the longest first)
+// test-runner: about 131 s (scripts/test.ts starts the longest first)
 /**
  * Scenario: the observation budget on a real opencode serve, idle session.
  * 1. A dev server logging 10 lines a second for 5 minutes injects no more than the documented

@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 67 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 8: no monitored process outlives what owns it. (a) Deleting the session stops its
  * monitors; (b) POST /instance/dispose stops everything; (c) a SIGTERM to the opencode server

@@ -1,4 +1,4 @@
-// test-runner: about 175 s (scripts/test.ts starts the longest first)
+// test-runner: about 150 s (scripts/test.ts starts the longest first)
 /**
  * Delivery under faults, against a real opencode serve. The plugin runs through a
  * test-only entry (src/fault-plugin.ts) that injects faults into its real session API: refused

@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 49 s (scripts/test.ts starts the longest first)
 /**
  * Escapees: a daemon that double-forks out of the monitor's process group and session is stopped
  * with the monitor in a real opencode serve, (a) when the session is deleted and (b) when the

@@ -1,4 +1,4 @@
-// test-runner: about 60 s (scripts/test.ts starts the longest first)
+// test-runner: about 68 s (scripts/test.ts starts the longest first)
 /**
  * A wake keeps the identity: a `plan` session on mock/m2, then 120+ observations (beyond twice the 60
  * newest messages a history read returns), then the exit wake. The REPORT turn runs as `plan` on

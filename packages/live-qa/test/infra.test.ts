@@ -1,4 +1,4 @@
-// test-runner: about 40 s (scripts/test.ts starts the longest first)
+// test-runner: about 48 s (scripts/test.ts starts the longest first)
 /**
  * Proves the harness against a real `opencode serve`: a plain text turn and a
  * turn where the scripted model calls the built-in bash tool. Both must leave

@@ -1,4 +1,4 @@
-// test-runner: about 40 s (scripts/test.ts starts the longest first)
+// test-runner: about 45 s (scripts/test.ts starts the longest first)
 /**
  * Installed by name, as users install it: this repo's packed build is published to a local npm
  * registry on 127.0.0.1 (verdaccio, no uplinks), the isolated opencode's `~/.npmrc` points at it,

@@ -1,3 +1,4 @@
+// test-runner: about 33 s (scripts/test.ts starts the longest first)
 /**
  * Installed from a tarball: opencode installs `opencode-monitor@file:<tgz>` (this repo's packed
  * build) itself, scripts off, and the terminal-wake scenario runs through it. The isolated HOME's

@@ -1,4 +1,4 @@
-// test-runner: about 55 s (scripts/test.ts starts the longest first)
+// test-runner: about 74 s (scripts/test.ts starts the longest first)
 /**
  * Jobs never meant to end, against one real opencode serve and the scripted agent:
  * (1) a hung command with wake_on_silence_ms wakes its session once, Status running, while the

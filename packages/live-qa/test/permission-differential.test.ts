@@ -1,4 +1,4 @@
-// test-runner: about 45 s (scripts/test.ts starts the longest first)
+// test-runner: about 87 s (scripts/test.ts starts the longest first)
 /**
  * Permission parity: for every command string of the corpus, under three rule sets, the scripted
  * model gives the same string to opencode's `bash` tool and to `monitor_start` in one step; the

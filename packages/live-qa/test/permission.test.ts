@@ -1,4 +1,4 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 59 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 6: monitor_start asks opencode's `bash` permission as the bash tool does (one pattern
  * per simple command, "always" as the arity prefix + ` *`), so the user's rules decide. `deny`

@@ -1,4 +1,4 @@
-// test-runner: about 50 s (scripts/test.ts starts the longest first)
+// test-runner: about 53 s (scripts/test.ts starts the longest first)
 /**
  * Restart-safe, the exit notice still owed: a monitor exits while its session is busy
  * (a long bash call), so its exit notice waits in the queue; the server is SIGKILLed before it

@@ -1,4 +1,4 @@
-// test-runner: about 50 s (scripts/test.ts starts the longest first)
+// test-runner: about 66 s (scripts/test.ts starts the longest first)
 /**
  * Restart-safe, two servers at once: after a crash, two `opencode serve` processes start
  * together on the same data dir. Both load the plugin and look at the dead server's record; the

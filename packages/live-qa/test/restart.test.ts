@@ -1,4 +1,4 @@
-// test-runner: about 60 s (scripts/test.ts starts the longest first)
+// test-runner: about 78 s (scripts/test.ts starts the longest first)
 /**
  * Restart-safe against real `opencode serve` processes on ONE data dir: a
  * monitor runs, the server is SIGKILLed (its process group, as a crash), the watchdog ends the

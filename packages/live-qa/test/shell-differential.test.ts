@@ -1,4 +1,4 @@
-// test-runner: about 90 s (scripts/test.ts starts the longest first)
+// test-runner: about 91 s (scripts/test.ts starts the longest first)
 /**
  * Shell parity: a command that works with opencode's bash tool works with
  * monitor_start. For a corpus of commands using bash features and environment, the scripted model

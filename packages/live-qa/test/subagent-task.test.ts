@@ -1,4 +1,4 @@
-// test-runner: about 50 s (scripts/test.ts starts the longest first)
+// test-runner: about 62 s (scripts/test.ts starts the longest first)
 /**
  * Subagents, through opencode's real `task` tool: the scripted model plays the root, which
  * delegates to a `general` subagent, and the subagent, which starts a monitor and returns.

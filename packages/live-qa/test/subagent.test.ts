@@ -1,15 +1,18 @@
-// test-runner: about 35 s (scripts/test.ts starts the longest first)
+// test-runner: about 90 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 5: a monitor started in a child (subagent) session, created here directly with a
  * parentID after the parent finished its own turn (the `task` tool's path is in
  * subagent-task.test.ts). By default (subagent_wake: "parent") the child gets the observations and
  * the exit notice lands in the root session instead, naming the child, and wakes it. With
  * subagent_wake: "off" the child keeps the exit notice as an observation and nothing reaches the
- * parent. Each test takes about 10–20 s.
+ * parent. The same for a wake_pattern match in a monitor the child started: the child gets the
+ * line as an observation either way; with subagent_wake "off" nothing reaches the root session, by
+ * default the match wake is routed to the root like an exit notice, naming the child, and the
+ * root's agent answers it. Each test takes about 10–30 s; each is a project of one shared server.
  */
 import { expect, test } from "bun:test"
-import { exitReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
-import type { LiveProject } from "../src/monitor-qa.ts"
+import { exitReport, matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
+import type { Envelope, LiveProject } from "../src/monitor-qa.ts"
 import {
   after,
   explained,
@@ -21,7 +24,7 @@ import {
   waitForReply,
 } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
-import { textOf, waitForIdle } from "../src/timeline.ts"
+import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
 
 // One server; each test is a project of it with its own plugin options.
 const shared = serverPerFile()
@@ -113,3 +116,90 @@ test("subagent, default: the exit notice wakes the root session and names the ch
     expect((await live.stop()).leftovers).toEqual([])
   })
 }, 90_000)
+
+// Match wakes of a child's monitor.
+
+const CHILD_SERVER_PROMPT = planPrompt(
+  "Start the server for the parent.",
+  [
+    [
+      "monitor_start",
+      { command: "sleep 1; echo 'ready on :4400'; sleep 120", label: "child-srv", wake_pattern: "ready on" },
+    ],
+  ],
+  "Child started the server.",
+)
+
+/** A parent with one finished turn of its own, and a child of it whose monitor prints the line. */
+async function parentAndMatchingChild(live: LiveProject) {
+  const { parentID, childID } = await parentWithChild(live, CHILD_SERVER_PROMPT)
+  const inChild = await waitForEnvelope(
+    live,
+    childID,
+    (e) => e.text.includes("ready on :4400"),
+    "the matching line in the child",
+  )
+  await waitForIdle(live.server.client, childID, 30_000, { busyGraceMs: 0 })
+  return { parentID, childID, inChild }
+}
+
+/** Either way the child gets the line as a plain observation, never a wake, never answered. */
+async function expectChildObservesMatch(live: LiveProject, childID: string, inChild: Envelope) {
+  expect(inChild.status).toBe("running")
+  expect(inChild.text).not.toContain("\nwake: ")
+  const messages = await live.messages(childID)
+  const said = messages.find((m) => isAssistant(m) && textOf(m) === "Child started the server.")
+  expect(after(messages, said?.info.id ?? "").filter(isAssistant)).toEqual([])
+  expect(messages.some((m) => textOf(m).includes(OBSERVATION_ANSWERED))).toBe(false)
+  expect(live.pluginLog().join("\n")).not.toMatch(new RegExp(`sessionID=${childID} .*shouldReply=true`))
+}
+
+test('subagent match, subagent_wake "off": the child observes the line, nothing reaches the root', async () => {
+  const live = await shared.project({ pluginOptions: { subagent_wake: "off" } })
+  const { parentID, childID, inChild } = await parentAndMatchingChild(live)
+  await sleep(3_000) // longer than pending_retry_ms and the hold: time for a wrong delivery to show
+
+  await explained(live, { parent: parentID, child: childID }, async () => {
+    await expectChildObservesMatch(live, childID, inChild)
+    const parent = await live.messages(parentID)
+    expect(parent.map((m) => [m.info.role, textOf(m)])).toEqual(PARENT_OWN_TURN)
+    expect(live.pluginLog().join("\n")).not.toContain(parentID)
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 120_000)
+
+test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
+  const live = await shared.project()
+  const { parentID, childID, inChild } = await parentAndMatchingChild(live)
+  const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root")
+  const reply = await waitForReply(
+    live,
+    parentID,
+    wake.message.info.id,
+    (t) => t.startsWith("REPORT:"),
+    "the root's REPORT",
+  )
+  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 })
+
+  await explained(live, { parent: parentID, child: childID }, async () => {
+    await expectChildObservesMatch(live, childID, inChild)
+    expect(wake.monitorId).toBe(inChild.monitorId)
+    expect(wake.text).toContain(`\nsubagent_session: ${childID}\n`)
+    expect(wake.text).toContain("\nwake: line matched wake_pattern (1 of 1) at seq=1\n")
+    expect(wake.text).toContain("[stdout seq=1] ready on :4400")
+    const parent = await live.messages(parentID)
+    expect(after(parent, wake.message.info.id).map((m) => m.info.id)).toEqual([reply.info.id])
+    expect(reply.info.parentID).toBe(wake.message.info.id)
+    expect(textOf(reply)).toBe(
+      matchReport({
+        monitorId: wake.monitorId,
+        label: "child-srv",
+        wake: "wake: line matched wake_pattern (1 of 1) at seq=1",
+        wakeLine: "ready on :4400",
+      }),
+    )
+    expect([wake.message.info.agent, wake.message.info.model]).toEqual(["build", { providerID: "mock", modelID: "m" }])
+    expect((await live.envelopes(parentID)).map((e) => e.batch)).toEqual([wake.batch])
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 120_000)

@@ -1,3 +1,4 @@
+// test-runner: about 33 s (scripts/test.ts starts the longest first)
 /**
  * Scenario 1, the seed's QA against a real opencode serve: a command prints one line, goes quiet,
  * exits 7. The observation lands without an assistant turn; the terminal batch lands and, with no

@@ -1,4 +1,4 @@
-// test-runner: about 190 s (scripts/test.ts starts the longest first)
+// test-runner: about 157 s (scripts/test.ts starts the longest first)
 /**
  * The TUI part installed as users install it: both parts listed in opencode.json and
  * tui.json by name from a local registry (verdaccio on 127.0.0.1), and as `opencode-monitor@file:<tgz>`.

@@ -1,4 +1,4 @@
-// test-runner: about 55 s (scripts/test.ts starts the longest first)
+// test-runner: about 51 s (scripts/test.ts starts the longest first)
 /**
  * The TUI attached to a server whose state files it cannot see (`opencode attach`, with its own
  * HOME/XDG dirs, as on another machine): the sidebar and the Monitors dialog fall back to what the

@@ -1,4 +1,4 @@
-// test-runner: about 65 s (scripts/test.ts starts the longest first)
+// test-runner: about 95 s (scripts/test.ts starts the longest first)
 /**
  * The person's-eye view: a real `opencode` TUI under tmux with the LOCAL server part
  * (opencode.json) and the LOCAL TUI part (tui.json), driven by the scripted model. The sidebar

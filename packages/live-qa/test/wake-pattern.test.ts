@@ -1,4 +1,4 @@
-// test-runner: about 75 s (scripts/test.ts starts the longest first)
+// test-runner: about 165 s (scripts/test.ts starts the longest first)
 /**
  * Wake on a matching line, against a real opencode serve and the scripted agent:
  * (1) a dev server's readiness line wakes the session once while it keeps running; after the
@@ -6,10 +6,20 @@
  *     with the exit status;
  * (2) a watcher printing FAIL 50 times in 20 s with wake_limit 3: at most three match wakes, spaced
  *     by wake_min_interval_ms, every line delivered or counted in dropped:;
- * (3) a match while the agent is inside a long bash call: no wake during the turn, one after it.
- * About 25–45 s per test on an idle 2-core machine; each test is a project of one shared server.
+ * (3) a match while the agent is inside a long bash call: no wake during the turn, one after it;
+ * (4) a real streaming runtime, `python3 -m http.server`: its readiness line wakes the session while
+ *     it serves, though Python block-buffers a pipe;
+ * (5) a real `vitest --watch`: the one wake of a failing rerun carries the test's name,
+ *     Expected/Received and file:line.
+ * About 25–45 s per test on an idle 2-core machine; each test is a project of one shared server
+ * (a project costs the server about a third of a server of its own).
  */
 import { expect, test } from "bun:test"
+import { mkdirSync, writeFileSync } from "node:fs"
+import { createRequire } from "node:module"
+import { connect } from "node:net"
+import { dirname, join } from "node:path"
+import { freePort } from "../src/free-port.ts"
 import { exitReport, matchReport, OBSERVATION_ANSWERED } from "../src/monitor-agent.ts"
 import type { Envelope, LiveProject } from "../src/monitor-qa.ts"
 import {
@@ -289,3 +299,211 @@ test("a match while the agent is busy in a long bash call: no wake during the tu
     expect((await live.stop()).leftovers).toEqual([])
   })
 }, 180_000)
+
+// (4) Streaming runtimes stream: `python3 -m http.server` prints `Serving HTTP on …` once it listens,
+// and a readiness `wake_pattern` on that line must wake the session while the server runs. Python
+// block-buffers stdout when it is a pipe, so without a per-line switch in the command's
+// environment the line would stay in Python's buffer for as long as the server runs and the
+// wake would never come. The server is stopped by the agent afterwards and must be gone.
+// The opencode server's environment (live-qa's isolated one) has no PYTHONUNBUFFERED of its own.
+
+/** True when something accepts a TCP connection on 127.0.0.1:port (nothing is sent: no request log line). */
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = connect({ port, host: "127.0.0.1" })
+    socket.once("connect", () => {
+      socket.destroy()
+      resolve(true)
+    })
+    socket.once("error", () => resolve(false))
+  })
+}
+
+test("python3 -m http.server: the readiness line wakes the session while the server runs", async () => {
+  const live = await shared.project()
+  const port = await freePort()
+  const sessionID = await live.newSession()
+  await live.prompt(
+    sessionID,
+    planPrompt(
+      "Serve the folder and tell me when it is up.",
+      [
+        [
+          "monitor_start",
+          {
+            command: `python3 -m http.server ${port} --bind 127.0.0.1`,
+            label: "web",
+            wake_pattern: "Serving HTTP",
+          },
+        ],
+      ],
+      "Starting the server; I will report when it is up.",
+    ),
+  )
+  // The server listens (Python prints the line right after it binds) ...
+  await waitFor(async () => ((await listening(port)) ? true : undefined), 30_000, 100, "the server listening")
+  const listenedAt = Date.now()
+  // ... and the line that says so wakes the session, within seconds, while it still runs.
+  const { envelope: wake, reply } = await explained(live, { web: sessionID }, () =>
+    waitForWake(
+      live,
+      sessionID,
+      isMatchWake,
+      (t) => t.startsWith("REPORT:"),
+      "the readiness wake while the server listens",
+      15_000,
+    ),
+  )
+
+  console.log(
+    `the readiness wake was created ${wake.message.info.time.created - listenedAt} ms after the test saw the port listening (polled every 100 ms)`,
+  )
+
+  await explained(live, { web: sessionID }, async () => {
+    expect(wake.text).toMatch(
+      new RegExp(
+        `\\n\\[stdout seq=\\d+\\] Serving HTTP on 127\\.0\\.0\\.1 port ${port} \\(http://127\\.0\\.0\\.1:${port}/\\)`,
+      ),
+    )
+    expect(reply.info.parentID).toBe(wake.message.info.id)
+    expect(await listening(port)).toBe(true)
+  })
+
+  // The agent stops it: the port is free again and nothing is left behind.
+  await live.prompt(
+    sessionID,
+    planPrompt("Stop the server.", [["monitor_stop", { monitor_id: wake.monitorId }]], "Stopped the server."),
+  )
+  await waitForReply(live, sessionID, reply.info.id, (t) => t === "Stopped the server.", "the stop answer")
+  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+  await explained(live, { web: sessionID }, async () => {
+    expect(await listening(port)).toBe(false)
+    expect((await live.envelopes(sessionID)).filter(isMatchWake).map((e) => e.batch)).toEqual([wake.batch])
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 150_000)
+
+// (5) A wake says what broke: a real `vitest --watch` (pinned in this package's devDependencies) runs
+// under a monitor that wakes on vitest's failure marks, and the one wake a failure brings must
+// carry what the agent needs to act on it: the failing test's name, the assertion's
+// Expected/Received lines and its file:line.
+//
+// Why the scenario is shaped this way (vitest 3.2.7 through a pipe, measured):
+// - vitest prints the details of a failure (the diff, ` ❯ sum.test.js:5:21`, the code frame) only
+//   in its end-of-run summary, after every test of the run has finished. The verbose reporter
+//   marks a failing test the moment it fails (` × sum.test.js > adds 1 + 2` and its one-line
+//   message), so a wake on the first failure mark comes before the details. The file's other
+//   tests each wait on a 100 ms timer (as tests of I/O do), so the details follow the mark by
+//   ~350 ms, one line every ~100 ms, then the summary in one burst, then vitest waits quietly.
+//   (With the default reporter and `\bFAIL\b|Tests failed`, the first FAIL line opens the
+//   summary and its details follow it by 4-10 ms: whether they land in the wake is a race with
+//   the plugin's own checks before a send, lost in 1 run of 6 here.)
+// - The failure comes from a watch-mode rerun after a file edit, as a person works with a
+//   watcher, not from vitest's first run: a first run fails within the person's
+//   user_message_window_ms, where a wake waits anyway and takes the later lines with it.
+//   The edit comes once the session is idle and quiet.
+
+const VITEST = join(dirname(createRequire(import.meta.url).resolve("vitest/package.json")), "vitest.mjs")
+const WAKE_PATTERN = "×|\\bFAIL\\b"
+
+/** The output rows of an envelope, without their `[stdout seq=N] ` prefixes. */
+const rowsOf = (e: Envelope) => [...e.text.matchAll(/^\[(?:stdout|stderr) seq=\d+\] ?(.*)$/gm)].map((m) => m[1] ?? "")
+
+// The test that breaks comes first; the four after it take 100 ms each, so the run's summary
+// (the failure's details) comes ~400 ms after the failure mark.
+const SUM_TEST = `import { expect, test } from "vitest"
+import { sum } from "./sum.js"
+
+test("adds 1 + 2", () => {
+  expect(sum(1, 2)).toBe(3)
+})
+
+const settled = (value) => new Promise((resolve) => setTimeout(() => resolve(value), 100))
+for (const n of [1, 2, 3, 4]) {
+  test(\`resolves value \${n}\`, async () => {
+    expect(await settled(n)).toBe(n)
+  })
+}
+`
+
+/** What the agent needs to act on the failure, each as a row of vitest's output. */
+const WHAT_BROKE: Record<string, RegExp> = {
+  "the failing test's name": /(×|\bFAIL\b)\s+sum\.test\.js > adds 1 \+ 2/,
+  "the - Expected line": /^- Expected\s*$/,
+  "the + Received line": /^\+ Received\s*$/,
+  "the expected value (- 3)": /^- 3\s*$/,
+  "the received value (+ 2)": /^\+ 2\s*$/,
+  "the assertion's file:line": /sum\.test\.js:5:\d+/,
+}
+
+/** The project as it starts: `sum` adds, and every test passes. */
+function writeProject(root: string): void {
+  mkdirSync(root, { recursive: true })
+  writeFileSync(join(root, "package.json"), '{ "name": "calc", "type": "module" }\n')
+  writeFileSync(join(root, "sum.js"), "export const sum = (a, b) => a + b\n")
+  writeFileSync(join(root, "sum.test.js"), SUM_TEST)
+}
+
+test("vitest --watch: the one wake of a failing rerun holds the test's name, Expected/Received and file:line", async () => {
+  const live = await shared.project()
+  const root = join(live.server.directory, "calc")
+  writeProject(root)
+  const sessionID = await live.newSession()
+  await live.prompt(
+    sessionID,
+    planPrompt(
+      "Run the tests in watch mode and tell me when something breaks.",
+      [
+        [
+          "monitor_start",
+          {
+            command: `cd calc && node ${VITEST} --watch --reporter=verbose`,
+            label: "tests",
+            wake_pattern: WAKE_PATTERN,
+          },
+        ],
+      ],
+      "Watching the tests.",
+    ),
+  )
+  // The first run passes: its lines come as observations. Then the session is idle and quiet
+  // (past user_message_window_ms and the hold after the last send) before the file changes.
+  await waitForEnvelope(live, sessionID, (e) => e.text.includes("Waiting for file changes"), "the first run", 60_000)
+  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
+  await sleep(2_500)
+  writeFileSync(join(root, "sum.js"), "export const sum = (a, b) => a * b\n")
+
+  const { envelope: wake } = await waitForWake(
+    live,
+    sessionID,
+    isMatchWake,
+    (t) => t.startsWith("REPORT:"),
+    "the failure's wake",
+    60_000,
+  )
+  // What came of that monitor after the wake: printed, so a failing run shows where the details went.
+  await sleep(1_500)
+  const envelopes = (await live.envelopes(sessionID)).filter((e) => e.monitorId === wake.monitorId)
+  const later = envelopes.filter((e) => e.message.info.time.created > wake.message.info.time.created)
+  console.log(
+    [
+      `the wake (batch ${wake.batch}) held ${rowsOf(wake).length} rows:`,
+      ...rowsOf(wake).map((r) => `  | ${r}`),
+      ...later.map(
+        (e) => `then batch ${e.batch} (${isMatchWake(e) ? "wake" : "observation"}): ${rowsOf(e).length} rows`,
+      ),
+    ].join("\n"),
+  )
+
+  await explained(live, { tests: sessionID }, async () => {
+    // The failing test's name, the assertion's two sides, and where it failed: in the wake itself.
+    const rows = rowsOf(wake)
+    const missing = Object.entries(WHAT_BROKE)
+      .filter(([, row]) => !rows.some((r) => row.test(r)))
+      .map(([what]) => what)
+    expect(missing).toEqual([])
+    // One wake for the failure (wake_limit 1): what followed it were observations.
+    expect(envelopes.filter(isMatchWake).map((e) => e.batch)).toEqual([wake.batch])
+    expect((await live.stop()).leftovers).toEqual([])
+  })
+}, 150_000)

@@ -1,3 +1,4 @@
+// test-runner: about 3 s (scripts/test.ts deals the unit files into two jobs by it)
 import { afterEach, describe, expect, test } from "bun:test"
 import { execFileSync } from "node:child_process"
 import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from "node:fs"

@@ -1,4 +1,3 @@
-// test-runner: about 9 s (scripts/test.ts deals the unit files into two jobs by it)
 import { describe, expect, test } from "bun:test"
 import { type BudgetOptions, isRealUserTurn, ObservationBudget } from "../src/delivery/budget"
 import { formatMonitorBatch } from "../src/delivery/envelope"

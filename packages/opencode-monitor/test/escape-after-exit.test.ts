@@ -1,4 +1,4 @@
-// test-runner: about 9 s (scripts/test.ts deals the unit files into two jobs by it)
+// test-runner: about 7 s (scripts/test.ts deals the unit files into two jobs by it)
 // Escape after exit: a daemon that leaves the session and group while its leader returns at once
 // keeps the monitor's token. It is found, stopped and named before the status says `exited`.
 // Real processes. ESCAPE_RUNS=N runs each shape N times (the figure in docs/security.md).

@@ -1,4 +1,4 @@
-// test-runner: about 11 s (scripts/test.ts deals the unit files into two jobs by it)
+// test-runner: about 9 s (scripts/test.ts deals the unit files into two jobs by it)
 import { afterEach, describe, expect, test } from "bun:test"
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from "node:fs"
 import { tmpdir } from "node:os"

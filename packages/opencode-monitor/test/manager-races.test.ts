@@ -1,3 +1,4 @@
+// test-runner: about 4 s (scripts/test.ts deals the unit files into two jobs by it)
 import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { type MonitorInfo, MonitorManager, type StopResult } from "../src/manager"

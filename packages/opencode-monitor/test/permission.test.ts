@@ -1,3 +1,4 @@
+// test-runner: about 3 s (scripts/test.ts deals the unit files into two jobs by it)
 import { describe, expect, test } from "bun:test"
 import { mkdtempSync } from "node:fs"
 import { homedir, tmpdir } from "node:os"

@@ -1,4 +1,4 @@
-// test-runner: about 93 s (scripts/test.ts deals the unit files into two jobs by it)
+// test-runner: about 78 s (scripts/test.ts deals the unit files into two jobs by it)
 import { describe, expect, test } from "bun:test"
 import { type ChildProcess, spawn } from "node:child_process"
 import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs"

@@ -1,4 +1,4 @@
-// test-runner: about 20 s (scripts/test.ts deals the unit files into two jobs by it)
+// test-runner: about 24 s (scripts/test.ts deals the unit files into two jobs by it)
 import { describe, expect, test } from "bun:test"
 import { spawnSync } from "node:child_process"
 import { join } from "node:path"

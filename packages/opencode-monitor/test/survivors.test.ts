@@ -1,4 +1,4 @@
-// test-runner: about 14 s (scripts/test.ts deals the unit files into two jobs by it)
+// test-runner: about 12 s (scripts/test.ts deals the unit files into two jobs by it)
 import { afterEach, describe, expect, test } from "bun:test"
 import { existsSync, mkdirSync, readFileSync, rmdirSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
