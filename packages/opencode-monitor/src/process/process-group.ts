@@ -162,7 +162,7 @@ export class MonitoredProcess {
     await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
     await tracker.track(await this.tokenCarriers())
     await tracker.adopt()
-    const left = tracker.live().filter((stat) => stat.pid !== this.pid && isLive(stat))
+    const left = tracker.live().filter((stat) => stat.pid !== this.pid)
     // A process sets its own name (any bytes): only plain characters go into the status line.
     const nameOf = async (pid: number) => ((await setup.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
     return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))

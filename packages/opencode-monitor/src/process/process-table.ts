@@ -116,12 +116,6 @@ export async function mayStillRun(
   return runsAs(await readProcess(pid, table), start)
 }
 
-/** `mayStillRun` answered at once where the table reads cheaply (/proc); undefined where it cannot (ps). */
-export function mayStillRunNow(pid: number, start: string | undefined, table: ProcessTable): boolean | undefined {
-  if (!table.cheap) return undefined
-  return runsAs(table.cheap.read([pid])[0], start)
-}
-
 /** `entry` is a live process started at `start` (without a start, any live one): not gone, nor a reused pid. */
 export const runsAs = (entry: ProcessEntry | undefined, start: string | undefined): entry is ProcessEntry =>
   isLive(entry) && (start === undefined || entry.start === start)

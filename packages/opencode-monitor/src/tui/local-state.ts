@@ -1,4 +1,4 @@
-import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
+import { mayStillRun, type ProcessTable, processTable, runsAs } from "../process/process-table"
 import {
   type ParseResult,
   parseStateFile,
@@ -139,7 +139,7 @@ export function isServerAlive(
   table: ProcessTable = processTable,
 ): boolean {
   const start = pidStartTime || undefined
-  return mayStillRunNow(pid, start, table) ?? lastAnswer(pid, start, table)
+  return table.cheap ? runsAs(table.cheap.read([pid])[0], start) : lastAnswer(pid, start, table)
 }
 
 // Without a cheap read (ps runs a program), the last background read's answer; one not read yet counts as alive.
