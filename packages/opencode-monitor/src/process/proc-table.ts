@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { readdir, readFile, readlink } from "node:fs/promises"
 import {
+  attempt,
   type EnvironmentSearch,
   type ProcessEntry,
   type ProcessTable,
@@ -41,15 +42,6 @@ export function createProcTable(): ProcessTable {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'pgid() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; printf "%s" "$3"; }',
     ],
-  }
-}
-
-/** The value `read` gives, undefined when it throws: the process ended meanwhile, or is another user's. */
-export function attempt<T>(read: () => T): T | undefined {
-  try {
-    return read()
-  } catch {
-    return undefined
   }
 }
 

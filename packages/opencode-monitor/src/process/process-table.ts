@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs"
-import { attempt, createProcTable } from "./proc-table"
+import { createProcTable } from "./proc-table"
 import { createPsTable, type PsTableOptions } from "./ps-table"
 
 /** One process as the table shows it. Identity is `pid` + `start`: a pid whose start differs is another process. */
@@ -87,6 +87,15 @@ export function searchedTogether(
       queued.push({ entry, resolve, reject })
       if (!searching) void drain()
     })
+}
+
+/** The value `read` gives, undefined when it throws (a process that ended meanwhile, a file that is gone). */
+export function attempt<T>(read: () => T): T | undefined {
+  try {
+    return read()
+  } catch {
+    return undefined
+  }
 }
 
 export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =>
