@@ -103,15 +103,6 @@ export class MonitorOutputInjector {
     return !this.matchWakes.exhausted(monitorId, wakeLimit)
   }
 
-  /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
-  private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
-    return queue.deliveries.find(
-      (d) =>
-        shouldForceActiveDispatch(d, now, this.options.max_active_defer_ms) &&
-        this.settleMatchWake(queue, d) === "wake",
-    )
-  }
-
   /**
    * Decides, with the gates open (or the ceiling reached), what an undecided candidate is: a wake, an
    * observation, or "skip": it waits (notBefore set), or it was a subagent's match past the limit, dropped.
@@ -203,7 +194,12 @@ export class MonitorOutputInjector {
   private async step(queue: SessionQueue): Promise<void> {
     if (this.disposed || queue.deliveries.length === 0) return
     const now = this.deps.scheduler.now()
-    const forced = this.nextForced(queue, now)
+    // Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one.
+    const forced = queue.deliveries.find(
+      (d) =>
+        shouldForceActiveDispatch(d, now, this.options.max_active_defer_ms) &&
+        this.settleMatchWake(queue, d) === "wake",
+    )
     // A match wake told to wait is passed over until its notBefore.
     const next = forced ?? queue.deliveries.find((d) => d.notBefore <= now)
     if (!next) return queue.schedule(Math.min(...queue.deliveries.map((d) => d.notBefore - now)))
