@@ -84,6 +84,18 @@ export function stateEntry(info: MonitorInfo, leader: Leader, lastLines: readonl
   }
 }
 
+/** `running` ones first (oldest first), then ended ones, newest first: the order of a record and of the TUI's lists. */
+export function runningFirst<M extends { startedAt: number; endedAt: number | undefined }>(
+  monitors: readonly M[],
+  running: (monitor: M) => boolean,
+): M[] {
+  const first = monitors.filter(running).sort((a, b) => a.startedAt - b.startedAt)
+  const ended = monitors
+    .filter((m) => !running(m))
+    .sort((a, b) => (b.endedAt ?? b.startedAt) - (a.endedAt ?? a.startedAt))
+  return [...first, ...ended]
+}
+
 /** `$XDG_STATE_HOME/opencode/opencode-monitor/<hash of the directory>`: a server sees only its project's records. */
 export function projectStateDir(directory: string, env: Record<string, string | undefined> = process.env): string {
   const base = env.XDG_STATE_HOME || join(env.HOME || homedir(), ".local", "state")

@@ -1,5 +1,5 @@
 import { formatStatus, type StatusKind } from "../codec"
-import type { MonitorStateEntry } from "../state/format"
+import { type MonitorStateEntry, runningFirst } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
 /** One monitor as the TUI shows it, from a state record or from the session's messages: never its process. */
@@ -62,14 +62,7 @@ function toneOf({ status }: MonitorView): Tone {
   return TONES[status.kind] ?? "error"
 }
 
-/** Running first (oldest first), then ended ones, newest first. */
-export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
-  const running = monitors.filter((m) => m.status.kind === "running").sort((a, b) => a.startedAt - b.startedAt)
-  const ended = monitors
-    .filter((m) => m.status.kind !== "running")
-    .sort((a, b) => (b.endedAt ?? b.startedAt) - (a.endedAt ?? a.startedAt))
-  return [...running, ...ended]
-}
+export const ordered = (monitors: readonly MonitorView[]) => runningFirst(monitors, (m) => m.status.kind === "running")
 
 export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOptions): Row[] {
   if (monitors.length === 0) return []
