@@ -3,7 +3,7 @@ import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
-import { mayStillRun, type ProcessIdentity, type ProcessTable, serverIdentity } from "../process/process-table"
+import { mayStillRun, type ProcessIdentity, type ProcessTable } from "../process/process-table"
 import { escalate, liveGroupMembers, signalGroup } from "../process/process-group"
 import { formatStatus, type MonitorStatus } from "../codec"
 import { type Logger, namedLogger } from "../log"
@@ -27,8 +27,9 @@ export type RecoveryDeps = {
   whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
+  /** This server: its claims carry its pid and start time. */
+  self: ProcessIdentity
   // For tests; each defaults to this server's own.
-  self?: ProcessIdentity
   table?: ProcessTable
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
   facts?: ProcessFacts
@@ -70,7 +71,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
 }
 
 async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
-  const self = deps.self ?? (await serverIdentity(deps.table))
+  const { self } = deps
   const skipped = new SkipTally()
   // Temp files and the stop-requests folder are the plugin's; any other JSON file is not.
   for (const name of names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
@@ -168,12 +169,8 @@ async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Pro
   const farEnough = (messages: readonly SessionMessage[]) =>
     historyShowsStart(messages, entry.id) ||
     messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
-  try {
-    return await readBack(deps.api, entry.sessionID, farEnough)
-  } catch {
-    // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
-    return []
-  }
+  // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
+  return readBack(deps.api, entry.sessionID, farEnough).catch(() => [])
 }
 
 function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
