@@ -1,4 +1,4 @@
-import { mayStillRun, type ProcessTable, processTable, runsAs } from "../process/process-table"
+import { attempt, mayStillRun, type ProcessTable, processTable, runsAs } from "../process/process-table"
 import {
   type ParseResult,
   parseStateFile,
@@ -163,10 +163,4 @@ function lastAnswer(pid: number, start: string | undefined, table: ProcessTable)
 }
 
 /** `fn`'s value, or `fallback` when it throws: nothing the TUI part reads may throw onto the screen. */
-export function safely<T>(fn: () => T, fallback: T): T {
-  try {
-    return fn()
-  } catch {
-    return fallback
-  }
-}
+export const safely = <T>(fn: () => T, fallback: T): T => attempt(fn) ?? fallback
