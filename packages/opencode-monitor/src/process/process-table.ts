@@ -62,31 +62,25 @@ export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> 
 export function searchedTogether(
   search: (entries: string[]) => Promise<EnvironmentSearch[]>,
 ): (entry: string) => Promise<EnvironmentSearch> {
-  type Query = { entry: string; resolve: (answer: EnvironmentSearch) => void; reject: (error: unknown) => void }
-  let queued: Query[] = []
-  let searching = false
-  const drain = async () => {
-    searching = true
-    // Let the other stops of the same moment queue their search first.
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    while (queued.length > 0) {
-      const queries = queued
-      queued = []
-      // A failed search fails its own callers only: the ones queued meanwhile get a search of their own.
-      try {
-        const answers = await search(queries.map((query) => query.entry))
-        for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
-      } catch (error) {
-        for (const query of queries) query.reject(error)
-      }
+  let previous: Promise<unknown> = Promise.resolve()
+  let gathering: { entries: string[]; answers: Promise<EnvironmentSearch[]> } | undefined
+  return (entry) => {
+    if (!gathering) {
+      const entries: string[] = []
+      // Once the search before has settled, and a turn later: the other stops of the same moment join this one.
+      const answers = previous
+        .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
+        .then(() => {
+          gathering = undefined
+          return search(entries)
+        })
+      // A failed search fails its own callers only: the next one still runs.
+      previous = answers.catch(() => {})
+      gathering = { entries, answers }
     }
-    searching = false
+    const index = gathering.entries.push(entry) - 1
+    return gathering.answers.then((answers) => answers[index] as EnvironmentSearch)
   }
-  return (entry) =>
-    new Promise((resolve, reject) => {
-      queued.push({ entry, resolve, reject })
-      if (!searching) void drain()
-    })
 }
 
 /** The value `read` gives, undefined when it throws (a process that ended meanwhile, a file that is gone). */
