@@ -1,4 +1,5 @@
-import { isLive, type ProcessEntry, type ProcessTable, runsAs, type TableView } from "./process-table"
+import type { ProcessEntry, ProcessTable, TableView } from "./process-table"
+import { isLive, runsAs, sharedWhileRunning } from "./process-table"
 
 /**
  * Every child of a tracked process is tracked, so one that calls setsid or setpgrp (or a double fork's
@@ -107,17 +108,7 @@ function scanView(snapshot: readonly ProcessEntry[]): TableView {
 const TRACK_INTERVAL_MS = 200
 const active = new Set<DescendantTracker>()
 let ticker: ReturnType<typeof setInterval> | undefined
-let ticking = false
-
-async function tick(): Promise<void> {
-  if (ticking) return
-  ticking = true
-  try {
-    await Promise.all([...active].map((tracker) => tracker.update()))
-  } finally {
-    ticking = false
-  }
-}
+const tick = sharedWhileRunning(() => Promise.all([...active].map((tracker) => tracker.update())))
 
 export function attach(tracker: DescendantTracker): void {
   active.add(tracker)
