@@ -224,14 +224,11 @@ export class MonitorOutputInjector {
       // A match-wake candidate is decided now, with the gates open; one that waits leaves its place.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
     }
-    let identity: Identity
-    try {
-      identity = await this.identities.resolve(queue.sessionID, recent)
-    } catch (error) {
+    const identity = await this.identities.resolve(queue.sessionID, recent).catch((error) => {
       // Never send without the session's agent: opencode would switch it to the default agent.
       next.lastError = `identity unavailable: ${errorText(error)}`
-      return this.retryLater(queue, next)
-    }
+    })
+    if (!identity) return this.retryLater(queue, next)
     if (!this.stillQueued(queue, next)) return
     // A person's message the history read missed: an observation sent now would be what that turn answers.
     if (!forced && this.personLast.justWrote(queue.sessionID, this.options.user_message_window_ms)) {
@@ -261,17 +258,15 @@ export class MonitorOutputInjector {
   /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
   private async gatesOpen(queue: SessionQueue): Promise<SessionMessage[] | undefined> {
     const { api, scheduler } = this.deps
-    let busy: Record<string, string>
-    let messages: SessionMessage[]
-    try {
-      ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
-    } catch (error) {
+    const read = [api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)] as const
+    const state = await Promise.all(read).catch((error) => {
       const head = queue.deliveries[0]
       if (error instanceof DeliveryError && error.kind === "gone") {
         if (head) this.sessionGone(head)
       } else this.defer(queue, `session state unavailable: ${errorText(error)}`)
-      return undefined
-    }
+    })
+    if (!state) return undefined
+    const [busy, messages] = state
     this.identities.noteHistory(queue.sessionID, messages)
     const now = scheduler.now()
     const decision = evaluateGates({ ...this.options, sessionID: queue.sessionID, busy, messages, now })
@@ -285,10 +280,7 @@ export class MonitorOutputInjector {
 
   private retryLater(queue: SessionQueue, delivery: Delivery): void {
     const result = this.policy.failed(delivery)
-    if ("retryInMs" in result) {
-      queue.schedule(result.retryInMs)
-      return
-    }
+    if ("retryInMs" in result) return queue.schedule(result.retryInMs)
     queue.remove(delivery)
     if (isTerminalBatch(delivery.batch)) this.forgetKeys(delivery.batch.monitorId)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
