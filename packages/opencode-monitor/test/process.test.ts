@@ -634,7 +634,7 @@ describe("a pipe holder that left the session with its environment cleared, as t
 
   test("without /proc and lsof nothing can find it: the status says the pipes were held", async () => {
     const marker = uniqueMarker("held_no_lsof")
-    const { m, collector } = manager({}, createPsTable({ lsof: null }))
+    const { m, collector } = manager({}, createPsTable({ lsof: "/nonexistent/lsof" }))
     try {
       const info = await start(m, holder(marker))
       const ended = await collector.whenEnded(info.id)

@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs"
 import { createProcTable } from "./proc-table"
-import { createPsTable, type PsTableOptions } from "./ps-table"
+import { createPsTable } from "./ps-table"
 
 /** One process as the table shows it. Identity is `pid` + `start`: a pid whose start differs is another process. */
 export type ProcessEntry = {
@@ -95,12 +95,11 @@ export function attempt<T>(read: () => T): T | undefined {
 export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =>
   entry !== undefined && entry.state !== "Z" && entry.state !== "X"
 
-/** A table of the given back end (default: /proc where it is readable, else ps); `ps` options for tests. */
+/** A table of the given back end (default: /proc where it is readable, else ps). */
 export function createProcessTable(
   kind: "proc" | "ps" = attempt(() => readFileSync("/proc/self/stat")) ? "proc" : "ps",
-  options: PsTableOptions = {},
 ): ProcessTable {
-  return kind === "proc" ? createProcTable() : createPsTable(options)
+  return kind === "proc" ? createProcTable() : createPsTable()
 }
 
 /** The table of this server, chosen once at load. */

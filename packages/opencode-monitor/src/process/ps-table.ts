@@ -9,8 +9,8 @@ import {
 
 export type PsTableOptions = {
   platform?: NodeJS.Platform
-  /** The lsof program; null: treat it as not installed. */
-  lsof?: string | null
+  /** The lsof program (one that is not installed finds nothing). */
+  lsof?: string
 }
 
 const FIELDS = ["-o", "pid=", "-o", "ppid=", "-o", "pgid=", "-o", "stat=", "-o", "lstart="]
@@ -49,12 +49,11 @@ export function createPsTable({ platform = process.platform, lsof = "lsof" }: Ps
       return name ? name.slice(name.lastIndexOf("/") + 1) : undefined
     },
     async outputTargets(pid) {
-      if (lsof === null) return []
       const text = await run(lsof, ["-n", "-P", "-w", "-a", "-p", String(pid), "-d", "1,2", "-F", "ftDi"])
       return [...new Set(parseLsof(text).get(pid) ?? [])]
     },
     async findHolders(targets) {
-      if (lsof === null || targets.length === 0) return []
+      if (targets.length === 0) return []
       const wanted = new Set(targets)
       const open = [...parseLsof(await run(lsof, ["-n", "-P", "-w", "-F", "ftDi"]))]
       return open.filter(([pid, files]) => pid !== process.pid && files.some((f) => wanted.has(f))).map(([pid]) => pid)
