@@ -11,20 +11,16 @@ export type MonitorView = Omit<MonitorStateEntry, "pid" | "pidStartTime" | "wake
 export type Tone = "title" | "running" | "success" | "error" | "warning" | "muted" | "text"
 export type Row = { text: string; tone: Tone }
 
-export type SidebarOptions = {
-  now: number
-  width: number
-  /** An ended monitor stays in the list this long, then folds into the count. */
-  keepEndedMs: number
-  maxEnded: number
-  note?: string
-}
-
 /** Shown under monitors read from the session's messages (no local state file: a remote server). */
 export const REMOTE_NOTE = "(from messages; stop unavailable)"
 
-/** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
+/**
+ * Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). An ended
+ * monitor stays in the list `keepEndedMs`, at most `maxEnded` of them, then folds into the count.
+ */
 export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 60_000, maxEnded: 3 }
+
+export type SidebarOptions = typeof SIDEBAR_DEFAULTS & { now: number; note?: string }
 
 const labelOf = (monitor: MonitorView) => screenLine(monitor.label) || "command"
 const linesOf = (monitor: MonitorView) => `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
