@@ -94,11 +94,10 @@ export class MonitorManager {
     const slot = this.slots.take(sessionID, { of: monitorId, running: old.info.status.kind === "running" })
     try {
       const previous = await old.stop("agent")
-      try {
-        return { previous, started: await this.launch(slot, old.request) }
-      } catch (error) {
+      const started = await this.launch(slot, old.request).catch((error) => {
         throw error instanceof MonitorError ? restartFailed(previous, slot, error) : error
-      }
+      })
+      return { previous, started }
     } finally {
       this.slots.release(slot)
     }
@@ -135,19 +134,17 @@ export class MonitorManager {
       })
     const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
     if (missing) throw failed(missing)
-    try {
-      return await spawnInGroup({
-        command: request.command,
-        shell,
-        cwd: request.directory,
-        killGraceMs: this.config.kill_grace_ms,
-        env,
-        table: this.deps.processTable,
-        unbufferedRuntimes: this.config.unbuffered_runtimes,
-      })
-    } catch (error) {
+    return spawnInGroup({
+      command: request.command,
+      shell,
+      cwd: request.directory,
+      killGraceMs: this.config.kill_grace_ms,
+      env,
+      table: this.deps.processTable,
+      unbufferedRuntimes: this.config.unbuffered_runtimes,
+    }).catch((error) => {
       throw error instanceof SpawnError ? failed(error.message) : error
-    }
+    })
   }
 
   /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
