@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import type { Ending, Leftovers, MonitorStatus, StopReason } from "../codec"
+import { type Ending, isStopReason, type Leftovers, type MonitorStatus } from "../codec"
 import type { MonitorInfo } from "../monitor-run"
 import type { ProcessIdentity } from "../process/process-table"
 
@@ -201,14 +201,10 @@ function leftBehindOf(raw: unknown): Leftovers["leftBehind"] {
   return leftBehind.length > 0 ? leftBehind : undefined
 }
 
-const STOP_REASONS = new Set<string>(["agent", "person", "session", "shutdown"] satisfies StopReason[])
-
 function readEnding(raw: unknown): Ending | undefined {
   if (!isObject(raw)) return undefined
   if (raw.reason === "exit" || raw.reason === "deadline") return { reason: raw.reason }
-  if (raw.reason === "stop" && typeof raw.by === "string" && STOP_REASONS.has(raw.by))
-    return { reason: "stop", by: raw.by as StopReason }
-  return undefined
+  return raw.reason === "stop" && isStopReason(raw.by) ? { reason: "stop", by: raw.by } : undefined
 }
 
 export function isObject(value: unknown): value is Record<string, unknown> {
