@@ -57,9 +57,6 @@ export class ExitedRetention {
     const oldest = this.entries.values().next().value
     if (!oldest) return
     const delay = Math.max(0, oldest.endedAt + this.limits.retained_max_age_ms - this.scheduler.now())
-    this.timer = this.scheduler.setTimeout(() => {
-      this.timer = undefined
-      this.enforce()
-    }, delay)
+    this.timer = this.scheduler.setTimeout(() => this.enforce(), delay)
   }
 }

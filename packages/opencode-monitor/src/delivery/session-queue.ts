@@ -74,13 +74,7 @@ export class SessionQueue {
   /** Runs `callback` in `delayMs` on the queue's one timer (replacing any earlier one). */
   after(delayMs: number, callback: () => void): void {
     this.cancelTimer()
-    this.timer = this.scheduler.setTimeout(
-      () => {
-        this.timer = undefined
-        callback()
-      },
-      Math.max(1, delayMs),
-    )
+    this.timer = this.scheduler.setTimeout(callback, Math.max(1, delayMs))
   }
 
   cancelTimer(): void {
