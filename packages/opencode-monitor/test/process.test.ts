@@ -33,7 +33,7 @@ function manager(overrides: Partial<MonitorConfig> = {}, processTable?: ProcessT
 async function startHost(graceMs: number, table: ProcessTable, commands: string[], flags: string[] = []) {
   const host = spawn(
     process.execPath,
-    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.kind, ...flags, ...commands],
+    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.cheap ? "proc" : "ps", ...flags, ...commands],
     { stdio: ["ignore", "pipe", "inherit"] },
   )
   const output: string[] = []

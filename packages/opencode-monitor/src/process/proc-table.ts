@@ -14,7 +14,6 @@ const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
 /** The /proc back end (Linux): per-process files, so a read of a few processes costs O(those). */
 export function createProcTable(): ProcessTable {
   return {
-    kind: "proc",
     read: async (pids) => readAll(pids),
     cheap: { read: readAll, childrenOf },
     scan: sharedWhileRunning(scanAll),

@@ -25,7 +25,6 @@ export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
 /** The one reader of the process table (/proc, else ps); a read that may run `ps` or `lsof` never blocks the loop. */
 export interface ProcessTable {
-  readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */
   read(pids: readonly number[]): Promise<ProcessEntry[]>
   /** The same read and the direct children of a pid, synchronous, where they are cheap (/proc); undefined for ps. */

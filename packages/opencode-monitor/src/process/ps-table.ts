@@ -28,7 +28,6 @@ const CUT_ROW_CHARS = 128 * 1024 - 1
 export function createPsTable({ platform = process.platform, lsof = "lsof" }: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(platform)
   return {
-    kind: "ps",
     async read(pids) {
       const wanted = pids.filter((pid) => Number.isInteger(pid) && pid > 0)
       if (wanted.length === 0) return []
