@@ -10,6 +10,7 @@ import {
 } from "./process-table"
 
 const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
+const NUL = Buffer.alloc(1)
 
 /** The /proc back end (Linux): per-process files, so a read of a few processes costs O(those). */
 export function createProcTable(): ProcessTable {
@@ -117,20 +118,13 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
 
 /** Reads the environment of every process this user may read; other users' are skipped. */
 async function findByEnvironment(entries: string[]): Promise<EnvironmentSearch[]> {
-  const wanted = entries.map((entry) => ({ entry: Buffer.from(entry), found: [] as number[] }))
+  // A whole variable only: the entry between two NULs, in the environment framed by a NUL at each end.
+  const wanted = entries.map((entry) => ({ entry: Buffer.from(`\0${entry}\0`), found: [] as number[] }))
   await eachProcessFile("environ", 32, (pid, environment) => {
     if (pid === process.pid) return
-    for (const query of wanted) if (holdsEntry(environment, query.entry)) query.found.push(pid)
+    const framed = Buffer.concat([NUL, environment, NUL])
+    for (const query of wanted) if (framed.includes(query.entry)) query.found.push(pid)
   })
   // An environment this user may read is read whole: nothing is left unknown.
   return wanted.map(({ found }) => ({ found, unreadable: [] }))
-}
-
-/** `entry` as one whole NUL-separated variable of `environment`. */
-function holdsEntry(environment: Buffer, entry: Buffer): boolean {
-  for (let at = environment.indexOf(entry); at !== -1; at = environment.indexOf(entry, at + 1)) {
-    const end = at + entry.length
-    if ((at === 0 || environment[at - 1] === 0) && (end === environment.length || environment[end] === 0)) return true
-  }
-  return false
 }
