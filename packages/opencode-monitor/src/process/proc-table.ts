@@ -83,9 +83,7 @@ async function eachProcessFile(file: string, batch: number, visit: (pid: number,
   for (let i = 0; i < pids.length; i += batch) {
     const slice = pids.slice(i, i + batch)
     const contents = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/${file}`).catch(() => undefined)))
-    contents.forEach((content, k) => {
-      if (content) visit(slice[k] as number, content)
-    })
+    for (const [k, content] of contents.entries()) if (content) visit(slice[k] as number, content)
   }
 }
 

@@ -141,12 +141,11 @@ const ROW = /^\s*(\d+)\s+(\d+)\s+(-?\d+)\s+(\S+)\s+(\S.*\S)\s*$/
 
 /** `pid ppid pgid stat lstart` rows; a row that does not parse (ps output is untrusted) is skipped. */
 export function parseTable(text: string): ProcessEntry[] {
-  const entries: ProcessEntry[] = []
-  for (const line of text.split("\n")) {
+  return text.split("\n").flatMap((line) => {
     const row = ROW.exec(line)
-    if (!row) continue
+    if (!row) return []
     const [, pid, ppid, pgid, stat, lstart] = row as unknown as [string, string, string, string, string, string]
-    entries.push({
+    return {
       pid: Number(pid),
       ppid: Number(ppid),
       pgrp: Number(pgid),
@@ -154,9 +153,8 @@ export function parseTable(text: string): ProcessEntry[] {
       sessionLeader: stat.slice(1).includes("s"),
       state: stat.charAt(0),
       start: lstart.replace(/\s+/g, ""),
-    })
-  }
-  return entries
+    }
+  })
 }
 
 /**
