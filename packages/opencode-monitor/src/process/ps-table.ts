@@ -91,18 +91,16 @@ type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
 async function splitEnvironments(withEnvironment: Map<number, Row>): Promise<ListedEnvironment[]> {
   const pids = [...withEnvironment.keys()].join(",")
   const commands = pids === "" ? new Map<number, Row>() : commandRows(await run("ps", ["-p", pids, ...COMMAND_FIELDS]))
-  const listed: ListedEnvironment[] = []
-  for (const [pid, row] of withEnvironment) {
+  return [...withEnvironment].flatMap(([pid, row]) => {
     const command = commands.get(pid)?.text
-    if (command === undefined) continue
+    if (command === undefined) return []
     const { text } = row
     const rest = text === command ? "" : text.startsWith(`${command} `) ? text.slice(command.length + 1) : undefined
     const words = (rest ?? "").split(" ").filter((word) => word !== "")
     // The last word of a cut row may be cut itself.
     if (row.cut) words.pop()
-    listed.push({ pid, words, whole: rest !== undefined && !row.cut })
-  }
-  return listed
+    return { pid, words, whole: rest !== undefined && !row.cut }
+  })
 }
 
 /** One `pid command…` row: the text after the pid; `cut` when ps may have ended it early. */
