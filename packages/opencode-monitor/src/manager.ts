@@ -7,7 +7,7 @@ import { compileLineFilter, PatternError } from "./pipeline/filter"
 import { lineText, type MonitorLine } from "./pipeline/line"
 import type { RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, SpawnError, spawnInGroup } from "./process/process-group"
-import type { ProcessTable } from "./process/process-table"
+import { attempt, type ProcessTable } from "./process/process-table"
 import { findMissingProgram } from "./process/program-check"
 import { ReadShare } from "./process/read-pipe"
 import { ExitedRetention } from "./retention"
@@ -240,11 +240,8 @@ export class MonitorManager {
   }
 
   private report(monitorId: string, error: unknown): void {
-    try {
-      this.deps.onError?.(monitorId, error)
-    } catch {
-      // The error reporter failed too; nothing is left to tell, and nothing may throw from here.
-    }
+    // The error reporter may fail too; nothing is left to tell then, and nothing may throw from here.
+    attempt(() => this.deps.onError?.(monitorId, error))
   }
 
   private retainExited(run: MonitorRun): void {
