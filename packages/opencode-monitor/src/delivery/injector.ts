@@ -280,7 +280,10 @@ export class MonitorOutputInjector {
 
   private retryLater(queue: SessionQueue, delivery: Delivery): void {
     const result = this.policy.failed(delivery)
-    if ("retryInMs" in result) return queue.schedule(result.retryInMs)
+    if ("retryInMs" in result) {
+      queue.schedule(result.retryInMs)
+      return
+    }
     queue.remove(delivery)
     if (isTerminalBatch(delivery.batch)) this.forgetKeys(delivery.batch.monitorId)
     const fields = { ...logFields(delivery, false), attempts: delivery.attempts, error: delivery.lastError }
