@@ -69,12 +69,10 @@ export class MonitorOutputInjector {
     const key = `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
     if (this.sent.has(`${route.sessionID}|${key}`) || queue.deliveries.some((d) => d.key === key)) return
     const delivery: Delivery = {
+      ...route,
       key,
-      sessionID: route.sessionID,
       batch,
       label,
-      wake: route.wake,
-      subagentSessionID: route.subagentSessionID,
       dropped: { ...batch.dropped },
       firstQueuedAt: this.deps.scheduler.now(),
       attempts: 0,
