@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 import { formatEnding, formatStatus, type StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
 import { type MonitorFields, MonitorError } from "./errors"
@@ -56,7 +57,7 @@ export class MonitorManager {
       cap: config.max_monitors_per_session,
       running: (sessionID) => this.list(sessionID, false),
       inUse: (id) => this.monitors.has(id),
-      newId: deps.newId ?? randomMonitorId,
+      newId: deps.newId ?? (() => `mon_${randomBytes(4).toString("hex")}`),
     })
     this.retention = new ExitedRetention(config, this.scheduler, (id) => this.monitors.delete(id))
     this.runDeps = {
@@ -286,8 +287,4 @@ function howItEnded({ outcome, info }: StopResult): string {
   if (outcome === "stopped") return "was stopped"
   if (outcome === "ended" || !info.ending) return "had already ended"
   return `was already ending (${formatEnding(info.ending)})`
-}
-
-function randomMonitorId(): string {
-  return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
 }

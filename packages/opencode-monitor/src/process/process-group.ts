@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import type { Readable } from "node:stream"
 import type { Leftovers } from "../codec"
 import { shellInvocation } from "./shell"
@@ -36,7 +36,7 @@ const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1"
 /** `<shell> -c <command>` leading a new session and group, stdin closed, with a watchdog (watchdog.ts). */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
   // Inherited by every process the command starts: finds a daemon that double-forked away too fast to be seen.
-  const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
+  const token = randomBytes(12).toString("hex")
   const started = await startLeader(options, token)
   const { pid, stdout, stderr } = started
   const table = options.table ?? processTable
