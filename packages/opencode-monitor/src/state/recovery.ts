@@ -163,16 +163,6 @@ async function claimRecord(
   return { name: claimedName, file: parsed.file, owned: true }
 }
 
-/** The session's history, far enough back to see every envelope of this monitor; empty when unreadable. */
-async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<SessionMessage[]> {
-  // Back to the start, or to the person's message before it.
-  const farEnough = (messages: readonly SessionMessage[]) =>
-    historyShowsStart(messages, entry.id) ||
-    messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
-  // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
-  return readBack(deps.api, entry.sessionID, farEnough).catch(() => [])
-}
-
 function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
   const lines = entry.lastLines.map((recorded) => {
     const line = textLine(recorded.seq, recorded.stream, recorded.text)
@@ -200,7 +190,12 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     logOf(deps).info("lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
   }
-  const history = await sessionHistory(deps, entry)
+  // Far enough back to see every envelope of this monitor: to its start, or to the person's message before it.
+  const farEnough = (messages: readonly SessionMessage[]) =>
+    historyShowsStart(messages, entry.id) ||
+    messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
+  // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
+  const history = await readBack(deps.api, entry.sessionID, farEnough).catch(() => [])
   if (!historyShowsStart(history, entry.id)) {
     // A record names any session it likes: only one whose history shows this monitor's start is woken.
     logOf(deps).warn(
