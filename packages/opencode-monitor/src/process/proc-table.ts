@@ -102,8 +102,7 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
   const holders: number[] = []
   for (const pid of await processIds()) {
     if (pid === process.pid) continue
-    const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])
-    for (const fd of fds) {
+    for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => undefined)
       if (target !== undefined && wanted.has(target)) {
         holders.push(pid)
