@@ -169,8 +169,7 @@ export class MonitorManager {
     query: RingQuery,
   ): { info: MonitorInfo; lines: MonitorLine[] } | undefined {
     const monitor = this.find(sessionID, monitorId)
-    if (!monitor) return undefined
-    return { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
+    return monitor && { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
   }
 
   /** Stops every monitor of a session and its starts under way, and forgets them (the session is gone). */
