@@ -69,7 +69,6 @@ export class MonitorStateWriter {
     if (this.disposed) return
     this.disposed = true
     if (this.timer !== undefined) this.options.scheduler.clearTimeout(this.timer)
-    this.timer = undefined
     this.remove()
   }
 
