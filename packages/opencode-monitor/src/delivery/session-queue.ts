@@ -79,7 +79,6 @@ export class SessionQueue {
 
   cancelTimer(): void {
     if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
-    this.timer = undefined
   }
 
   remove(delivery: Delivery): void {
