@@ -182,7 +182,7 @@ export const MUTATIONS: Mutation[] = [
     find: "pid <= 1", replace: "pid < 1" },
   { id: "proof-not-leader", what: "restart recovery signals a recorded pid that does not lead its own session and group",
     file: "state/recovery-proof.ts", fn: "proveLeader", tests: RECOVERY,
-    find: "if (stat.pgrp !== pid || stat.sid !== pid)", replace: "if (false)" },
+    find: "if (stat.pgrp !== pid || !stat.sessionLeader)", replace: "if (false)" },
   { id: "proof-token-unchecked", what: "restart recovery signals a recorded leader whatever token it carries",
     file: "state/recovery-proof.ts", fn: "proveLeader", tests: RECOVERY,
     find: "if (hashToken(token) !== claim.tokenHash) return", replace: "if (false) return" },

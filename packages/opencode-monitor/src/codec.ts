@@ -44,6 +44,9 @@ const STOPPED_BY: Record<StopReason, string> = {
   shutdown: "the plugin shut down (opencode disposed it or its server stopped)",
 }
 
+export const isStopReason = (value: unknown): value is StopReason =>
+  typeof value === "string" && Object.hasOwn(STOPPED_BY, value)
+
 /** How a run came to its end, as a clause for tool results ("it exited by itself"). */
 export function formatEnding(ending: Ending): string {
   if (ending.reason === "exit") return "it exited by itself"

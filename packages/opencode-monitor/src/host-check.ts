@@ -5,9 +5,6 @@ export const TESTED_OPENCODE = ["1.18.32", "1.18.33"] as const
 
 export const TESTED_TEXT = `opencode ${TESTED_OPENCODE[0]}–${TESTED_OPENCODE[TESTED_OPENCODE.length - 1]}`
 
-/** `engines.opencode`: every 1.x release from the oldest tested one (2.x does not load 1.x plugins). */
-export const ENGINES_RANGE = `>=${TESTED_OPENCODE[0]} <2`
-
 /** An API named by its path from the object opencode hands the part (`api.`: the TUI's own), then its use. */
 type Requirement = { api: string; path: readonly string[]; kind: "function" | "object" | "string" }
 const need = (api: string, kind: Requirement["kind"] = "function"): Requirement => ({

@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto"
 import { formatEnding, formatStatus, type StopReason } from "./codec"
 import type { MonitorConfig } from "./config"
 import { type MonitorFields, MonitorError } from "./errors"
@@ -7,7 +8,7 @@ import { compileLineFilter, PatternError } from "./pipeline/filter"
 import { lineText, type MonitorLine } from "./pipeline/line"
 import type { RingQuery } from "./pipeline/ring-buffer"
 import { type MonitoredProcess, SpawnError, spawnInGroup } from "./process/process-group"
-import type { ProcessTable } from "./process/process-table"
+import { attempt, type ProcessTable } from "./process/process-table"
 import { findMissingProgram } from "./process/program-check"
 import { ReadShare } from "./process/read-pipe"
 import { ExitedRetention } from "./retention"
@@ -56,7 +57,7 @@ export class MonitorManager {
       cap: config.max_monitors_per_session,
       running: (sessionID) => this.list(sessionID, false),
       inUse: (id) => this.monitors.has(id),
-      newId: deps.newId ?? randomMonitorId,
+      newId: deps.newId ?? (() => `mon_${randomBytes(4).toString("hex")}`),
     })
     this.retention = new ExitedRetention(config, this.scheduler, (id) => this.monitors.delete(id))
     this.runDeps = {
@@ -94,11 +95,10 @@ export class MonitorManager {
     const slot = this.slots.take(sessionID, { of: monitorId, running: old.info.status.kind === "running" })
     try {
       const previous = await old.stop("agent")
-      try {
-        return { previous, started: await this.launch(slot, old.request) }
-      } catch (error) {
+      const started = await this.launch(slot, old.request).catch((error) => {
         throw error instanceof MonitorError ? restartFailed(previous, slot, error) : error
-      }
+      })
+      return { previous, started }
     } finally {
       this.slots.release(slot)
     }
@@ -135,19 +135,17 @@ export class MonitorManager {
       })
     const missing = findMissingProgram(request.program, request.command, shell, request.directory, env.PATH)
     if (missing) throw failed(missing)
-    try {
-      return await spawnInGroup({
-        command: request.command,
-        shell,
-        cwd: request.directory,
-        killGraceMs: this.config.kill_grace_ms,
-        env,
-        table: this.deps.processTable,
-        unbufferedRuntimes: this.config.unbuffered_runtimes,
-      })
-    } catch (error) {
+    return spawnInGroup({
+      command: request.command,
+      shell,
+      cwd: request.directory,
+      killGraceMs: this.config.kill_grace_ms,
+      env,
+      table: this.deps.processTable,
+      unbufferedRuntimes: this.config.unbuffered_runtimes,
+    }).catch((error) => {
       throw error instanceof SpawnError ? failed(error.message) : error
-    }
+    })
   }
 
   /** Stops a monitor of this session; undefined when the id is unknown or belongs to another session. */
@@ -171,8 +169,7 @@ export class MonitorManager {
     query: RingQuery,
   ): { info: MonitorInfo; lines: MonitorLine[] } | undefined {
     const monitor = this.find(sessionID, monitorId)
-    if (!monitor) return undefined
-    return { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
+    return monitor && { info: monitor.info, lines: monitor.pipeline.ring.query(query) }
   }
 
   /** Stops every monitor of a session and its starts under way, and forgets them (the session is gone). */
@@ -243,11 +240,8 @@ export class MonitorManager {
   }
 
   private report(monitorId: string, error: unknown): void {
-    try {
-      this.deps.onError?.(monitorId, error)
-    } catch {
-      // The error reporter failed too; nothing is left to tell, and nothing may throw from here.
-    }
+    // The error reporter may fail too; nothing is left to tell then, and nothing may throw from here.
+    attempt(() => this.deps.onError?.(monitorId, error))
   }
 
   private retainExited(run: MonitorRun): void {
@@ -292,8 +286,4 @@ function howItEnded({ outcome, info }: StopResult): string {
   if (outcome === "stopped") return "was stopped"
   if (outcome === "ended" || !info.ending) return "had already ended"
   return `was already ending (${formatEnding(info.ending)})`
-}
-
-function randomMonitorId(): string {
-  return `mon_${Buffer.from(crypto.getRandomValues(new Uint8Array(4))).toString("hex")}`
 }

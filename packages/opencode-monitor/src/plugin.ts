@@ -28,8 +28,6 @@ export type PluginDeps = {
   server?: ProcessIdentity
 }
 
-export type MonitorPluginInstance = ReturnType<typeof createMonitorPlugin>
-
 /** Wires process → pipeline → delivery → manager → tools into opencode's hooks (the entry's one job). */
 export function createMonitorPlugin(config: MonitorConfig, deps: PluginDeps) {
   const { api } = deps

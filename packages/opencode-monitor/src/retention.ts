@@ -53,13 +53,9 @@ export class ExitedRetention {
 
   private armExpiry(): void {
     if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
-    this.timer = undefined
     const oldest = this.entries.values().next().value
     if (!oldest) return
     const delay = Math.max(0, oldest.endedAt + this.limits.retained_max_age_ms - this.scheduler.now())
-    this.timer = this.scheduler.setTimeout(() => {
-      this.timer = undefined
-      this.enforce()
-    }, delay)
+    this.timer = this.scheduler.setTimeout(() => this.enforce(), delay)
   }
 }

@@ -4,6 +4,7 @@ import { homedir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import type { SessionApi } from "./delivery/session-api"
 import { sessionWentIdle } from "./hooks"
+import { attempt } from "./process/process-table"
 
 // opencode 1.18 installs an `opencode-monitor@file:<tgz>` TUI plugin but silently never loads it: we tell the person.
 const FILE_TUI_SPEC = "opencode-monitor@file:"
@@ -27,12 +28,9 @@ export function tuiConfigFiles(directory: string, worktree: string, env: NodeJS.
 /** The files of `candidates` that list this package as a `file:` TUI plugin (unreadable or huge ones are skipped). */
 export function filesWithFileTuiSpec(candidates: readonly string[]): string[] {
   return candidates.filter((file) => {
-    try {
-      const stat = statSync(file)
-      return stat.isFile() && stat.size <= MAX_CONFIG_BYTES && readFileSync(file, "utf8").includes(`"${FILE_TUI_SPEC}`)
-    } catch {
-      return false
-    }
+    const stat = attempt(() => statSync(file))
+    if (!stat?.isFile() || stat.size > MAX_CONFIG_BYTES) return false
+    return attempt(() => readFileSync(file, "utf8"))?.includes(`"${FILE_TUI_SPEC}`) === true
   })
 }
 

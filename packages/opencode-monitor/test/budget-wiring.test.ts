@@ -6,7 +6,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import type { Part, UserMessage } from "@opencode-ai/sdk"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
+import { createMonitorPlugin } from "../src/plugin"
 import { drive } from "./support/drive"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi, settle } from "./support/fake-session-api"
@@ -14,7 +14,7 @@ import { waitFor } from "./support/processes"
 import { toolContext } from "./support/tool-context"
 
 // The budget as a stage between MonitorManager and the injector, with real processes.
-const instances: MonitorPluginInstance[] = []
+const instances: ReturnType<typeof createMonitorPlugin>[] = []
 afterEach(async () => {
   for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
 })

@@ -3,7 +3,7 @@ import type { PluginInput } from "@opencode-ai/plugin"
 import { defaultMonitorConfig } from "../src/config"
 import { SERVER_API, serverHostReady, TESTED_TEXT, TUI_API, tuiHostReady } from "../src/host-check"
 import plugin from "../src/index"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
+import { createMonitorPlugin } from "../src/plugin"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker } from "./support/processes"
 import { toolContext } from "./support/tool-context"
@@ -62,7 +62,7 @@ function tuiHost(drop?: readonly string[]) {
   return { calls, api }
 }
 
-const instances: MonitorPluginInstance[] = []
+const instances: ReturnType<typeof createMonitorPlugin>[] = []
 afterEach(async () => {
   for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
 })

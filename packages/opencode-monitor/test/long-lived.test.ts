@@ -5,7 +5,7 @@ import { tmpdir } from "node:os"
 import { join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorManager } from "../src/manager"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
+import { createMonitorPlugin } from "../src/plugin"
 import { projectStateDir } from "../src/state/format"
 import { FakeScheduler } from "./support/fake-scheduler"
 import { FakeSessionApi } from "./support/fake-session-api"
@@ -16,7 +16,7 @@ import { type AskCall, toolContext } from "./support/tool-context"
 // Jobs never meant to end: dev servers and watchers.
 const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
 const managers: MonitorManager[] = []
-const instances: MonitorPluginInstance[] = []
+const instances: ReturnType<typeof createMonitorPlugin>[] = []
 const dirs: string[] = []
 afterEach(async () => {
   for (const manager of managers.splice(0)) await manager.shutdown()

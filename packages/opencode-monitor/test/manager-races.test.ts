@@ -3,7 +3,7 @@ import { afterEach, describe, expect, test } from "bun:test"
 import { defaultMonitorConfig } from "../src/config"
 import { type MonitorInfo, MonitorManager, type StopResult } from "../src/manager"
 import { isTerminalBatch, type OutputBatch } from "../src/pipeline/batcher"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
+import { createMonitorPlugin } from "../src/plugin"
 import { type ProcessTable, processTable } from "../src/process/process-table"
 import { drive } from "./support/drive"
 import { FakeScheduler } from "./support/fake-scheduler"
@@ -15,7 +15,7 @@ import { toolContext } from "./support/tool-context"
 // Races around start, stop and supervision, with real processes.
 const config = { ...defaultMonitorConfig(), kill_grace_ms: 300 }
 const managers: MonitorManager[] = []
-const instances: MonitorPluginInstance[] = []
+const instances: ReturnType<typeof createMonitorPlugin>[] = []
 afterEach(async () => {
   for (const manager of managers.splice(0)) await manager.shutdown()
   for (const instance of instances.splice(0)) await instance.hooks.dispose?.()

@@ -159,7 +159,7 @@ describe.each(BACK_ENDS)("the process table through %s", (_name, table) => {
     for (const p of [pid, earlyPid]) await waitFor(async () => (await table.commandName(p)) === "sleep", 2_000)
     const search = await table.findByEnvironment(token)
     expect(await table.environmentValue(earlyPid, name)).toBe(value)
-    if (table.kind === "proc") {
+    if (table.cheap) {
       expect([...search.found].sort()).toEqual([pid, earlyPid].sort())
       expect(search.unreadable).toEqual([])
       expect(await table.environmentValue(pid, name)).toBe(value)
@@ -213,12 +213,10 @@ describe("the ps back end", () => {
   })
 
   test("without lsof, pipe holders are a documented gap: none found, nothing claimed", async () => {
-    const table = createPsTable({ lsof: null })
+    const table = createPsTable({ lsof: "/nonexistent/lsof" })
     const writer = detached("sleep", ["30"])
     expect(await table.outputTargets(writer.pid as number)).toEqual([])
     expect(await table.findHolders(["FIFO:0xd:1"])).toEqual([])
-    // A missing lsof program reads the same as lsof: null.
-    expect(await createPsTable({ lsof: "/nonexistent/lsof" }).outputTargets(writer.pid as number)).toEqual([])
   })
 
   test("asks for the environment with the flag of the platform: procps's BSD `e`, macOS's -E", () => {
@@ -274,8 +272,9 @@ describe("the ps back end", () => {
   })
 
   test("is what a system without /proc gets; /proc where it is readable", () => {
-    expect(createProcessTable("ps").kind).toBe("ps")
-    expect(createProcessTable().kind).toBe("proc")
+    // Only /proc reads cheaply (synchronously).
+    expect(createProcessTable("ps").cheap).toBeUndefined()
+    expect(createProcessTable().cheap).toBeDefined()
   })
 })
 

@@ -33,7 +33,7 @@ function manager(overrides: Partial<MonitorConfig> = {}, processTable?: ProcessT
 async function startHost(graceMs: number, table: ProcessTable, commands: string[], flags: string[] = []) {
   const host = spawn(
     process.execPath,
-    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.kind, ...flags, ...commands],
+    [join(import.meta.dir, "support/host.ts"), String(graceMs), table.cheap ? "proc" : "ps", ...flags, ...commands],
     { stdio: ["ignore", "pipe", "inherit"] },
   )
   const output: string[] = []
@@ -634,7 +634,7 @@ describe("a pipe holder that left the session with its environment cleared, as t
 
   test("without /proc and lsof nothing can find it: the status says the pipes were held", async () => {
     const marker = uniqueMarker("held_no_lsof")
-    const { m, collector } = manager({}, createPsTable({ lsof: null }))
+    const { m, collector } = manager({}, createPsTable({ lsof: "/nonexistent/lsof" }))
     try {
       const info = await start(m, holder(marker))
       const ended = await collector.whenEnded(info.id)

@@ -617,7 +617,7 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
     const facts = {
       stat: async (pid: number) => {
         read.push(pid)
-        return { state: "S", pgrp: pid, sid: pid, start: "7" }
+        return { pid, ppid: 1, pgrp: pid, sid: pid, sessionLeader: true, state: "S", start: "7" }
       },
       token: async (pid: number) => {
         read.push(pid)
@@ -633,7 +633,10 @@ describe.each(BACK_ENDS)("a lost monitor's process, checked through %s", (_name,
     expect(
       await proveLeader(
         { pid: 77, pidStartTime: "7", tokenHash: hashToken("t") },
-        { ...facts, stat: async () => ({ state: "S", pgrp: 70, sid: 77, start: "7" }) },
+        {
+          ...facts,
+          stat: async () => ({ pid: 77, ppid: 1, pgrp: 70, sid: 77, sessionLeader: true, state: "S", start: "7" }),
+        },
       ),
     ).toEqual({ kind: "unverified", reason: "it does not lead its own session and process group" })
   })

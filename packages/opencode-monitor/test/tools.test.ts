@@ -5,12 +5,12 @@ import { tmpdir } from "node:os"
 import { dirname, join } from "node:path"
 import { defaultMonitorConfig, type MonitorConfig } from "../src/config"
 import { MonitorError } from "../src/errors"
-import { createMonitorPlugin, type MonitorPluginInstance } from "../src/plugin"
+import { createMonitorPlugin } from "../src/plugin"
 import { FakeSessionApi } from "./support/fake-session-api"
 import { liveProcesses, uniqueMarker, waitFor } from "./support/processes"
 import { type AskCall, toolContext } from "./support/tool-context"
 
-const instances: MonitorPluginInstance[] = []
+const instances: ReturnType<typeof createMonitorPlugin>[] = []
 afterEach(async () => {
   for (const instance of instances.splice(0)) await instance.hooks.dispose?.()
 })

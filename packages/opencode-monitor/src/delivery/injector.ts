@@ -69,12 +69,10 @@ export class MonitorOutputInjector {
     const key = `monitor-output:${batch.monitorId}:batch-${batch.batchSeq}`
     if (this.sent.has(`${route.sessionID}|${key}`) || queue.deliveries.some((d) => d.key === key)) return
     const delivery: Delivery = {
+      ...route,
       key,
-      sessionID: route.sessionID,
       batch,
       label,
-      wake: route.wake,
-      subagentSessionID: route.subagentSessionID,
       dropped: { ...batch.dropped },
       firstQueuedAt: this.deps.scheduler.now(),
       attempts: 0,
@@ -101,15 +99,6 @@ export class MonitorOutputInjector {
   /** The monitor has match wakes left (`wake_limit`): the budget passes its match through. */
   matchWakeLeft(monitorId: string, wakeLimit: number): boolean {
     return !this.matchWakes.exhausted(monitorId, wakeLimit)
-  }
-
-  /** Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one. */
-  private nextForced(queue: SessionQueue, now: number): Delivery | undefined {
-    return queue.deliveries.find(
-      (d) =>
-        shouldForceActiveDispatch(d, now, this.options.max_active_defer_ms) &&
-        this.settleMatchWake(queue, d) === "wake",
-    )
   }
 
   /**
@@ -203,7 +192,12 @@ export class MonitorOutputInjector {
   private async step(queue: SessionQueue): Promise<void> {
     if (this.disposed || queue.deliveries.length === 0) return
     const now = this.deps.scheduler.now()
-    const forced = this.nextForced(queue, now)
+    // Over the ceiling, a wake goes into the busy session; a match wake only once it is decided as one.
+    const forced = queue.deliveries.find(
+      (d) =>
+        shouldForceActiveDispatch(d, now, this.options.max_active_defer_ms) &&
+        this.settleMatchWake(queue, d) === "wake",
+    )
     // A match wake told to wait is passed over until its notBefore.
     const next = forced ?? queue.deliveries.find((d) => d.notBefore <= now)
     if (!next) return queue.schedule(Math.min(...queue.deliveries.map((d) => d.notBefore - now)))
@@ -228,14 +222,11 @@ export class MonitorOutputInjector {
       // A match-wake candidate is decided now, with the gates open; one that waits leaves its place.
       if (this.settleMatchWake(queue, next) === "skip") return queue.schedule(0)
     }
-    let identity: Identity
-    try {
-      identity = await this.identities.resolve(queue.sessionID, recent)
-    } catch (error) {
+    const identity = await this.identities.resolve(queue.sessionID, recent).catch((error) => {
       // Never send without the session's agent: opencode would switch it to the default agent.
       next.lastError = `identity unavailable: ${errorText(error)}`
-      return this.retryLater(queue, next)
-    }
+    })
+    if (!identity) return this.retryLater(queue, next)
     if (!this.stillQueued(queue, next)) return
     // A person's message the history read missed: an observation sent now would be what that turn answers.
     if (!forced && this.personLast.justWrote(queue.sessionID, this.options.user_message_window_ms)) {
@@ -265,17 +256,15 @@ export class MonitorOutputInjector {
   /** Reads the session's state and decides: its recent messages when open, undefined (deferred) when not. */
   private async gatesOpen(queue: SessionQueue): Promise<SessionMessage[] | undefined> {
     const { api, scheduler } = this.deps
-    let busy: Record<string, string>
-    let messages: SessionMessage[]
-    try {
-      ;[busy, messages] = await Promise.all([api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)])
-    } catch (error) {
+    const read = [api.busySessions(), api.recentMessages(queue.sessionID, RECENT_MESSAGES)] as const
+    const state = await Promise.all(read).catch((error) => {
       const head = queue.deliveries[0]
       if (error instanceof DeliveryError && error.kind === "gone") {
         if (head) this.sessionGone(head)
       } else this.defer(queue, `session state unavailable: ${errorText(error)}`)
-      return undefined
-    }
+    })
+    if (!state) return undefined
+    const [busy, messages] = state
     this.identities.noteHistory(queue.sessionID, messages)
     const now = scheduler.now()
     const decision = evaluateGates({ ...this.options, sessionID: queue.sessionID, busy, messages, now })

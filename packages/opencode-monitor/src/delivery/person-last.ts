@@ -4,7 +4,7 @@ import type { Delivery } from "./session-queue"
 // How long a person's message waits to learn when a prompt of ours on its way was created.
 const WAIT_MS = 2_000
 
-type Sent = { delivery: Delivery; created: Promise<number | undefined>; seen: (created: number | undefined) => void }
+type Sent = { delivery: Delivery } & ReturnType<typeof Promise.withResolvers<number | undefined>>
 
 /**
  * opencode creates a person's message, calls `chat.message`, then stores it; a turn answers the
@@ -22,16 +22,15 @@ export class PersonLast {
 
   /** A prompt of ours is about to be sent; call the result with whether opencode took it. */
   sending(delivery: Delivery): (accepted: boolean) => void {
-    let seen: Sent["seen"] = () => {}
-    const created = new Promise<number | undefined>((resolve) => (seen = resolve))
-    this.last.set(delivery.sessionID, { delivery, created, seen })
-    return (accepted) => accepted || seen(undefined)
+    const sent: Sent = { delivery, ...Promise.withResolvers<number | undefined>() }
+    this.last.set(delivery.sessionID, sent)
+    return (accepted) => accepted || sent.resolve(undefined)
   }
 
   /** `chat.message` of a prompt of ours: when opencode created it. */
   seen(sessionID: string, key: string, created: number): void {
     const sent = this.last.get(sessionID)
-    if (sent?.delivery.key === key) sent.seen(created)
+    if (sent?.delivery.key === key) sent.resolve(created)
   }
 
   forget(sessionID: string): void {
@@ -53,7 +52,7 @@ export class PersonLast {
     this.wroteAt.set(sessionID, this.scheduler.now())
     const sent = this.last.get(sessionID)
     if (!sent) return { created }
-    const ours = await within(this.scheduler, WAIT_MS, sent.created, undefined)
+    const ours = await within(this.scheduler, WAIT_MS, sent.promise, undefined)
     // Any later person's message is created after this one.
     if (this.last.get(sessionID) === sent) this.last.delete(sessionID)
     if (ours === undefined || ours < created) return { created }

@@ -68,8 +68,7 @@ export function createSessionApi(client: OpencodeClient): SessionApi {
   return {
     async busySessions() {
       const result = await client.session.status()
-      if (result.error || !result.data)
-        throw new Error(`GET /session/status failed: ${errorText(result.error ?? "no data")}`)
+      if (result.error || !result.data) throw readError("GET /session/status", result)
       return Object.fromEntries(Object.entries(result.data).map(([id, status]) => [id, status.type]))
     },
     async recentMessages(sessionID, limit) {

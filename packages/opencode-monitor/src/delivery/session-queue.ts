@@ -74,18 +74,11 @@ export class SessionQueue {
   /** Runs `callback` in `delayMs` on the queue's one timer (replacing any earlier one). */
   after(delayMs: number, callback: () => void): void {
     this.cancelTimer()
-    this.timer = this.scheduler.setTimeout(
-      () => {
-        this.timer = undefined
-        callback()
-      },
-      Math.max(1, delayMs),
-    )
+    this.timer = this.scheduler.setTimeout(callback, Math.max(1, delayMs))
   }
 
   cancelTimer(): void {
     if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
-    this.timer = undefined
   }
 
   remove(delivery: Delivery): void {

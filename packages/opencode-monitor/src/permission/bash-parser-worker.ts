@@ -62,13 +62,9 @@ function parseSimpleCommands(parser: Parser, { command, maxChars }: ParseRequest
 }
 
 function simpleCommand(node: Node): SimpleCommand {
-  const words: string[] = []
-  const argv: string[] = []
-  for (const child of node.children) {
-    if (!child || REDIRECT_TYPES.has(child.type)) continue
-    if (WORD_TYPES.has(child.type)) words.push(child.text)
-    argv.push(child.text)
-  }
+  const children = node.children.filter((child): child is Node => !!child && !REDIRECT_TYPES.has(child.type))
+  const words = children.filter((child) => WORD_TYPES.has(child.type)).map((child) => child.text)
+  const argv = children.map((child) => child.text)
   const statement = node.parent?.type === "redirected_statement" ? node.parent : node
   return { text: statement.text.trim(), words, argv }
 }

@@ -103,14 +103,12 @@ export function hiddenCommand(words: readonly string[]): string | undefined {
 /** Directories outside the project that a path command's arguments point into, as the bash tool resolves them. */
 function outsideDirectories(simple: SimpleCommand, place: Place, isDirectory: (path: string) => boolean): string[] {
   const [name, ...args] = simple.words
-  const dirs: string[] = []
-  for (const arg of args) {
-    if (arg.startsWith("-") || (name === "chmod" && arg.startsWith("+"))) continue
+  return args.flatMap((arg) => {
+    if (arg.startsWith("-") || (name === "chmod" && arg.startsWith("+"))) return []
     const path = argumentPath(arg, place.directory)
-    if (path === undefined || insideProject(path, place)) continue
-    dirs.push(isDirectory(path) ? path : dirname(path))
-  }
-  return dirs
+    if (path === undefined || insideProject(path, place)) return []
+    return isDirectory(path) ? path : dirname(path)
+  })
 }
 
 /** An argument as a path: quotes removed, `~` expanded, cut before a glob; undefined when it expands at run time. */

@@ -1,6 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { readdir, readFile, readlink } from "node:fs/promises"
 import {
+  attempt,
   type EnvironmentSearch,
   type ProcessEntry,
   type ProcessTable,
@@ -9,11 +10,11 @@ import {
 } from "./process-table"
 
 const ENVIRON_MAX_BYTES = 4 * 1024 * 1024
+const NUL = Buffer.alloc(1)
 
 /** The /proc back end (Linux): per-process files, so a read of a few processes costs O(those). */
 export function createProcTable(): ProcessTable {
   return {
-    kind: "proc",
     read: async (pids) => readAll(pids),
     cheap: { read: readAll, childrenOf },
     scan: sharedWhileRunning(scanAll),
@@ -41,15 +42,6 @@ export function createProcTable(): ProcessTable {
       // biome-ignore lint/suspicious/noTemplateCurlyInString: shell parameter expansions, not a template
       'pgid() { s=$(cat "/proc/$1/stat" 2>/dev/null) || return 1; set -- ${s##*) }; printf "%s" "$3"; }',
     ],
-  }
-}
-
-/** The value `read` gives, undefined when it throws: the process ended meanwhile, or is another user's. */
-export function attempt<T>(read: () => T): T | undefined {
-  try {
-    return read()
-  } catch {
-    return undefined
   }
 }
 
@@ -91,9 +83,7 @@ async function eachProcessFile(file: string, batch: number, visit: (pid: number,
   for (let i = 0; i < pids.length; i += batch) {
     const slice = pids.slice(i, i + batch)
     const contents = await Promise.all(slice.map((pid) => readFile(`/proc/${pid}/${file}`).catch(() => undefined)))
-    contents.forEach((content, k) => {
-      if (content) visit(slice[k] as number, content)
-    })
+    for (const [k, content] of contents.entries()) if (content) visit(slice[k] as number, content)
   }
 }
 
@@ -112,8 +102,7 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
   const holders: number[] = []
   for (const pid of await processIds()) {
     if (pid === process.pid) continue
-    const fds = await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])
-    for (const fd of fds) {
+    for (const fd of await readdir(`/proc/${pid}/fd`).catch(() => [] as string[])) {
       const target = await readlink(`/proc/${pid}/fd/${fd}`).catch(() => undefined)
       if (target !== undefined && wanted.has(target)) {
         holders.push(pid)
@@ -126,20 +115,13 @@ async function findHolders(targets: readonly string[]): Promise<number[]> {
 
 /** Reads the environment of every process this user may read; other users' are skipped. */
 async function findByEnvironment(entries: string[]): Promise<EnvironmentSearch[]> {
-  const wanted = entries.map((entry) => ({ entry: Buffer.from(entry), found: [] as number[] }))
+  // A whole variable only: the entry between two NULs, in the environment framed by a NUL at each end.
+  const wanted = entries.map((entry) => ({ entry: Buffer.from(`\0${entry}\0`), found: [] as number[] }))
   await eachProcessFile("environ", 32, (pid, environment) => {
     if (pid === process.pid) return
-    for (const query of wanted) if (holdsEntry(environment, query.entry)) query.found.push(pid)
+    const framed = Buffer.concat([NUL, environment, NUL])
+    for (const query of wanted) if (framed.includes(query.entry)) query.found.push(pid)
   })
   // An environment this user may read is read whole: nothing is left unknown.
   return wanted.map(({ found }) => ({ found, unreadable: [] }))
-}
-
-/** `entry` as one whole NUL-separated variable of `environment`. */
-function holdsEntry(environment: Buffer, entry: Buffer): boolean {
-  for (let at = environment.indexOf(entry); at !== -1; at = environment.indexOf(entry, at + 1)) {
-    const end = at + entry.length
-    if ((at === 0 || environment[at - 1] === 0) && (end === environment.length || environment[end] === 0)) return true
-  }
-  return false
 }

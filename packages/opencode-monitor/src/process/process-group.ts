@@ -1,5 +1,5 @@
 import { type ChildProcess, spawn } from "node:child_process"
-import { createHash } from "node:crypto"
+import { createHash, randomBytes } from "node:crypto"
 import type { Readable } from "node:stream"
 import type { Leftovers } from "../codec"
 import { shellInvocation } from "./shell"
@@ -36,7 +36,7 @@ const LINE_FLUSH_ENV: Readonly<Record<string, string>> = { PYTHONUNBUFFERED: "1"
 /** `<shell> -c <command>` leading a new session and group, stdin closed, with a watchdog (watchdog.ts). */
 export async function spawnInGroup(options: SpawnOptions): Promise<MonitoredProcess> {
   // Inherited by every process the command starts: finds a daemon that double-forked away too fast to be seen.
-  const token = Buffer.from(crypto.getRandomValues(new Uint8Array(12))).toString("hex")
+  const token = randomBytes(12).toString("hex")
   const started = await startLeader(options, token)
   const { pid, stdout, stderr } = started
   const table = options.table ?? processTable
@@ -162,7 +162,7 @@ export class MonitoredProcess {
     await new Promise((resolve) => setTimeout(resolve, ENVIRONMENT_RESCAN_MS))
     await tracker.track(await this.tokenCarriers())
     await tracker.adopt()
-    const left = tracker.live().filter((stat) => stat.pid !== this.pid && isLive(stat))
+    const left = tracker.live().filter((stat) => stat.pid !== this.pid)
     // A process sets its own name (any bytes): only plain characters go into the status line.
     const nameOf = async (pid: number) => ((await setup.table.commandName(pid)) ?? "").replace(/[^\w.+-]/g, "?") || "?"
     return Promise.all(left.map(async ({ pid }) => ({ pid, name: await nameOf(pid) })))

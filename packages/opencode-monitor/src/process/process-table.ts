@@ -1,6 +1,6 @@
 import { readFileSync } from "node:fs"
-import { attempt, createProcTable } from "./proc-table"
-import { createPsTable, type PsTableOptions } from "./ps-table"
+import { createProcTable } from "./proc-table"
+import { createPsTable } from "./ps-table"
 
 /** One process as the table shows it. Identity is `pid` + `start`: a pid whose start differs is another process. */
 export type ProcessEntry = {
@@ -25,7 +25,6 @@ export type EnvironmentSearch = { found: number[]; unreadable: number[] }
 
 /** The one reader of the process table (/proc, else ps); a read that may run `ps` or `lsof` never blocks the loop. */
 export interface ProcessTable {
-  readonly kind: "proc" | "ps"
   /** These processes, read now; the ones that do not exist are left out. */
   read(pids: readonly number[]): Promise<ProcessEntry[]>
   /** The same read and the direct children of a pid, synchronous, where they are cheap (/proc); undefined for ps. */
@@ -62,42 +61,44 @@ export function sharedWhileRunning<T>(read: () => Promise<T>): () => Promise<T> 
 export function searchedTogether(
   search: (entries: string[]) => Promise<EnvironmentSearch[]>,
 ): (entry: string) => Promise<EnvironmentSearch> {
-  type Query = { entry: string; resolve: (answer: EnvironmentSearch) => void; reject: (error: unknown) => void }
-  let queued: Query[] = []
-  let searching = false
-  const drain = async () => {
-    searching = true
-    // Let the other stops of the same moment queue their search first.
-    await new Promise((resolve) => setTimeout(resolve, 0))
-    while (queued.length > 0) {
-      const queries = queued
-      queued = []
-      // A failed search fails its own callers only: the ones queued meanwhile get a search of their own.
-      try {
-        const answers = await search(queries.map((query) => query.entry))
-        for (const [i, query] of queries.entries()) query.resolve(answers[i] as EnvironmentSearch)
-      } catch (error) {
-        for (const query of queries) query.reject(error)
-      }
+  let previous: Promise<unknown> = Promise.resolve()
+  let gathering: { entries: string[]; answers: Promise<EnvironmentSearch[]> } | undefined
+  return (entry) => {
+    if (!gathering) {
+      const entries: string[] = []
+      // Once the search before has settled, and a turn later: the other stops of the same moment join this one.
+      const answers = previous
+        .then(() => new Promise((resolve) => setTimeout(resolve, 0)))
+        .then(() => {
+          gathering = undefined
+          return search(entries)
+        })
+      // A failed search fails its own callers only: the next one still runs.
+      previous = answers.catch(() => {})
+      gathering = { entries, answers }
     }
-    searching = false
+    const index = gathering.entries.push(entry) - 1
+    return gathering.answers.then((answers) => answers[index] as EnvironmentSearch)
   }
-  return (entry) =>
-    new Promise((resolve, reject) => {
-      queued.push({ entry, resolve, reject })
-      if (!searching) void drain()
-    })
+}
+
+/** The value `read` gives, undefined when it throws (a process that ended meanwhile, a file that is gone). */
+export function attempt<T>(read: () => T): T | undefined {
+  try {
+    return read()
+  } catch {
+    return undefined
+  }
 }
 
 export const isLive = (entry: ProcessEntry | undefined): entry is ProcessEntry =>
   entry !== undefined && entry.state !== "Z" && entry.state !== "X"
 
-/** A table of the given back end (default: /proc where it is readable, else ps); `ps` options for tests. */
+/** A table of the given back end (default: /proc where it is readable, else ps). */
 export function createProcessTable(
   kind: "proc" | "ps" = attempt(() => readFileSync("/proc/self/stat")) ? "proc" : "ps",
-  options: PsTableOptions = {},
 ): ProcessTable {
-  return kind === "proc" ? createProcTable() : createPsTable(options)
+  return kind === "proc" ? createProcTable() : createPsTable()
 }
 
 /** The table of this server, chosen once at load. */
@@ -114,12 +115,6 @@ export async function mayStillRun(
   table: ProcessTable = processTable,
 ): Promise<boolean> {
   return runsAs(await readProcess(pid, table), start)
-}
-
-/** `mayStillRun` answered at once where the table reads cheaply (/proc); undefined where it cannot (ps). */
-export function mayStillRunNow(pid: number, start: string | undefined, table: ProcessTable): boolean | undefined {
-  if (!table.cheap) return undefined
-  return runsAs(table.cheap.read([pid])[0], start)
 }
 
 /** `entry` is a live process started at `start` (without a start, any live one): not gone, nor a reused pid. */

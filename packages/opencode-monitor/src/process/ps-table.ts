@@ -9,8 +9,8 @@ import {
 
 export type PsTableOptions = {
   platform?: NodeJS.Platform
-  /** The lsof program; null: treat it as not installed. */
-  lsof?: string | null
+  /** The lsof program (one that is not installed finds nothing). */
+  lsof?: string
 }
 
 const FIELDS = ["-o", "pid=", "-o", "ppid=", "-o", "pgid=", "-o", "stat=", "-o", "lstart="]
@@ -28,7 +28,6 @@ const CUT_ROW_CHARS = 128 * 1024 - 1
 export function createPsTable({ platform = process.platform, lsof = "lsof" }: PsTableOptions = {}): ProcessTable {
   const environmentFlag = environmentListingFlag(platform)
   return {
-    kind: "ps",
     async read(pids) {
       const wanted = pids.filter((pid) => Number.isInteger(pid) && pid > 0)
       if (wanted.length === 0) return []
@@ -49,12 +48,11 @@ export function createPsTable({ platform = process.platform, lsof = "lsof" }: Ps
       return name ? name.slice(name.lastIndexOf("/") + 1) : undefined
     },
     async outputTargets(pid) {
-      if (lsof === null) return []
       const text = await run(lsof, ["-n", "-P", "-w", "-a", "-p", String(pid), "-d", "1,2", "-F", "ftDi"])
       return [...new Set(parseLsof(text).get(pid) ?? [])]
     },
     async findHolders(targets) {
-      if (lsof === null || targets.length === 0) return []
+      if (targets.length === 0) return []
       const wanted = new Set(targets)
       const open = [...parseLsof(await run(lsof, ["-n", "-P", "-w", "-F", "ftDi"]))]
       return open.filter(([pid, files]) => pid !== process.pid && files.some((f) => wanted.has(f))).map(([pid]) => pid)
@@ -93,18 +91,16 @@ type ListedEnvironment = { pid: number; words: string[]; whole: boolean }
 async function splitEnvironments(withEnvironment: Map<number, Row>): Promise<ListedEnvironment[]> {
   const pids = [...withEnvironment.keys()].join(",")
   const commands = pids === "" ? new Map<number, Row>() : commandRows(await run("ps", ["-p", pids, ...COMMAND_FIELDS]))
-  const listed: ListedEnvironment[] = []
-  for (const [pid, row] of withEnvironment) {
+  return [...withEnvironment].flatMap(([pid, row]) => {
     const command = commands.get(pid)?.text
-    if (command === undefined) continue
+    if (command === undefined) return []
     const { text } = row
     const rest = text === command ? "" : text.startsWith(`${command} `) ? text.slice(command.length + 1) : undefined
     const words = (rest ?? "").split(" ").filter((word) => word !== "")
     // The last word of a cut row may be cut itself.
     if (row.cut) words.pop()
-    listed.push({ pid, words, whole: rest !== undefined && !row.cut })
-  }
-  return listed
+    return { pid, words, whole: rest !== undefined && !row.cut }
+  })
 }
 
 /** One `pid command…` row: the text after the pid; `cut` when ps may have ended it early. */
@@ -143,12 +139,11 @@ const ROW = /^\s*(\d+)\s+(\d+)\s+(-?\d+)\s+(\S+)\s+(\S.*\S)\s*$/
 
 /** `pid ppid pgid stat lstart` rows; a row that does not parse (ps output is untrusted) is skipped. */
 export function parseTable(text: string): ProcessEntry[] {
-  const entries: ProcessEntry[] = []
-  for (const line of text.split("\n")) {
+  return text.split("\n").flatMap((line) => {
     const row = ROW.exec(line)
-    if (!row) continue
+    if (!row) return []
     const [, pid, ppid, pgid, stat, lstart] = row as unknown as [string, string, string, string, string, string]
-    entries.push({
+    return {
       pid: Number(pid),
       ppid: Number(ppid),
       pgrp: Number(pgid),
@@ -156,9 +151,8 @@ export function parseTable(text: string): ProcessEntry[] {
       sessionLeader: stat.slice(1).includes("s"),
       state: stat.charAt(0),
       start: lstart.replace(/\s+/g, ""),
-    })
-  }
-  return entries
+    }
+  })
 }
 
 /**

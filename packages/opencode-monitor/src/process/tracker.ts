@@ -1,13 +1,13 @@
-import { isLive, type ProcessEntry, type ProcessTable, runsAs, type TableView } from "./process-table"
+import type { ProcessEntry, ProcessTable, TableView } from "./process-table"
+import { isLive, runsAs, sharedWhileRunning } from "./process-table"
 
 /**
  * Every child of a tracked process is tracked, so one that calls setsid or setpgrp (or a double fork's
  * grandchild seen before its parent exits) stays known by pid and start after it left the group (`onEscape`).
  */
 export class DescendantTracker {
-  private readonly tracked = new Map<number, ProcessEntry>()
-  /** When each tracked process was added (performance.now()), so an older scan does not drop it. */
-  private readonly addedAt = new Map<number, number>()
+  /** Each tracked process as last read, and when it was added (performance.now()): an older scan does not drop it. */
+  private readonly tracked = new Map<number, { entry: ProcessEntry; addedAt: number }>()
   private readonly escaped = new Set<number>()
 
   /** `first`: the leader's entry as read when it started (undefined: it was gone already). */
@@ -40,7 +40,7 @@ export class DescendantTracker {
       const entries = new Map(view.read(round).map((entry) => [entry.pid, entry]))
       for (const pid of round) {
         const entry = entries.get(pid)
-        if (entry === undefined && (this.addedAt.get(pid) ?? 0) >= startedAt) continue
+        if (entry === undefined && (this.tracked.get(pid)?.addedAt ?? 0) >= startedAt) continue
         if (!this.verify(pid, entry)) continue
         for (const child of view.childrenOf(pid)) if (!this.tracked.has(child)) next.push(child)
       }
@@ -71,14 +71,13 @@ export class DescendantTracker {
 
   /** Tracked processes still running (pid not reused), as last refreshed. */
   live(): ProcessEntry[] {
-    return [...this.tracked.values()]
+    return [...this.tracked.values()].map(({ entry }) => entry)
   }
 
   /** Keeps `pid` when `entry` shows it running with the start time it was tracked with. */
   private verify(pid: number, entry: ProcessEntry | undefined): entry is ProcessEntry {
-    if (!runsAs(entry, this.tracked.get(pid)?.start)) {
+    if (!runsAs(entry, this.tracked.get(pid)?.entry.start)) {
       this.tracked.delete(pid)
-      this.addedAt.delete(pid)
       return false
     }
     this.note(entry)
@@ -86,8 +85,7 @@ export class DescendantTracker {
   }
 
   private note(entry: ProcessEntry): void {
-    this.tracked.set(entry.pid, entry)
-    if (!this.addedAt.has(entry.pid)) this.addedAt.set(entry.pid, performance.now())
+    this.tracked.set(entry.pid, { entry, addedAt: this.tracked.get(entry.pid)?.addedAt ?? performance.now() })
     if (entry.pgrp !== this.leader && !this.escaped.has(entry.pid)) {
       this.escaped.add(entry.pid)
       this.onEscape(entry)
@@ -107,17 +105,7 @@ function scanView(snapshot: readonly ProcessEntry[]): TableView {
 const TRACK_INTERVAL_MS = 200
 const active = new Set<DescendantTracker>()
 let ticker: ReturnType<typeof setInterval> | undefined
-let ticking = false
-
-async function tick(): Promise<void> {
-  if (ticking) return
-  ticking = true
-  try {
-    await Promise.all([...active].map((tracker) => tracker.update()))
-  } finally {
-    ticking = false
-  }
-}
+const tick = sharedWhileRunning(() => Promise.all([...active].map((tracker) => tracker.update())))
 
 export function attach(tracker: DescendantTracker): void {
   active.add(tracker)

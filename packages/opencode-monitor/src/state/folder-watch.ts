@@ -1,4 +1,5 @@
 import { type FSWatcher, watch } from "node:fs"
+import { attempt } from "../process/process-table"
 import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 
 /**
@@ -61,15 +62,12 @@ export class FolderWatch {
 
   private watchFolder(): void {
     if (this.fsWatcher) return
-    try {
-      this.fsWatcher = watch(this.folder, this.request)
-      this.fsWatcher.on("error", () => {
-        this.fsWatcher?.close()
-        this.fsWatcher = undefined
-      })
-    } catch {
-      // Not there yet: the poll looks again.
-    }
+    // Not there yet (watch throws): the poll looks again.
+    this.fsWatcher = attempt(() => watch(this.folder, this.request))
+    this.fsWatcher?.on("error", () => {
+      this.fsWatcher?.close()
+      this.fsWatcher = undefined
+    })
   }
 
   close(): void {

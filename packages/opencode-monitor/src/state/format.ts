@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto"
 import { homedir } from "node:os"
 import { join } from "node:path"
-import type { Ending, Leftovers, MonitorStatus, StopReason } from "../codec"
+import { type Ending, isStopReason, type Leftovers, type MonitorStatus } from "../codec"
 import type { MonitorInfo } from "../monitor-run"
 import type { ProcessIdentity } from "../process/process-table"
 
@@ -82,6 +82,18 @@ export function stateEntry(info: MonitorInfo, leader: Leader, lastLines: readonl
     ...(info.timeoutMs !== undefined ? { deadlineAt: info.startedAt + info.timeoutMs } : {}),
     ...(leader.tokenHash ? { tokenHash: leader.tokenHash } : {}),
   }
+}
+
+/** `running` ones first (oldest first), then ended ones, newest first: the order of a record and of the TUI's lists. */
+export function runningFirst<M extends { startedAt: number; endedAt: number | undefined }>(
+  monitors: readonly M[],
+  running: (monitor: M) => boolean,
+): M[] {
+  const first = monitors.filter(running).sort((a, b) => a.startedAt - b.startedAt)
+  const ended = monitors
+    .filter((m) => !running(m))
+    .sort((a, b) => (b.endedAt ?? b.startedAt) - (a.endedAt ?? a.startedAt))
+  return [...first, ...ended]
 }
 
 /** `$XDG_STATE_HOME/opencode/opencode-monitor/<hash of the directory>`: a server sees only its project's records. */
@@ -189,14 +201,10 @@ function leftBehindOf(raw: unknown): Leftovers["leftBehind"] {
   return leftBehind.length > 0 ? leftBehind : undefined
 }
 
-const STOP_REASONS = new Set<string>(["agent", "person", "session", "shutdown"] satisfies StopReason[])
-
 function readEnding(raw: unknown): Ending | undefined {
   if (!isObject(raw)) return undefined
   if (raw.reason === "exit" || raw.reason === "deadline") return { reason: raw.reason }
-  if (raw.reason === "stop" && typeof raw.by === "string" && STOP_REASONS.has(raw.by))
-    return { reason: "stop", by: raw.by as StopReason }
-  return undefined
+  return raw.reason === "stop" && isStopReason(raw.by) ? { reason: "stop", by: raw.by } : undefined
 }
 
 export function isObject(value: unknown): value is Record<string, unknown> {

@@ -1,14 +1,14 @@
 import type { SessionMessage } from "../delivery/session-api"
 import { hashToken, TOKEN_VARIABLE } from "../process/process-group"
-import { type ProcessIdentity, type ProcessTable, processTable, readProcess } from "../process/process-table"
+import { isLive, type ProcessIdentity, type ProcessTable, processTable, readProcess } from "../process/process-table"
 
 // A state record is anyone's to write: a restarted server signals only a leader that proves it is the
 // monitor's, and wakes only a session whose history shows its monitor_start (docs/security.md).
 
 /** The facts about a process the proof needs, one small function each (injectable for tests). */
 export type ProcessFacts = {
-  /** Group, session, start time and state letter of a running process; undefined when there is none. */
-  stat(pid: number): Promise<{ state: string; pgrp: number; sid: number; start: string } | undefined>
+  /** The process's entry in the table (its group, session leadership, start, state); undefined when there is none. */
+  stat(pid: number): ReturnType<typeof readProcess>
   /** TOKEN_VARIABLE from its environment (never its command line); undefined when absent or not readable whole. */
   token(pid: number): Promise<string | undefined>
   self(): Promise<{ pid: number; pgrp: number | undefined }>
@@ -16,13 +16,7 @@ export type ProcessFacts = {
 
 export function tableFacts(table: ProcessTable = processTable): ProcessFacts {
   return {
-    async stat(pid) {
-      const entry = await readProcess(pid, table)
-      if (!entry) return undefined
-      // ps shows no session id, only whether a process leads its session: `sid` is then the pid or 0.
-      const sid = entry.sid ?? (entry.sessionLeader ? entry.pid : 0)
-      return { state: entry.state, pgrp: entry.pgrp, sid, start: entry.start }
-    },
+    stat: (pid) => readProcess(pid, table),
     token: (pid) => table.environmentValue(pid, TOKEN_VARIABLE),
     self: async () => ({ pid: process.pid, pgrp: (await readProcess(process.pid, table))?.pgrp }),
   }
@@ -43,11 +37,11 @@ export async function proveLeader(claim: LeaderClaim, facts: ProcessFacts = tabl
   if (pid === self.pid) return unverified("it is this server")
   if (self.pgrp !== undefined && pid === self.pgrp) return unverified("it is this server's group")
   const stat = await facts.stat(pid)
-  if (!stat || stat.state === "Z" || stat.state === "X") return { kind: "gone" }
+  if (!isLive(stat)) return { kind: "gone" }
   if (claim.pidStartTime === undefined) return unverified("the record has no start time")
   if (stat.start !== claim.pidStartTime) return { kind: "gone" } // the pid was reused
   if (self.pgrp !== undefined && stat.pgrp === self.pgrp) return unverified("it is in this server's group")
-  if (stat.pgrp !== pid || stat.sid !== pid) return unverified("it does not lead its own session and process group")
+  if (stat.pgrp !== pid || !stat.sessionLeader) return unverified("it does not lead its own session and process group")
   if (claim.tokenHash === undefined) return unverified("the record keeps no token hash")
   const token = await facts.token(pid)
   if (token === undefined) return unverified("it carries no monitor token")

@@ -3,7 +3,7 @@ import type { SessionApi, SessionMessage } from "../delivery/session-api"
 import { NO_DROPS, type OutputBatch, sizeOf } from "../pipeline/batcher"
 import { textLine } from "../pipeline/line"
 import { renderedSize } from "../pipeline/render"
-import { mayStillRun, type ProcessIdentity, type ProcessTable, serverIdentity } from "../process/process-table"
+import { mayStillRun, type ProcessIdentity, type ProcessTable } from "../process/process-table"
 import { escalate, liveGroupMembers, signalGroup } from "../process/process-group"
 import { formatStatus, type MonitorStatus } from "../codec"
 import { type Logger, namedLogger } from "../log"
@@ -27,8 +27,9 @@ export type RecoveryDeps = {
   whenDelivered?: (monitors: { id: string; sessionID: string }[]) => Promise<void>
   killGraceMs: number
   env?: Record<string, string | undefined>
+  /** This server: its claims carry its pid and start time. */
+  self: ProcessIdentity
   // For tests; each defaults to this server's own.
-  self?: ProcessIdentity
   table?: ProcessTable
   mayStillRun?: (pid: number, startTime: string | undefined) => Promise<boolean>
   facts?: ProcessFacts
@@ -70,7 +71,7 @@ export async function recoverLostMonitors(deps: RecoveryDeps): Promise<Recovered
 }
 
 async function recoverFrom(dir: PrivateDir, names: string[], deps: RecoveryDeps): Promise<RecoveredMonitor[]> {
-  const self = deps.self ?? (await serverIdentity(deps.table))
+  const { self } = deps
   const skipped = new SkipTally()
   // Temp files and the stop-requests folder are the plugin's; any other JSON file is not.
   for (const name of names) if (!isRecordName(name) && name.endsWith(".json")) skipped.add("foreign", name)
@@ -162,20 +163,6 @@ async function claimRecord(
   return { name: claimedName, file: parsed.file, owned: true }
 }
 
-/** The session's history, far enough back to see every envelope of this monitor; empty when unreadable. */
-async function sessionHistory(deps: RecoveryDeps, entry: MonitorStateEntry): Promise<SessionMessage[]> {
-  // Back to the start, or to the person's message before it.
-  const farEnough = (messages: readonly SessionMessage[]) =>
-    historyShowsStart(messages, entry.id) ||
-    messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
-  try {
-    return await readBack(deps.api, entry.sessionID, farEnough)
-  } catch {
-    // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
-    return []
-  }
-}
-
 function terminalBatch(entry: MonitorStateEntry, batchSeq: number, status: MonitorStatus): OutputBatch {
   const lines = entry.lastLines.map((recorded) => {
     const line = textLine(recorded.seq, recorded.stream, recorded.text)
@@ -203,7 +190,12 @@ async function reportLost(deps: RecoveryDeps, entry: MonitorStateEntry): Promise
     logOf(deps).info("lost monitor not reported: its session no longer exists", fields)
     return { ...result, outcome: "session_gone" }
   }
-  const history = await sessionHistory(deps, entry)
+  // Far enough back to see every envelope of this monitor: to its start, or to the person's message before it.
+  const farEnough = (messages: readonly SessionMessage[]) =>
+    historyShowsStart(messages, entry.id) ||
+    messages.some((m) => m.role === "user" && !m.synthetic && m.created <= entry.startedAt)
+  // Unknown history: nothing proves the session is the monitor's, so nothing is delivered.
+  const history = await readBack(deps.api, entry.sessionID, farEnough).catch(() => [])
   if (!historyShowsStart(history, entry.id)) {
     // A record names any session it likes: only one whose history shows this monitor's start is woken.
     logOf(deps).warn(

@@ -16,6 +16,7 @@ import {
 } from "node:fs"
 import { readdir } from "node:fs/promises"
 import { join } from "node:path"
+import { attempt } from "../process/process-table"
 import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 // The one way into the state folder, which anything running as the user can write: no path is checked and then
@@ -139,11 +140,7 @@ export class PrivateDir {
 
   /** An entry's own stats (a symlink is not followed); undefined when there is none. */
   stats(name: string): Stats | undefined {
-    try {
-      return lstatSync(this.entry(name))
-    } catch {
-      return undefined
-    }
+    return attempt(() => lstatSync(this.entry(name)))
   }
 
   /** The modification time of a regular file of the user's with `access`, else undefined. */
@@ -242,22 +239,15 @@ export async function listFolder<T>(
 
 /** Does `/proc/self/fd/<fd>` lead to the very folder that was opened? (Linux: yes; macOS: no /proc.) */
 function anchors(fd: number, stats: Stats): boolean {
-  try {
-    const through = statSync(`/proc/self/fd/${fd}`)
-    return through.ino === stats.ino && through.dev === stats.dev
-  } catch {
-    return false
-  }
+  const through = attempt(() => statSync(`/proc/self/fd/${fd}`))
+  return through?.ino === stats.ino && through.dev === stats.dev
 }
 
 function openDirProblem(at: string, error: unknown): string {
   const code = errorCode(error)
   if (code !== "ELOOP" && code !== "ENOTDIR") return code
-  try {
-    return `is ${typeOf(lstatSync(at))}, not a folder`
-  } catch {
-    return code
-  }
+  const stats = attempt(() => lstatSync(at))
+  return stats ? `is ${typeOf(stats)}, not a folder` : code
 }
 
 function succeeds(operation: () => void): boolean {

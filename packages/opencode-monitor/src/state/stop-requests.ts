@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
 import { errorText } from "../errors"
+import { attempt } from "../process/process-table"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
 import { isInt, isObject } from "./format"
@@ -55,12 +56,7 @@ export function writeStopRequest(
 }
 
 export function parseStopRequest(text: string): StopRequest | undefined {
-  let r: unknown
-  try {
-    r = JSON.parse(text)
-  } catch {
-    return undefined
-  }
+  const r: unknown = attempt(() => JSON.parse(text))
   if (!isObject(r) || r.format !== STOP_REQUEST_FORMAT || !isInt(r.serverPid) || !isInt(r.requestedAt)) return undefined
   if (typeof r.sessionID !== "string" || typeof r.monitorId !== "string") return undefined
   const { serverPid, sessionID, monitorId, requestedAt } = r

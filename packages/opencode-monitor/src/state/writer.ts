@@ -7,6 +7,7 @@ import type { Scheduler, TimerHandle } from "../scheduler"
 import {
   type MonitorStateEntry,
   projectStateDir,
+  runningFirst,
   type ServerStateFile,
   STATE_FORMAT,
   STATE_MAX_MONITORS,
@@ -68,7 +69,6 @@ export class MonitorStateWriter {
     if (this.disposed) return
     this.disposed = true
     if (this.timer !== undefined) this.options.scheduler.clearTimeout(this.timer)
-    this.timer = undefined
     this.remove()
   }
 
@@ -76,10 +76,12 @@ export class MonitorStateWriter {
   snapshot(): ServerStateFile {
     const now = this.options.scheduler.now()
     this.collect(now)
+    // Within the bound: running monitors and undelivered exits first, then the most recently ended ones.
+    const owed = (e: MonitorStateEntry) => e.status.kind === "running" || e.wakePending === true
     return {
       format: STATE_FORMAT,
       server: { ...this.options.server, directory: this.options.directory, updatedAt: now },
-      monitors: bounded([...this.entries.values()]),
+      monitors: runningFirst([...this.entries.values()], owed).slice(0, STATE_MAX_MONITORS),
     }
   }
 
@@ -153,12 +155,4 @@ export class MonitorStateWriter {
       this.options.log.warn(message, { path: this.path, error: errorText(error) })
     }
   }
-}
-
-/** Running monitors and undelivered exits first (oldest first), then the most recently ended ones, within the bound. */
-function bounded(entries: MonitorStateEntry[]): MonitorStateEntry[] {
-  const owed = (e: MonitorStateEntry) => e.status.kind === "running" || e.wakePending === true
-  const running = entries.filter(owed).sort((a, b) => a.startedAt - b.startedAt)
-  const ended = entries.filter((e) => !owed(e)).sort((a, b) => (b.endedAt ?? 0) - (a.endedAt ?? 0))
-  return [...running, ...ended].slice(0, STATE_MAX_MONITORS)
 }

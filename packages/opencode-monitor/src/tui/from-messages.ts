@@ -48,11 +48,10 @@ export function monitorsFromMessages(sessionID: string, parts: readonly MessageP
     const note = part.type === "text" && typeof part.text === "string" ? noteOf(part.metadata) : undefined
     if (!note || part.text === undefined) continue
     const view = entry(note.monitorId, note.label, part.at ?? now)
-    const lines: StateLine[] = []
-    for (const raw of part.text.split("\n")) {
+    const lines = part.text.split("\n").flatMap((raw): StateLine[] => {
       const line = raw.match(LINE)
-      if (line) lines.push({ stream: line[1] as "stdout" | "stderr", seq: Number(line[2]), text: line[3] as string })
-    }
+      return line ? [{ stream: line[1] as "stdout" | "stderr", seq: Number(line[2]), text: line[3] as string }] : []
+    })
     view.linesSeen = Math.max(view.linesSeen, ...lines.map((l) => l.seq))
     view.lastLines = [...view.lastLines, ...lines].slice(-STATE_LAST_LINES)
     view.status = note.status

@@ -25,12 +25,10 @@ const ID = "opencode-monitor"
 type Screen = { api: TuiPluginApi; folder: string; forSession: (sessionID: string) => SessionMonitors }
 
 function messageParts(api: TuiPluginApi, sessionID: string): MessagePart[] {
-  const parts: MessagePart[] = []
-  for (const message of api.state.session.messages(sessionID)) {
+  return api.state.session.messages(sessionID).flatMap((message) => {
     const at = (message as { time?: { created?: number } }).time?.created
-    for (const part of api.state.part(message.id)) parts.push({ ...(part as unknown as MessagePart), at })
-  }
-  return parts
+    return api.state.part(message.id).map((part) => ({ ...(part as unknown as MessagePart), at }))
+  })
 }
 
 const tui: TuiPlugin = async (api) => {

@@ -1,4 +1,4 @@
-import { mayStillRun, mayStillRunNow, type ProcessTable, processTable } from "../process/process-table"
+import { attempt, mayStillRun, type ProcessTable, processTable, runsAs } from "../process/process-table"
 import {
   type ParseResult,
   parseStateFile,
@@ -139,7 +139,7 @@ export function isServerAlive(
   table: ProcessTable = processTable,
 ): boolean {
   const start = pidStartTime || undefined
-  return mayStillRunNow(pid, start, table) ?? lastAnswer(pid, start, table)
+  return table.cheap ? runsAs(table.cheap.read([pid])[0], start) : lastAnswer(pid, start, table)
 }
 
 // Without a cheap read (ps runs a program), the last background read's answer; one not read yet counts as alive.
@@ -163,10 +163,4 @@ function lastAnswer(pid: number, start: string | undefined, table: ProcessTable)
 }
 
 /** `fn`'s value, or `fallback` when it throws: nothing the TUI part reads may throw onto the screen. */
-export function safely<T>(fn: () => T, fallback: T): T {
-  try {
-    return fn()
-  } catch {
-    return fallback
-  }
-}
+export const safely = <T>(fn: () => T, fallback: T): T => attempt(fn) ?? fallback

@@ -12,19 +12,13 @@ export function screenLine(raw: string): string {
   return raw.replace(ESCAPE, "").replace(BREAKS, " ").replace(INVISIBLE, "").replace(/ {2,}/g, " ").trim()
 }
 
-const MARK = /^\p{M}$/u
+// Combining marks (the variation selectors are marks too) and the zero-width joiner.
+const ZERO_WIDTH = /^[\p{M}\u200d]$/u
 
 /** Terminal cells of one code point: 0 for combining marks and variation selectors, 2 for wide and emoji. */
 function cellWidth(codePoint: number): number {
   if (codePoint < 0x300) return 1
-  if (
-    (codePoint >= 0xfe00 && codePoint <= 0xfe0f) ||
-    codePoint === 0x200d ||
-    (codePoint >= 0xe0100 && codePoint <= 0xe01ef) ||
-    MARK.test(String.fromCodePoint(codePoint))
-  ) {
-    return 0
-  }
+  if (ZERO_WIDTH.test(String.fromCodePoint(codePoint))) return 0
   return isWide(codePoint) ? 2 : 1
 }
 

@@ -1,5 +1,5 @@
 import { formatStatus, type StatusKind } from "../codec"
-import type { MonitorStateEntry } from "../state/format"
+import { type MonitorStateEntry, runningFirst } from "../state/format"
 import { displayWidth, formatElapsed, screenLine, truncateToWidth } from "./text"
 
 /** One monitor as the TUI shows it, from a state record or from the session's messages: never its process. */
@@ -11,20 +11,16 @@ export type MonitorView = Omit<MonitorStateEntry, "pid" | "pidStartTime" | "wake
 export type Tone = "title" | "running" | "success" | "error" | "warning" | "muted" | "text"
 export type Row = { text: string; tone: Tone }
 
-export type SidebarOptions = {
-  now: number
-  width: number
-  /** An ended monitor stays in the list this long, then folds into the count. */
-  keepEndedMs: number
-  maxEnded: number
-  note?: string
-}
-
 /** Shown under monitors read from the session's messages (no local state file: a remote server). */
 export const REMOTE_NOTE = "(from messages; stop unavailable)"
 
-/** Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). */
+/**
+ * Width: the opencode 1.18 sidebar leaves 36 cells to a sidebar_content slot (measured under tmux). An ended
+ * monitor stays in the list `keepEndedMs`, at most `maxEnded` of them, then folds into the count.
+ */
 export const SIDEBAR_DEFAULTS = { width: 36, keepEndedMs: 60_000, maxEnded: 3 }
+
+export type SidebarOptions = typeof SIDEBAR_DEFAULTS & { now: number; note?: string }
 
 const labelOf = (monitor: MonitorView) => screenLine(monitor.label) || "command"
 const linesOf = (monitor: MonitorView) => `${monitor.linesSeen} ${monitor.linesSeen === 1 ? "line" : "lines"}`
@@ -62,14 +58,7 @@ function toneOf({ status }: MonitorView): Tone {
   return TONES[status.kind] ?? "error"
 }
 
-/** Running first (oldest first), then ended ones, newest first. */
-export function ordered(monitors: readonly MonitorView[]): MonitorView[] {
-  const running = monitors.filter((m) => m.status.kind === "running").sort((a, b) => a.startedAt - b.startedAt)
-  const ended = monitors
-    .filter((m) => m.status.kind !== "running")
-    .sort((a, b) => (b.endedAt ?? b.startedAt) - (a.endedAt ?? a.startedAt))
-  return [...running, ...ended]
-}
+export const ordered = (monitors: readonly MonitorView[]) => runningFirst(monitors, (m) => m.status.kind === "running")
 
 export function sidebarRows(monitors: readonly MonitorView[], options: SidebarOptions): Row[] {
   if (monitors.length === 0) return []

@@ -5,6 +5,7 @@ import { spawn } from "node:child_process"
 import { mkdirSync, readdirSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import { projectStateDir, STATE_FORMAT } from "../../src/state/format"
+import { serverIdentity } from "../../src/process/process-table"
 import { recoverLostMonitors } from "../../src/state/recovery"
 import { waitFor } from "./processes"
 
@@ -58,6 +59,7 @@ await recoverLostMonitors({
   directory,
   env,
   killGraceMs: 200,
+  self: await serverIdentity(),
   api: {
     recentMessages: async () => [
       { ...start, agent: undefined, model: undefined, text: "", notes: [], startedMonitors: ["mon_deadbeef"] },
