@@ -108,6 +108,9 @@ function lostDetail({ unverified, survivorPid }: Extract<MonitorStatus, { kind: 
 }
 
 /** The metadata key of the text part an envelope is sent as. */
+/** The tools whose results start a monitor: their metadata names it (no output text can forge that). */
+export const START_TOOLS: ReadonlySet<string> = new Set(["monitor_start", "monitor_restart"])
+
 export const NOTE_KEY = "opencode-monitor"
 
 /**

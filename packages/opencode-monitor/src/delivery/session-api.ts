@@ -1,6 +1,6 @@
 import type { PluginInput } from "@opencode-ai/plugin"
 import type { Message, Part } from "@opencode-ai/sdk"
-import { type EnvelopeNote, noteOf } from "../codec"
+import { type EnvelopeNote, noteOf, START_TOOLS } from "../codec"
 import { errorText } from "../errors"
 import { LOG_SERVICE, type LogSink } from "../log"
 
@@ -23,7 +23,7 @@ export type SessionMessage = {
   model: ModelRef | undefined
   /** User only: the notes of this plugin's envelopes in it (their text parts' metadata). */
   notes: EnvelopeNote[]
-  /** Assistant only: the monitor ids its completed `monitor_start` calls returned (restart recovery's proof). */
+  /** Assistant only: the monitor ids its completed start tools returned (restart recovery's proof). */
   startedMonitors?: string[]
 }
 
@@ -139,10 +139,10 @@ function toSessionMessage(info: Message, parts: Part[]): SessionMessage {
   }
 }
 
-/** Ids from this plugin's own `monitor_start` results: tool metadata, which no output text can forge. */
+/** Ids from this plugin's own `monitor_start` and `monitor_restart` results: tool metadata. */
 function startedMonitors(parts: Part[]): string[] {
   return parts.flatMap((part) => {
-    if (part.type !== "tool" || part.tool !== "monitor_start" || part.state.status !== "completed") return []
+    if (part.type !== "tool" || !START_TOOLS.has(part.tool) || part.state.status !== "completed") return []
     const id = (part.state.metadata as { monitorId?: unknown } | undefined)?.monitorId
     return typeof id === "string" ? [id] : []
   })

@@ -1,4 +1,4 @@
-import { noteOf } from "../codec"
+import { noteOf, START_TOOLS } from "../codec"
 import { STATE_LAST_LINES, type StateLine } from "../state/format"
 import type { MonitorView } from "./view"
 
@@ -14,9 +14,6 @@ export type MessagePart = {
 }
 
 const LINE = /^\[(stdout|stderr) seq=(\d+)\] (.*)$/
-
-/** The tools whose results start a monitor: their metadata names it. */
-const START_TOOLS = new Set(["monitor_start", "monitor_restart"])
 
 /** The fallback without a local record (a remote server): the session's monitor_start results and envelopes. */
 export function monitorsFromMessages(sessionID: string, parts: readonly MessagePart[], now: number): MonitorView[] {
