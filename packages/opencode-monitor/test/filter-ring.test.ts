@@ -180,7 +180,25 @@ describe("word patterns judged on a line's bytes", () => {
   // sanitized text differ in one of the ways sanitizing knows: colour and 8-bit sequences, CR
   // frames, C0/C1 controls, visual breaks, zero-width, bidi and tag characters, a BOM, invalid and
   // cut UTF-8; most of them hide a word from the bytes, or show one the text does not have.
-  const PLAIN = ["error", "warn", "FAIL", "err", "or", "wa", "rn", "ok ", "x ", " ", "\t", "é", "日本", "ошибка"]
+  const PLAIN = [
+    "error",
+    "warn",
+    "FAIL",
+    "err",
+    "or",
+    "wa",
+    "rn",
+    "ok ",
+    "x ",
+    " ",
+    "\t",
+    "é",
+    "日本",
+    "ошибка",
+    "✓",
+    "➜",
+    "─",
+  ]
   PLAIN.push(...PLAIN.map(() => "\n"))
   const TOUCHED = [
     "err\x1b[0mor",

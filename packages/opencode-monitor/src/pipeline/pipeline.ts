@@ -178,7 +178,11 @@ class ReadFacts {
   asIs(line: MonitorLine): boolean {
     const { block, start, end } = line
     if (block !== this.block) return false
-    for (let at = start; at < end; at++) if (TOUCHED[block[at] as number] === 1) return false
+    for (let at = start; at < end; at++) {
+      const byte = block[at] as number
+      // 0xe2 leads U+2000–U+206F only before 0x80 or 0x81: the arrows, ticks and box drawing of dev tools are plain.
+      if (TOUCHED[byte] === 1 && (byte !== 0xe2 || (block[at + 1] as number) < 0x82)) return false
+    }
     return true
   }
 
