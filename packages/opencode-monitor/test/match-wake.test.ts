@@ -478,6 +478,28 @@ describe("pipeline: wake_pattern", () => {
     ])
   })
 
+  test("settle: output that waited in the pipe while the event loop was busy still joins the wake", async () => {
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200)
+    // The event loop runs due timers before it reads the pipes: a zero-delay timer runs after that read.
+    let waiting: string[] = []
+    const setTimeout = scheduler.setTimeout.bind(scheduler)
+    scheduler.setTimeout = (callback, ms) => {
+      if (ms === 0) for (const line of waiting.splice(0)) p.push("stdout", enc.encode(`${line}\n`))
+      return setTimeout(callback, ms)
+    }
+    p.push("stdout", enc.encode("FAIL sum.test.js > adds\n"))
+    scheduler.advance(100)
+    p.push("stdout", enc.encode("ok resolves value 1\n"))
+    // Busy for 300 ms: the summary was printed meanwhile and waits in the pipe as the settle timer fires.
+    waiting = ["- Expected  4", "+ Received  3"]
+    scheduler.advance(300)
+    expect(batches).toHaveLength(0)
+    scheduler.advance(200)
+    expect(batches.map((b) => b.lines.map((l) => lineText(l)))).toEqual([
+      ["FAIL sum.test.js > adds", "ok resolves value 1", "- Expected  4", "+ Received  3"],
+    ])
+  })
+
   test("settle: a batch that fills up goes at once, and the exit is never delayed", async () => {
     const full = await pipeline(undefined, undefined, 200)
     full.p.push("stdout", enc.encode(`FAIL a\n${Array.from({ length: 49 }, (_, i) => `x${i}`).join("\n")}\n`))

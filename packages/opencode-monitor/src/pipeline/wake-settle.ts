@@ -11,6 +11,7 @@ export class WakeSettle {
   private since: number | undefined
   private lastLineAt = 0
   private timer: TimerHandle | undefined
+  private confirming = false
 
   constructor(
     private readonly scheduler: Scheduler,
@@ -35,6 +36,7 @@ export class WakeSettle {
     if (this.timer !== undefined) this.scheduler.clearTimeout(this.timer)
     this.timer = undefined
     this.since = undefined
+    this.confirming = false
   }
 
   private check(): void {
@@ -42,7 +44,15 @@ export class WakeSettle {
     const now = this.scheduler.now()
     const quiet = now - this.lastLineAt
     const left = (this.since as number) + WAKE_SETTLE_CEILING_MS - now
-    if (quiet >= this.settleMs || left <= 0) {
+    const settled = quiet >= this.settleMs || left <= 0
+    // A timer runs before the output that waited while the event loop was busy: that output gets one turn to come.
+    if (settled && !this.confirming) {
+      this.confirming = true
+      this.timer = this.scheduler.setTimeout(() => this.check(), 0)
+      return
+    }
+    this.confirming = false
+    if (settled) {
       this.since = undefined
       this.flush()
       return
