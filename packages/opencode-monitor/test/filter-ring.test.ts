@@ -219,6 +219,12 @@ describe("word patterns judged on a line's bytes", () => {
     "er\u2060ror",
     "wa\ufffarn",
     "\x1b[31m",
+    "\x1b[1;34mwa\x1b[0mrn",
+    "\x1b[38;5;208mFAIL\x1b[m",
+    "er\x1b[;mror",
+    "err\x1b[31",
+    "\x1b[?25lwarn",
+    "wa\x1b[38:5:1mrn",
   ]
   const PIECES = [...PLAIN, ...TOUCHED].map((piece) => Buffer.from(piece))
   const RAW = [[0xff], [0xe2, 0x80], [0x85], [0xc2], [0xf3, 0xa0]].map((bytes) => Buffer.from(bytes))
