@@ -42,3 +42,12 @@ export class MonitorError extends Error {
     super(message)
   }
 }
+
+/** The value `read` gives, undefined when it throws (a process that ended meanwhile, a file that is gone). */
+export function attempt<T>(read: () => T): T | undefined {
+  try {
+    return read()
+  } catch {
+    return undefined
+  }
+}

@@ -4,7 +4,7 @@ import { homedir } from "node:os"
 import { dirname, join, resolve } from "node:path"
 import type { SessionApi } from "./delivery/session-api"
 import { sessionWentIdle } from "./hooks"
-import { attempt } from "./process/process-table"
+import { attempt } from "./errors"
 
 // opencode 1.18 installs an `opencode-monitor@file:<tgz>` TUI plugin but silently never loads it: we tell the person.
 const FILE_TUI_SPEC = "opencode-monitor@file:"

@@ -22,7 +22,7 @@ describe("the TUI part", () => {
     expect(source).not.toMatch(/\bserver\s*:/)
   })
 
-  test("imports only src/state/, the leaf codec, src/host-check.ts and the process table of the server part, plus what the opencode TUI provides", () => {
+  test("imports only src/state/, the leaf codec and errors, src/host-check.ts and the process table of the server part, plus what the opencode TUI provides", () => {
     const allowedPackages = new Set(["solid-js", "@opentui/solid", "@opencode-ai/plugin/tui", "node:fs", "node:path"])
     for (const name of readdirSync(TUI_DIR)) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, name), "utf8"))) {
@@ -30,17 +30,19 @@ describe("the TUI part", () => {
           specifier.startsWith("./") ||
           specifier.startsWith("../state/") ||
           specifier === "../codec" ||
+          specifier === "../errors" ||
           specifier === "../host-check" ||
           specifier === "../process/process-table" ||
           allowedPackages.has(specifier)
         expect(ok ? specifier : `${name} imports ${specifier}`).toBe(specifier)
       }
     }
-    // The liveness check's process table (both back ends) needs node's builtins only.
+    // The liveness check's process table (both back ends) needs node's builtins and the leaf errors only.
     for (const name of ["process-table.ts", "proc-table.ts", "ps-table.ts"]) {
       for (const specifier of importsOf(readFileSync(join(TUI_DIR, "../process", name), "utf8"))) {
         const ok =
-          specifier.startsWith("node:") || ["./process-table", "./proc-table", "./ps-table"].includes(specifier)
+          specifier.startsWith("node:") ||
+          ["./process-table", "./proc-table", "./ps-table", "../errors"].includes(specifier)
         expect(ok ? specifier : `process/${name} imports ${specifier}`).toBe(specifier)
       }
     }
@@ -58,8 +60,9 @@ describe("the TUI part", () => {
     expect(imported.filter((name) => !builtin(name) && !provided.some((p) => p.test(name)))).toEqual([])
   })
 
-  test("src/host-check.ts, shared with the TUI part, imports nothing", () => {
+  test("src/host-check.ts and src/errors.ts, shared with the TUI part, import nothing", () => {
     expect(importsOf(readFileSync(join(TUI_DIR, "../host-check.ts"), "utf8"))).toEqual([])
+    expect(importsOf(readFileSync(join(TUI_DIR, "../errors.ts"), "utf8"))).toEqual([])
   })
 
   test("index.ts only renders: what it shows is decided in the checked model.ts", () => {

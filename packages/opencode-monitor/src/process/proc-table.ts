@@ -1,7 +1,7 @@
 import { readdirSync, readFileSync, readlinkSync } from "node:fs"
 import { readdir, readFile, readlink } from "node:fs/promises"
+import { attempt } from "../errors"
 import {
-  attempt,
   type EnvironmentSearch,
   type ProcessEntry,
   type ProcessTable,

@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs"
+import { attempt } from "../errors"
 import { createProcTable } from "./proc-table"
 import { createPsTable } from "./ps-table"
 
@@ -79,15 +80,6 @@ export function searchedTogether(
     }
     const index = gathering.entries.push(entry) - 1
     return gathering.answers.then((answers) => answers[index] as EnvironmentSearch)
-  }
-}
-
-/** The value `read` gives, undefined when it throws (a process that ended meanwhile, a file that is gone). */
-export function attempt<T>(read: () => T): T | undefined {
-  try {
-    return read()
-  } catch {
-    return undefined
   }
 }
 

@@ -1,5 +1,5 @@
 import { type FSWatcher, watch } from "node:fs"
-import { attempt } from "../process/process-table"
+import { attempt } from "../errors"
 import { realScheduler, type Scheduler, type TimerHandle } from "../scheduler"
 
 /**

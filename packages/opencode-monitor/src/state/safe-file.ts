@@ -16,7 +16,7 @@ import {
 } from "node:fs"
 import { readdir } from "node:fs/promises"
 import { join } from "node:path"
-import { attempt } from "../process/process-table"
+import { attempt } from "../errors"
 import { STATE_FOLDER_MAX_BYTES } from "./format"
 
 // The one way into the state folder, which anything running as the user can write: no path is checked and then

@@ -1,7 +1,6 @@
 import { randomBytes } from "node:crypto"
 import { join } from "node:path"
-import { errorText } from "../errors"
-import { attempt } from "../process/process-table"
+import { attempt, errorText } from "../errors"
 import type { Scheduler } from "../scheduler"
 import { FolderWatch } from "./folder-watch"
 import { isInt, isObject } from "./format"

@@ -1,4 +1,5 @@
-import { attempt, mayStillRun, type ProcessTable, processTable, runsAs } from "../process/process-table"
+import { attempt } from "../errors"
+import { mayStillRun, type ProcessTable, processTable, runsAs } from "../process/process-table"
 import {
   type ParseResult,
   parseStateFile,
