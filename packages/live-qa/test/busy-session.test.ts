@@ -26,6 +26,7 @@ import {
   waitForEnvelope,
   waitForExitNoticesDelivered,
   waitForReply,
+  waitForWake,
 } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
@@ -199,15 +200,13 @@ test("user first: a person's turn that is running when the monitor exits complet
   const userSentAt = await live.prompt(sessionID, "USER_SAYS hello")
   const ended = await live.server.waitForLog(/"monitor ended".*status="exited \(code=5\)"/, 10_000)
 
-  const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the terminal envelope")
-  const reply = await waitForReply(
+  const { envelope: wake, reply } = await waitForWake(
     live,
     sessionID,
-    wake.message.info.id,
+    (e) => e.status !== "running",
     (t) => t.includes("exit code 5"),
-    "the report of exit code 5",
+    "the terminal envelope",
   )
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
   // The exit notice logged as delivered: nothing of the monitor is left to send.
   await waitForExitNoticesDelivered(live, [wake.monitorId])
 

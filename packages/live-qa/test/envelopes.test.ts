@@ -19,9 +19,9 @@ import {
   isAssistant,
   isRealUser,
   planPrompt,
-  waitForEnvelope,
   waitForExitNoticesDelivered,
   waitForReply,
+  waitForWake,
 } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { textOf, waitFor, waitForIdle } from "../src/timeline.ts"
@@ -147,15 +147,13 @@ test("agent and model: a plan session on mock/m2 stays plan and mock/m2 through 
   })
   const sessionID = await live.newSession()
   await live.prompt(sessionID, PLAN_WHILE_CHECK, { agent: "plan", model: M2 })
-  const wake = await waitForEnvelope(live, sessionID, (e) => e.status !== "running", "the terminal envelope")
-  const reply = await waitForReply(
+  const { envelope: wake, reply } = await waitForWake(
     live,
     sessionID,
-    wake.message.info.id,
+    (e) => e.status !== "running",
     (t) => t.includes("exit code 4"),
-    "the report of exit code 4",
+    "the terminal envelope",
   )
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { session: sessionID }, async () => {
     const messages = await live.messages(sessionID)
