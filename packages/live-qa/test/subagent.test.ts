@@ -22,6 +22,7 @@ import {
   planPrompt,
   waitForEnvelope,
   waitForReply,
+  waitForWake,
 } from "../src/scenario.ts"
 import { serverPerFile } from "../src/server-per-file.ts"
 import { sleep, textOf, waitForIdle } from "../src/timeline.ts"
@@ -171,15 +172,13 @@ test('subagent match, subagent_wake "off": the child observes the line, nothing 
 test("subagent match, default subagent_wake (parent): the match wake goes to the root, names the child, and is answered there", async () => {
   const live = await shared.project()
   const { parentID, childID, inChild } = await parentAndMatchingChild(live)
-  const wake = await waitForEnvelope(live, parentID, (e) => e.status === "running", "the match wake in the root")
-  const reply = await waitForReply(
+  const { envelope: wake, reply } = await waitForWake(
     live,
     parentID,
-    wake.message.info.id,
+    (e) => e.status === "running",
     (t) => t.startsWith("REPORT:"),
-    "the root's REPORT",
+    "the match wake in the root",
   )
-  await waitForIdle(live.server.client, parentID, 30_000, { busyGraceMs: 0 })
 
   await explained(live, { parent: parentID, child: childID }, async () => {
     await expectChildObservesMatch(live, childID, inChild)

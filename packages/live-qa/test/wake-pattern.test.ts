@@ -149,21 +149,14 @@ test("readiness: one REPORT turn while the dev server runs; after monitor_stop n
       "Second run started.",
     ),
   )
-  const exit = await waitForEnvelope(
+  const { envelope: exit, reply: exitAnswer } = await waitForWake(
     live,
     sessionID,
     (e) => e.status === "exited (code=0)",
+    (t) => t.includes("exit code 0"),
     "the exit wake of run 2",
     45_000,
   )
-  const exitAnswer = await waitForReply(
-    live,
-    sessionID,
-    exit.message.info.id,
-    (t) => t.includes("exit code 0"),
-    "the exit report",
-  )
-  await waitForIdle(live.server.client, sessionID, 30_000, { busyGraceMs: 0 })
   await explained(live, { dev: sessionID }, async () => {
     const messages = await live.messages(sessionID)
     const run2 = (await live.envelopes(sessionID)).filter((e) => e.monitorId === exit.monitorId)
