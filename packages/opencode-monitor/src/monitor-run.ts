@@ -4,7 +4,7 @@ import type { OutputBatch } from "./pipeline/batcher"
 import type { LineFilter } from "./pipeline/filter"
 import { createMonitorPipeline, type MonitorPipeline } from "./pipeline/pipeline"
 import type { RingCounters } from "./pipeline/ring-buffer"
-import { type MonitoredProcess, type ProcessExit, signalGroup } from "./process/process-group"
+import type { MonitoredProcess, ProcessExit } from "./process/process-group"
 import { type ReadShare, readPipe } from "./process/read-pipe"
 import { type Scheduler, type TimerHandle, within } from "./scheduler"
 import type { StartRequest } from "./start-request"
@@ -189,11 +189,10 @@ export class MonitorRun {
     }, info.timeoutMs)
   }
 
-  /** The group's stop; when the process table cannot be read, SIGKILL: a stop never waits on an unsignalled process. */
+  /** The group's stop; a failed one (its table could not be read) has sent SIGKILL, and is reported. */
   private terminate(): Promise<NodeJS.Signals | null> {
     return this.process.terminateGroup().catch((error) => {
       this.failed(error)
-      signalGroup(this.process.pid, "SIGKILL")
       return "SIGKILL" as const
     })
   }

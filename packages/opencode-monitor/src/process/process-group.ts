@@ -126,16 +126,25 @@ export class MonitoredProcess {
     attach(this.tracker)
   }
 
-  /** SIGTERM, SIGKILL after the grace; the last signal sent (null: none needed); what outlives it: `leftovers()`. */
+  /**
+   * SIGTERM, SIGKILL after the grace; the last signal sent (null: none needed); what outlives it: `leftovers()`.
+   * When the process table cannot be read (ps cannot fork), the group and the processes tracked so far get
+   * SIGKILL before the error is thrown: a stop never waits on a process nobody signalled.
+   */
   async terminateGroup(): Promise<NodeJS.Signals | null> {
-    // One shared scan finds members never seen attached (orphans, token carriers); polls then cost O(tracked).
-    await this.tracker.adopt()
-    await this.tracker.track(await this.tokenCarriers())
-    const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
-    const sent = await escalate((signal) => this.signalAll(signal), gone, this.setup.graceMs)
-    // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
-    if (sent === "SIGKILL") this.survivors = await liveMembers(this.pid, this.tracker)
-    return sent
+    try {
+      // One shared scan finds members never seen attached (orphans, token carriers); polls then cost O(tracked).
+      await this.tracker.adopt()
+      await this.tracker.track(await this.tokenCarriers())
+      const gone = async () => (await liveMembers(this.pid, this.tracker)).length === 0
+      const sent = await escalate((signal) => this.signalAll(signal), gone, this.setup.graceMs)
+      // Verify the end: whatever is still running (or cannot be signalled) is reported by pid.
+      if (sent === "SIGKILL") this.survivors = await liveMembers(this.pid, this.tracker)
+      return sent
+    } catch (error) {
+      this.signalAll("SIGKILL")
+      throw error
+    }
   }
 
   /** SIGTERM to the whole group now, without waiting (for signal handlers). */
