@@ -225,6 +225,9 @@ describe("word patterns judged on a line's bytes", () => {
     "err\x1b[31",
     "\x1b[?25lwarn",
     "wa\x1b[38:5:1mrn",
+    "er\x00[0mror",
+    "wa\x1b[1m\x1b[0mrn",
+    "\x1b[32m✓\x1b[39m",
   ]
   const PIECES = [...PLAIN, ...TOUCHED].map((piece) => Buffer.from(piece))
   const RAW = [[0xff], [0xe2, 0x80], [0x85], [0xc2], [0xf3, 0xa0]].map((bytes) => Buffer.from(bytes))

@@ -151,6 +151,13 @@ const TOUCHED = new Uint8Array(256)
 for (const byte of [0x7f, 0xc2, 0xd8, 0xe1, 0xe2, 0xef, 0xf3]) TOUCHED[byte] = 1
 for (let byte = 0; byte < 0x20; byte++) if (byte !== 9 && byte !== 10) TOUCHED[byte] = 1
 
+/** The end of the colour sequence at `at` (ESC [, digits and semicolons, m), or -1. */
+function colourEnd(block: Uint8Array, at: number, end: number): number {
+  let i = at + 2
+  while (i < end && (block[i] === 0x3b || ((block[i] as number) >= 0x30 && (block[i] as number) <= 0x39))) i++
+  return block[at] === 0x1b && block[at + 1] === 0x5b && i < end && block[i] === 0x6d ? i + 1 : -1
+}
+
 /** The read being split, looked at once: when it came, and whether its whole lines are all plain (`isPlainSpan`). */
 class ReadFacts {
   private block: Uint8Array | undefined
@@ -160,6 +167,8 @@ class ReadFacts {
   at = 0
   private from = 0
   private plain = false
+  /** A line's bytes without its colour sequences (`textBytes`). */
+  scratch = Buffer.alloc(1_024)
 
   start(block: Uint8Array, at: number): void {
     this.block = block
@@ -172,18 +181,34 @@ class ReadFacts {
   }
 
   /**
-   * Whether `line` is a range of this read with no TOUCHED byte: its text is then its bytes, so a word
-   * is in its text exactly when the word's bytes are in its range.
+   * A word is in `line`'s text exactly when its bytes are: in the line's range of this read (`true`: no
+   * TOUCHED byte), or in `scratch[0, n)` (`n`: the range without its colour sequences, no other TOUCHED
+   * byte; sanitizing keeps every ASCII byte but the sequences, in order); undefined: decode the text.
    */
-  asIs(line: MonitorLine): boolean {
+  textBytes(line: MonitorLine): true | number | undefined {
     const { block, start, end } = line
-    if (block !== this.block) return false
+    if (block !== this.block) return undefined
     for (let at = start; at < end; at++) {
       const byte = block[at] as number
       // 0xe2 leads U+2000–U+206F only before 0x80 or 0x81: the arrows, ticks and box drawing of dev tools are plain.
-      if (TOUCHED[byte] === 1 && (byte !== 0xe2 || (block[at + 1] as number) < 0x82)) return false
+      if (TOUCHED[byte] === 1 && (byte !== 0xe2 || (block[at + 1] as number) < 0x82)) return this.uncoloured(line)
     }
     return true
+  }
+
+  private uncoloured({ block, start, end }: MonitorLine): number | undefined {
+    if (this.scratch.length < end - start) this.scratch = Buffer.alloc(2 * (end - start))
+    const scratch = this.scratch
+    let n = 0
+    for (let at = start; at < end; at++) {
+      const byte = block[at] as number
+      if (TOUCHED[byte] === 1 && (byte !== 0xe2 || (block[at + 1] as number) < 0x82)) {
+        const after = colourEnd(block, at, end)
+        if (after === -1) return undefined
+        at = after - 1
+      } else scratch[n++] = byte
+    }
+    return n
   }
 
   /** The line's envelope bytes: `plainRowBytes` for a plain line, else measured on its text. */
@@ -224,8 +249,8 @@ class Needles {
 }
 
 /**
- * Sets a line's `matched` and `wake`: on its bytes when every pattern is plain words and the bytes are
- * its text (`asIs`), else on its decoded text, which it returns for the size. Undefined without patterns.
+ * Sets a line's `matched` and `wake`: on its bytes when every pattern is plain words and the bytes show
+ * its words (`textBytes`), else on its decoded text, which it returns for the size. Undefined without patterns.
  */
 function patternJudge(
   options: PipelineOptions,
@@ -237,13 +262,17 @@ function patternJudge(
   const matchWords = words(filter)
   const wakeWords = words(wakeFilter)
   const onBytes = (!filter || matchWords) && (!wakeFilter || wakeWords)
-  const judge = (line: MonitorLine, f: LineFilter, needles: Needles | undefined, text: string | undefined) =>
-    text === undefined ? (needles as Needles).within(read, line.start, line.end) : f(text)
+  const judge = (line: MonitorLine, f: LineFilter, needles: Needles | undefined, on: true | number | string) => {
+    if (on === true) return (needles as Needles).within(read, line.start, line.end)
+    if (typeof on === "string") return f(on)
+    // Searched back from where a word would end at `on`: past it lie an earlier line's bytes.
+    return (needles as Needles).needles.some((n) => on >= n.length && read.scratch.lastIndexOf(n, on - n.length) !== -1)
+  }
   return (line) => {
-    const text = onBytes && read.asIs(line) ? undefined : lineText(line)
-    if (filter) line.matched = judge(line, filter, matchWords, text)
-    if (wakeFilter && (matchWakeLeft?.() ?? true)) line.wake = judge(line, wakeFilter, wakeWords, text)
-    return text
+    const on = (onBytes ? read.textBytes(line) : undefined) ?? lineText(line)
+    if (filter) line.matched = judge(line, filter, matchWords, on)
+    if (wakeFilter && (matchWakeLeft?.() ?? true)) line.wake = judge(line, wakeFilter, wakeWords, on)
+    return typeof on === "string" ? on : undefined
   }
 }
 
