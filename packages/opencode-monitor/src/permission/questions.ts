@@ -118,10 +118,8 @@ function argumentPath(arg: string, cwd: string): string | undefined {
   else if (text.startsWith("~/")) text = join(homedir(), text.slice(2))
   const glob = /[?*[]/.exec(text)
   if (glob) text = text.slice(0, glob.index)
-  if (text === "" || text.startsWith("(") || text.startsWith("@(") || text.includes("$") || text.includes("`")) {
-    return undefined
-  }
-  return resolve(cwd, text)
+  const unresolved = text === "" || text.startsWith("(") || text.startsWith("@(") || /[$`]/.test(text)
+  return unresolved ? undefined : resolve(cwd, text)
 }
 
 function insideProject(path: string, place: Place): boolean {

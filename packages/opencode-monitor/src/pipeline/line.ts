@@ -45,12 +45,8 @@ export function textLine(
 export const lineByteLength = (line: MonitorLine): number => line.end - line.start
 
 /** The line's printable text: decoded as UTF-8 (U+FFFD for an invalid byte) and sanitized. */
-export function lineText(line: MonitorLine): string {
-  const { block, start, end } = line
-  const raw = Buffer.isBuffer(block)
-    ? block.toString("utf8", start, end)
-    : Buffer.from(block.buffer, block.byteOffset + start, end - start).toString("utf8")
-  return sanitizeLineText(raw)
+export function lineText({ block, start, end }: MonitorLine): string {
+  return sanitizeLineText(Buffer.from(block.buffer, block.byteOffset + start, end - start).toString("utf8"))
 }
 
 // Bun.stripANSI removes CSI, OSC and DCS/SOS/PM/APC payloads (sixel, kitty images), 7- and 8-bit. node's
