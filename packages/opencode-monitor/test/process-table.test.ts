@@ -1,9 +1,9 @@
 // test-runner: about 4 s (scripts/test.ts deals the unit files into two jobs by it)
 import { afterEach, describe, expect, test } from "bun:test"
 import { spawn } from "node:child_process"
-import { mkdtempSync, rmSync, symlinkSync } from "node:fs"
+import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs"
 import { tmpdir } from "node:os"
-import { join } from "node:path"
+import { join, resolve } from "node:path"
 import {
   createProcessTable,
   type EnvironmentSearch,
@@ -210,6 +210,25 @@ describe("the ps back end", () => {
     }
     expect(firstToAnswer).toEqual(reads.map(([name]) => `${name}: timer`))
     expect(table.cheap).toBeUndefined()
+  })
+
+  test("a ps that gives no table is an error, never a system where every process is gone", () => {
+    const dir = mkdtempSync(join(tmpdir(), "omo-ps-"))
+    try {
+      const scan = (path: string) => {
+        const code = `import(${JSON.stringify(resolve(import.meta.dir, "../src/process/ps-table.ts"))}).then(({ createPsTable }) =>
+          createPsTable().scan().then((e) => console.log("entries", e.length), (e) => console.log("error:", e.message)))`
+        return Bun.spawnSync([process.execPath, "-e", code], { env: { ...process.env, PATH: path } }).stdout.toString()
+      }
+      const answers = [scan(dir)]
+      writeFileSync(join(dir, "ps"), "#!/bin/sh\nexit 0\n", { mode: 0o755 })
+      answers.push(scan(dir))
+      const error = "error: ps -A listed no processes: is ps installed and on PATH (procps on Linux)?\n"
+      expect(answers).toEqual([error, error])
+      expect(scan(process.env.PATH ?? "")).toMatch(/^entries [1-9]/)
+    } finally {
+      rmSync(dir, { recursive: true, force: true })
+    }
   })
 
   test("without lsof, pipe holders are a documented gap: none found, nothing claimed", async () => {

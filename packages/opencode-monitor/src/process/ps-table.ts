@@ -34,7 +34,12 @@ export function createPsTable({ platform = process.platform, lsof = "lsof" }: Ps
       return parseTable(await run("ps", [...FIELDS, "-p", wanted.join(",")])).filter((e) => wanted.includes(e.pid))
     },
     cheap: undefined,
-    scan: sharedWhileRunning(async () => parseTable(await run("ps", ["-A", ...FIELDS]))),
+    scan: sharedWhileRunning(async () => {
+      const entries = parseTable(await run("ps", ["-A", ...FIELDS]))
+      // Every table lists this process: without it ps failed (missing, timed out), and nothing may read as gone.
+      if (entries.some((entry) => entry.pid === process.pid)) return entries
+      throw new Error("ps -A listed no processes: is ps installed and on PATH (procps on Linux)?")
+    }),
     findByEnvironment: searchedTogether((entries) => searchEnvironments(entries, environmentFlag)),
     async environmentValue(pid, name) {
       const prefix = `${name}=`

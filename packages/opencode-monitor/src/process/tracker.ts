@@ -110,7 +110,8 @@ const tick = sharedWhileRunning(() => Promise.all([...active].map((tracker) => t
 export function attach(tracker: DescendantTracker): void {
   active.add(tracker)
   if (ticker === undefined) {
-    ticker = setInterval(() => void tick(), TRACK_INTERVAL_MS)
+    // A table that cannot be read now keeps the last view; a stop reads it again and reports the failure.
+    ticker = setInterval(() => tick().catch(() => {}), TRACK_INTERVAL_MS)
     ticker.unref?.()
   }
 }
