@@ -97,7 +97,7 @@ export class DescendantTracker {
 function scanView(snapshot: readonly ProcessEntry[]): TableView {
   const byPid = new Map(snapshot.map((entry) => [entry.pid, entry]))
   const children = new Map<number, number[]>()
-  for (const { ppid, pid } of snapshot) children.set(ppid, children.get(ppid) ?? []).get(ppid)?.push(pid)
+  for (const { ppid, pid } of snapshot) children.get(ppid)?.push(pid) ?? children.set(ppid, [pid])
   return { read: (pids) => pids.flatMap((pid) => byPid.get(pid) ?? []), childrenOf: (pid) => children.get(pid) ?? [] }
 }
 
