@@ -220,6 +220,20 @@ describe("MonitorOutputInjector: gates", () => {
     expect(await created).toBe((wake?.created ?? Number.NaN) + 1)
   })
 
+  test("a send that failed ambiguously may still land: a person's message waits for it and is moved after it", async () => {
+    const { api, injector, scheduler, send, advance } = setup()
+    api.failures.push({ kind: "ambiguous" })
+    send(batch(1, { terminal: { kind: "exited", code: 1 } }))
+    await advance(100)
+    const key = api.promptCalls[0]?.key ?? ""
+    const created = injector.onPersonMessage(S, scheduler.now())
+    // The reset hid a prompt opencode had taken: it is created now, and chat.message says so.
+    await advance(300)
+    const landedAt = scheduler.now()
+    injector.onOwnMessage(S, key, landedAt)
+    expect(await created).toBe(landedAt + 1)
+  })
+
   test("a person's message created after our prompt, or while a send failed, keeps its time", async () => {
     const { api, injector, scheduler, send, advance } = setup()
     send(batch(1))

@@ -240,7 +240,8 @@ export class MonitorOutputInjector {
   private async dispatch(queue: SessionQueue, next: Delivery, identity: Identity, forced: boolean): Promise<void> {
     const sent = this.personLast.sending(next)
     const { outcome, kind } = await this.policy.send(next, identity)
-    sent(outcome === "sent")
+    // An ambiguous send may have landed: a person writing now waits to learn when it was created.
+    sent(outcome === "sent" || kind === "ambiguous")
     if (!this.stillQueued(queue, next)) return
     if (outcome === "gone") return this.sessionGone(next)
     if (outcome === "failed") {

@@ -29,7 +29,7 @@ export class FakeSessionApi implements SessionApi {
   /** While set, prompt calls wait for it after being recorded: a send in flight. */
   promptGate: Promise<void> | undefined
   /** Every prompt call, including the ones that failed. */
-  promptCalls: { sessionID: string; at: number }[] = []
+  promptCalls: { sessionID: string; at: number; key: string | undefined }[] = []
   /** Runs once a history read has been taken: what happens in opencode while that read is on its way back. */
   afterHistoryRead: ((sessionID: string) => void) | undefined
 
@@ -55,7 +55,7 @@ export class FakeSessionApi implements SessionApi {
   }
 
   async prompt(sessionID: string, request: PromptRequest) {
-    this.promptCalls.push({ sessionID, at: this.now() })
+    this.promptCalls.push({ sessionID, at: this.now(), key: noteOf(request.metadata)?.key })
     if (this.promptGate) await this.promptGate
     const failure = this.failures.shift()
     if (failure && !failure.stored) throw new DeliveryError(failure.kind, `simulated ${failure.kind}`)
