@@ -57,7 +57,7 @@ export const MonitorConfigSchema = z
     // Match wakes: the shortest gap between two of one monitor, and the most per session per minute.
     wake_min_interval_ms: int(1_000).default(10_000),
     // How long a match wake waits for the output to pause, so it carries the lines after the match.
-    wake_settle_ms: int(0, 1_000).default(500),
+    wake_settle_ms: int(0, 3_000).default(1_000),
     max_match_wakes_per_minute: int(1, 60).default(6),
     // Observation budget: see BENCHMARKS.md "Observation budget" for why these.
     observation_bytes_per_minute: int(0).default(4_096),

@@ -104,11 +104,6 @@ export class MonitorManager {
     }
   }
 
-  /** A monitor of this session and the request it was started with (memory only), for a restart. */
-  startedWith(sessionID: string, monitorId: string): { info: MonitorInfo; request: StartRequest } | undefined {
-    return this.find(sessionID, monitorId)
-  }
-
   /** A start cancelled meanwhile (session deleted, shutdown) throws, and stops what it spawned at that moment. */
   private async launch(slot: Reservation, request: StartRequest): Promise<MonitorInfo> {
     const filters = await compileFilters(request, this.config)
@@ -205,7 +200,8 @@ export class MonitorManager {
     )
   }
 
-  private find(sessionID: string, monitorId: string): MonitorRun | undefined {
+  /** A monitor of this session: its info and the request it was started with (memory only, for a restart). */
+  find(sessionID: string, monitorId: string): MonitorRun | undefined {
     const monitor = this.monitors.get(monitorId)
     return monitor && monitor.info.sessionID === sessionID ? monitor : undefined
   }

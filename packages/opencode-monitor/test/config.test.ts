@@ -29,7 +29,7 @@ describe("plugin options", () => {
       allowed_commands: [],
       unbuffered_runtimes: true,
       wake_min_interval_ms: 10_000,
-      wake_settle_ms: 500,
+      wake_settle_ms: 1_000,
       max_match_wakes_per_minute: 6,
       observation_bytes_per_minute: 4_096,
       observation_burst_bytes: 16_384,

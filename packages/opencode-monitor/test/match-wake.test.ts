@@ -463,18 +463,35 @@ describe("pipeline: wake_pattern", () => {
     ])
   })
 
-  test("settle: output that never pauses sends the wake at the ceiling, 1 s after the match", async () => {
-    // flush_interval_ms has no upper bound: with 10 s only the ceiling can send the wake at 1 s.
-    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200, 10_000)
+  test("settle: output that never pauses sends the wake at the ceiling, 3 s after the match", async () => {
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 200)
     p.push("stdout", enc.encode("FAIL a\n"))
-    for (let t = 0; t < 20; t++) {
+    for (let t = 0; t < 40; t++) {
       scheduler.advance(100)
       p.push("stdout", enc.encode(`detail ${t}\n`))
     }
-    // The ceiling (1 000 ms) flushed it, although a line came every 100 ms.
+    // The ceiling (3 000 ms) flushed it, although a line came every 100 ms; flush_interval_ms (1 s) did not.
     expect(batches[0]?.lines.map((l) => lineText(l))).toEqual([
       "FAIL a",
-      ...Array.from({ length: 9 }, (_, t) => `detail ${t}`),
+      ...Array.from({ length: 29 }, (_, t) => `detail ${t}`),
+    ])
+  })
+
+  test("settle: flush_interval_ms does not cut a settling wake short, counted from a line before the match", async () => {
+    // vitest under load: the rerun header, the failure, then its details in pieces, each within the pause.
+    const { scheduler, batches, p } = await pipeline(undefined, undefined, 500)
+    p.push("stdout", enc.encode("RERUN sum.js\n"))
+    scheduler.advance(50)
+    p.push("stdout", enc.encode("FAIL sum.test.js > adds\n"))
+    for (const detail of ["Failed Tests 1", "- Expected  4", "+ Received  3"]) {
+      scheduler.advance(450)
+      p.push("stdout", enc.encode(`${detail}\n`))
+    }
+    scheduler.advance(499)
+    expect(batches).toHaveLength(0)
+    scheduler.advance(1)
+    expect(batches.map((b) => b.lines.map((l) => lineText(l)))).toEqual([
+      ["RERUN sum.js", "FAIL sum.test.js > adds", "Failed Tests 1", "- Expected  4", "+ Received  3"],
     ])
   })
 

@@ -71,6 +71,8 @@ export class MonitorBatcher {
       takeDropped?: () => DropCounts
       /** When the line being added came (the pipeline reads the clock once per read, not per batch). */
       lineTime?: () => number
+      /** While a match wake settles (`since` set), it flushes the batch, not `intervalMs`. */
+      settle?: { since: number | undefined }
     },
   ) {}
 
@@ -91,7 +93,7 @@ export class MonitorBatcher {
     if (this.timer !== undefined) return
     this.timer = this.deps.scheduler.setTimeout(() => {
       this.timer = undefined
-      if (this.closed || this.lines.length === 0) return
+      if (this.closed || this.lines.length === 0 || this.deps.settle?.since !== undefined) return
       const waited = this.deps.scheduler.now() - this.batchStartedAt
       if (waited >= this.limits.intervalMs) this.flushNow()
       else this.armTimer(this.limits.intervalMs - waited)

@@ -49,13 +49,13 @@ export function createMonitorPipeline(options: PipelineOptions): MonitorPipeline
   const { config, scheduler } = options
   const ring = new MonitorRingBuffer(config.ring_max_lines)
   const read = new ReadFacts()
+  const settle = new WakeSettle(scheduler, config.wake_settle_ms, () => batcher.flushNow())
   const batcher = new MonitorBatcher(
     options.monitorId,
     { maxLines: config.batch_max_lines, maxBytes: config.batch_max_bytes, intervalMs: config.flush_interval_ms },
     options.onBatch,
-    { scheduler, takeDropped: () => ring.takeUnreported(), lineTime: () => read.at },
+    { scheduler, takeDropped: () => ring.takeUnreported(), lineTime: () => read.at, settle },
   )
-  const settle = new WakeSettle(scheduler, config.wake_settle_ms, () => batcher.flushNow())
   const accept = lineIntake(options, { ring, batcher, settle, read })
   const splitter = (stream: MonitorStream) =>
     new LineSplitter(

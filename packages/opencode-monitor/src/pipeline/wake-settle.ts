@@ -1,14 +1,15 @@
 import type { Scheduler, TimerHandle } from "../scheduler"
 
 /** The longest a match wake waits for the lines that follow its match. */
-export const WAKE_SETTLE_CEILING_MS = 1_000
+export const WAKE_SETTLE_CEILING_MS = 3_000
 
 /**
  * A match wake's batch is flushed once output pauses for `settleMs`, or WAKE_SETTLE_CEILING_MS after the match,
  * so it carries what follows (a stack trace, expected and received). Lines only stamp a time.
  */
 export class WakeSettle {
-  private since: number | undefined
+  /** When the match a wake waits on came; undefined while none waits. */
+  since: number | undefined
   private lastLineAt = 0
   private timer: TimerHandle | undefined
   private confirming = false

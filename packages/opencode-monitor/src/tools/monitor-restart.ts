@@ -17,7 +17,7 @@ export function monitorRestart(deps: ToolDeps) {
     description: DESCRIPTION,
     args: { monitor_id: z.string().describe("The id of the monitor to restart, like mon_1a2b3c4d") },
     async execute(args, ctx) {
-      const old = deps.manager.startedWith(ctx.sessionID, args.monitor_id)
+      const old = deps.manager.find(ctx.sessionID, args.monitor_id)
       if (!old) throw notFound(args.monitor_id)
       // Judged again exactly as monitor_start judges it: a refusal throws and leaves the old monitor running.
       await authorizeCommand(old.request, ctx, deps.config)
