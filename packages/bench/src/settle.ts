@@ -17,14 +17,14 @@ const SHAPES: Shape[] = [
     id: "single",
     what: "a single matching line, then silence",
     burstMs: 0,
-    gapMs: 1_000,
+    gapMs: 2_000,
     expect: (settleMs) => settleMs,
   },
   {
     id: "burst",
-    what: "a matching line, then a line every 50–100 ms for 2 s",
-    burstMs: 2_000,
-    gapMs: 1_500,
+    what: "a matching line, then a line every 50–100 ms for 4 s",
+    burstMs: 4_000,
+    gapMs: 2_000,
     expect: () => WAKE_SETTLE_CEILING_MS,
   },
 ]
