@@ -21,7 +21,8 @@ import { hasTmux, openMonitorsDialog, sidebarOf, startTui, TUI_PLUGIN_PATH, type
 import { sleep, waitFor } from "../src/wait.ts"
 
 const MARKER = `omo_tui_server_${process.pid}_${Math.random().toString(36).slice(2, 8)}`
-const BUILD = "sh -c 'echo TUI_LINE_1; sleep 1; echo TUI_LINE_2; sleep 1; echo TUI_LINE_3; sleep 1; exit 3'"
+// Lines 3 s apart: on a loaded CI machine the sidebar has shown a new monitor up to 5 s after its start.
+const BUILD = "sh -c 'echo TUI_LINE_1; sleep 3; echo TUI_LINE_2; sleep 3; echo TUI_LINE_3; sleep 3; exit 3'"
 const SERVER = `sh -c 'while :; do echo tick; sleep 1; done' ${MARKER}`
 const PROMPT = [
   "Build it and keep the dev server running.",
@@ -86,7 +87,7 @@ test("the person sees monitors in the sidebar and stops one from the Monitors di
   }
   keep("build exited", ended)
   expect(ended, "the sidebar never showed exited (code=3)").not.toBe("")
-  // The last line changed on screen while the monitor ran (its lines are 1 s apart).
+  // The last line changed on screen while the monitor ran (its lines are 3 s apart).
   console.log(`[tui] last lines seen while running: ${[...lastLinesWhileRunning].join(", ")}`)
   expect(lastLinesWhileRunning.size).toBeGreaterThanOrEqual(2)
   expect(monitorRows(sidebarOf(ended), "qa-build")?.detail).toContain("3 lines › TUI_LINE_3")
