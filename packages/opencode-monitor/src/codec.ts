@@ -107,10 +107,10 @@ function lostDetail({ unverified, survivorPid }: Extract<MonitorStatus, { kind: 
   return survivorPid === undefined ? "" : `; its process ${survivorPid} is still running and could not be stopped`
 }
 
-/** The metadata key of the text part an envelope is sent as. */
 /** The tools whose results start a monitor: their metadata names it (no output text can forge that). */
 export const START_TOOLS: ReadonlySet<string> = new Set(["monitor_start", "monitor_restart"])
 
+/** The metadata key of the text part an envelope is sent as. */
 export const NOTE_KEY = "opencode-monitor"
 
 /**
