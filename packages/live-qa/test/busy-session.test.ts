@@ -180,7 +180,7 @@ test("busy parent, no ceiling: the exit notice waits for the turn to end, then w
 
 const LATE_JOB = planPrompt(
   "Watch this job.",
-  [["monitor_start", { command: "sleep 2; exit 5", label: "late" }]],
+  [["monitor_start", { command: "sleep 6; exit 5", label: "late" }]],
   "Watching it.",
 )
 
@@ -193,8 +193,9 @@ test("user first: a person's turn that is running when the monitor exits complet
   const startStep = stepWithTool(await live.messages(sessionID), "monitor_start")
   const startedAt = startStep?.parts.find((p) => p.tool === "monitor_start")?.state?.time?.end ?? Number.NaN
 
-  // The person speaks about 1.8 s after the monitor started, just before its exit at 2 s.
-  const wait = startedAt + 1800 - Date.now()
+  // The person speaks about 5.8 s after the monitor started, just before its exit at 6 s (the first turn
+  // has to end before that: on a loaded CI machine it once took more than 1.8 s).
+  const wait = startedAt + 5800 - Date.now()
   expect(wait).toBeGreaterThan(0)
   await sleep(wait)
   const userSentAt = await live.prompt(sessionID, "USER_SAYS hello")
